@@ -1,0 +1,48 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+PG_URL ?= postgres://postgres@127.0.0.1:5432/gshost
+REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: install run test lint typecheck test-postgres test-sqlite bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements.lock
+
+# Web + worker on SQLite and django-q2's ORM broker, with demo data. Ctrl-C stops both.
+run: install
+	DEBUG=true $(BIN)/python manage.py migrate --noinput
+	DEBUG=true $(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	DEBUG=true $(BIN)/python manage.py demo
+	@echo "Panel: http://127.0.0.1:$(PORT)/panel/keys/   API: http://127.0.0.1:$(PORT)/api/public/v1/"
+	DEBUG=true PORT=$(PORT) ./scripts/run-web-and-worker.sh
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy .
+
+test-postgres: install
+	./scripts/ensure-services.sh
+	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(BIN)/python -m pytest
+
+test-sqlite: install
+	DATABASE_URL= REDIS_URL= $(BIN)/python -m pytest
+
+# Lint, types, then the whole suite twice: PostgreSQL + Redis, and the embedded SQLite default.
+test: lint typecheck test-postgres test-sqlite
+
+bench: install
+	./scripts/ensure-services.sh
+	$(BIN)/python bench/auth.py
+
+clean:
+	rm -rf $(VENV) staticfiles db.sqlite3*

@@ -1,0 +1,68 @@
+"""Public account routes: the calling key's record, the organization's keys, self-revocation."""
+
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import viewsets
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts import scopes as scope_catalogue
+from accounts.authentication import calling_key
+from accounts.key_records import KeyRecord, record_from_key
+from accounts.models import ApiKey
+from accounts.permissions import NO_SCOPE_REQUIRED, insufficient_scope
+from accounts.scopes import Scope
+from accounts.selectors import api_key_get, api_key_list_live
+from accounts.services import api_key_revoke
+from accounts.usage import last_use
+from gshost.ids import format_timestamp
+
+
+def key_record_json(record: KeyRecord) -> dict[str, Any]:
+    last_used_at, last_used_ip = last_use(record)
+    return {
+        "id": record.key_id,
+        "name": record.name,
+        "description": record.description,
+        "prefix": f"gsk_{record.key_id}",
+        "status": record.status_at(timezone.now()).value,
+        "scopes": list(record.scopes),
+        "unrecognized_scopes": scope_catalogue.unrecognized(record.scopes),
+        "server_restrictions": sorted(record.server_restrictions),
+        "allowed_ips": [str(network) for network in record.allowed_networks],
+        "expires_at": format_timestamp(record.expires_at),
+        "created_at": format_timestamp(record.created_at),
+        "created_by": record.created_by,
+        "last_used_at": format_timestamp(last_used_at),
+        "last_used_ip": last_used_ip,
+        "replaced_by": record.replaced_by,
+        "revoked_at": format_timestamp(record.revoked_at),
+    }
+
+
+class KeyViewSet(viewsets.GenericViewSet[ApiKey]):
+    scopes = {
+        "current": NO_SCOPE_REQUIRED,
+        "list": Scope.KEYS_READ,
+        "destroy": Scope.KEYS_REVOKE,
+    }
+    lookup_url_kwarg = "key_id"
+
+    def current(self, request: Request) -> Response:
+        return Response(key_record_json(calling_key(request)))
+
+    def list(self, request: Request) -> Response:
+        keys = self.paginate_queryset(api_key_list_live(calling_key(request).organization_id)) or []
+        return self.get_paginated_response([key_record_json(record_from_key(k)) for k in keys])
+
+    def destroy(self, request: Request, key_id: str) -> Response:
+        caller = calling_key(request)
+        if key_id != caller.key_id:
+            raise insufficient_scope(
+                Scope.KEYS_REVOKE,
+                "A key can revoke only itself; revoke other keys in the panel.",
+                rule="self_revocation_only",
+            )
+        key = api_key_revoke(key=api_key_get(caller.organization_id, caller.key_id))
+        return Response(key_record_json(record_from_key(key)))

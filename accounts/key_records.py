@@ -1,0 +1,122 @@
+"""Snapshots of API keys for the request path, cached per process for a short while.
+
+Every process keeps a key's snapshot at most API_KEY_CACHE_SECONDS (capped at 60 s, the
+contract's revocation bound); the process that revokes or rotates drops it at once.
+"""
+
+import ipaddress
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from accounts import scopes as scope_catalogue
+from accounts.models import ApiKey, KeyStatus
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+MAX_CACHE_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    pk: int
+    key_id: str
+    organization_id: str
+    name: str
+    description: str
+    secret_hash: str
+    scopes: tuple[str, ...]
+    server_restrictions: frozenset[str]
+    allowed_networks: tuple[IPNetwork, ...]
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    replaced_by: str | None
+    rotated_at: datetime | None
+    created_at: datetime
+    created_by: str | None
+    last_used_at: datetime | None
+    last_used_ip: str | None
+    fetched_at: datetime
+
+    is_authenticated = True  # DRF treats the key as the request's principal
+
+    @property
+    def granted_scopes(self) -> frozenset[str]:
+        return frozenset(scope_catalogue.recognized(self.scopes))
+
+    def status_at(self, moment: datetime) -> KeyStatus:
+        if self.revoked_at is not None:
+            return KeyStatus.REVOKED
+        if self.expires_at is not None and self.expires_at <= moment:
+            return KeyStatus.EXPIRED
+        return KeyStatus.ACTIVE
+
+    def allows_ip(self, ip: str | None) -> bool:
+        if not self.allowed_networks:
+            return True
+        if ip is None:
+            return False
+        address = ipaddress.ip_address(ip)
+        return any(address in network for network in self.allowed_networks)
+
+    def allows_server(self, server_id: str) -> bool:
+        return not self.server_restrictions or server_id in self.server_restrictions
+
+
+def record_from_key(key: ApiKey) -> KeyRecord:
+    return KeyRecord(
+        pk=key.pk,
+        key_id=key.key_id,
+        organization_id=key.organization_id,
+        name=key.name,
+        description=key.description,
+        secret_hash=key.secret_hash,
+        scopes=tuple(key.scopes),
+        server_restrictions=frozenset(key.server_restrictions),
+        allowed_networks=tuple(ipaddress.ip_network(n, strict=False) for n in key.allowed_ips),
+        expires_at=key.expires_at,
+        revoked_at=key.revoked_at,
+        replaced_by=key.replaced_by,
+        rotated_at=key.rotated_at,
+        created_at=key.created_at,
+        created_by=key.created_by.email if key.created_by else None,
+        last_used_at=key.last_used_at,
+        last_used_ip=key.last_used_ip,
+        fetched_at=timezone.now(),
+    )
+
+
+_cache: dict[str, KeyRecord] = {}
+_lock = threading.Lock()
+
+
+def _ttl() -> timedelta:
+    return timedelta(seconds=min(settings.API_KEY_CACHE_SECONDS, MAX_CACHE_SECONDS))
+
+
+def get_key_record(key_id: str) -> KeyRecord | None:
+    """The key's snapshot, from this process's cache while fresh, else from the database."""
+    now = timezone.now()
+    cached = _cache.get(key_id)
+    if cached is not None and now - cached.fetched_at < _ttl():
+        return cached
+    key = ApiKey.objects.select_related("created_by").filter(key_id=key_id).first()
+    if key is None:
+        return None
+    record = record_from_key(key)
+    with _lock:
+        _cache[key_id] = record
+    return record
+
+
+def forget(*key_ids: str) -> None:
+    with _lock:
+        for key_id in key_ids:
+            _cache.pop(key_id, None)
+
+
+def forget_all() -> None:
+    with _lock:
+        _cache.clear()

@@ -1,0 +1,66 @@
+"""The API key string: `gsk_` + key id (8) + `_` + secret (43, the last 6 a CRC32 checksum).
+
+Pure functions, no database: a typo or a foreign string is refused before any query, and
+secret scanners can validate a leaked key offline with the same rule.
+"""
+
+import hashlib
+import hmac
+import re
+import zlib
+from dataclasses import dataclass
+
+from gshost.ids import BASE62, random_base62, to_base62
+
+PREFIX = "gsk_"
+KEY_ID_LENGTH = 8
+SECRET_LENGTH = 43
+CHECKSUM_LENGTH = 6
+KEY_LENGTH = len(PREFIX) + KEY_ID_LENGTH + 1 + SECRET_LENGTH  # 56
+
+_KEY_SHAPE = re.compile(rf"gsk_([{BASE62}]{{{KEY_ID_LENGTH}}})_([{BASE62}]{{{SECRET_LENGTH}}})")
+_KEY_ID_SHAPE = re.compile(rf"[{BASE62}]{{{KEY_ID_LENGTH}}}")
+
+
+@dataclass(frozen=True)
+class ParsedKey:
+    key_id: str
+    secret: str
+
+
+def checksum(text: str) -> str:
+    """CRC32 of the UTF-8 bytes, base62, most significant digit first, 6 characters."""
+    return to_base62(zlib.crc32(text.encode()), CHECKSUM_LENGTH)
+
+
+def new_key_id() -> str:
+    return random_base62(KEY_ID_LENGTH)
+
+
+def new_key_string(key_id: str) -> str:
+    body = f"{PREFIX}{key_id}_{random_base62(SECRET_LENGTH - CHECKSUM_LENGTH)}"
+    return body + checksum(body)
+
+
+def parse_key(token: str) -> ParsedKey | None:
+    """The key id and secret of a well-formed key with a valid checksum, else None."""
+    match = _KEY_SHAPE.fullmatch(token)
+    if match is None:
+        return None
+    body, check = token[:-CHECKSUM_LENGTH], token[-CHECKSUM_LENGTH:]
+    if not hmac.compare_digest(checksum(body), check):
+        return None
+    return ParsedKey(key_id=match.group(1), secret=match.group(2))
+
+
+def is_key_id(text: str) -> bool:
+    return _KEY_ID_SHAPE.fullmatch(text) is not None
+
+
+def hash_secret(secret: str, pepper: bytes) -> str:
+    """HMAC-SHA256 of the secret with a server-side pepper: a stolen table alone is useless."""
+    return hmac.new(pepper, secret.encode(), hashlib.sha256).hexdigest()
+
+
+def secret_matches(secret: str, stored_hash: str, pepper: bytes) -> bool:
+    return hmac.compare_digest(hash_secret(secret, pepper), stored_hash)

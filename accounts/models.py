@@ -1,0 +1,144 @@
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.scopes import CATALOGUE
+from gshost.ids import new_id
+
+
+def new_organization_id() -> str:
+    return new_id("org")
+
+
+class UserManager(BaseUserManager["User"]):
+    use_in_migrations = True
+
+    def create_user(self, email: str, password: str | None = None, **fields: Any) -> "User":
+        user = self.model(email=self.normalize_email(email).lower(), **fields)
+        user.set_password(password)
+        user.save(using=self._db)
+        return user
+
+    def create_superuser(self, email: str, password: str | None = None, **fields: Any) -> "User":
+        fields.update(is_staff=True, is_superuser=True)
+        return self.create_user(email, password, **fields)
+
+
+class User(AbstractBaseUser, PermissionsMixin):
+    """A person. Signs in to the panel with an email address."""
+
+    email = models.EmailField(unique=True)
+    is_active = models.BooleanField(default=True)
+    is_staff = models.BooleanField(default=False)
+    date_joined = models.DateTimeField(default=timezone.now)
+
+    objects = UserManager()
+
+    USERNAME_FIELD = "email"
+    EMAIL_FIELD = "email"
+
+    def __str__(self) -> str:
+        return self.email
+
+
+class Organization(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_organization_id)
+    slug = models.SlugField(unique=True, max_length=60)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "Owner"
+    MEMBER = "member", "Member"
+
+
+class Membership(models.Model):
+    """A person's place in an organization. An owner holds every scope."""
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.MEMBER)
+    scopes = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "organization"], name="one_membership_per_org")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.organization}"
+
+    @property
+    def held_scopes(self) -> frozenset[str]:
+        if self.role == Role.OWNER:
+            return CATALOGUE
+        return frozenset(self.scopes) & CATALOGUE
+
+
+class KeyStatus(models.TextChoices):
+    ACTIVE = "active", "Active"
+    EXPIRED = "expired", "Expired"
+    REVOKED = "revoked", "Revoked"
+
+
+class ApiKey(models.Model):
+    """An organization's API key. Only the secret's peppered hash is stored."""
+
+    key_id = models.CharField(max_length=8, unique=True)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="keys")
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True, default="")
+    secret_hash = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    server_restrictions = models.JSONField(default=list, blank=True)
+    allowed_ips = models.JSONField(default=list, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    last_used_ip = models.GenericIPAddressField(null=True, blank=True)
+    # NULL, not "", means "not replaced": the unique-name constraint keys on it.
+    replaced_by = models.CharField(max_length=8, null=True, blank=True)  # noqa: DJ001
+    rotated_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "name"],
+                condition=Q(revoked_at__isnull=True, replaced_by__isnull=True),
+                name="unique_live_key_name",
+            )
+        ]
+        indexes = [models.Index(fields=["organization", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.key_id})"
+
+    def status_at(self, moment: datetime) -> KeyStatus:
+        if self.revoked_at is not None:
+            return KeyStatus.REVOKED
+        if self.expires_at is not None and self.expires_at <= moment:
+            return KeyStatus.EXPIRED
+        return KeyStatus.ACTIVE
+
+    @property
+    def status(self) -> KeyStatus:
+        return self.status_at(timezone.now())
+
+    @property
+    def prefix(self) -> str:
+        return f"gsk_{self.key_id}"

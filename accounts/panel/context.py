@@ -1,0 +1,20 @@
+from typing import Any
+
+from django.http import HttpRequest
+
+from accounts.panel.organization import current_membership
+
+
+def current_organization(request: HttpRequest) -> dict[str, Any]:
+    """The organization the panel is acting in, and the others the person can switch to."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    membership = current_membership(request)
+    return {
+        "current_membership": membership,
+        "current_organization": membership.organization if membership else None,
+        "memberships": list(
+            user.memberships.select_related("organization").order_by("organization__name")
+        ),
+    }

@@ -1,0 +1,36 @@
+"""Which organization the signed-in person is acting in (kept in the session)."""
+
+from django.http import HttpRequest
+
+from accounts.models import Membership
+
+SESSION_KEY = "organization_id"
+
+
+def _user_id(request: HttpRequest) -> int:
+    return int(request.user.pk or 0)
+
+
+def current_membership(request: HttpRequest) -> Membership | None:
+    cached = getattr(request, "_current_membership", None)
+    if cached is not None:
+        return cached
+    memberships = Membership.objects.filter(user_id=_user_id(request)).select_related(
+        "organization", "user"
+    )
+    chosen = request.session.get(SESSION_KEY)
+    membership = memberships.filter(organization_id=chosen).first() if chosen else None
+    membership = membership or memberships.order_by("organization__name").first()
+    request._current_membership = membership  # type: ignore[attr-defined]
+    return membership
+
+
+def switch_organization(request: HttpRequest, organization_id: str) -> bool:
+    """Switch only to an organization the person belongs to."""
+    if not Membership.objects.filter(
+        user_id=_user_id(request), organization_id=organization_id
+    ).exists():
+        return False
+    request.session[SESSION_KEY] = organization_id
+    request._current_membership = None  # type: ignore[attr-defined]
+    return True

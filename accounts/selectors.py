@@ -1,0 +1,24 @@
+from django.db.models import QuerySet
+
+from accounts.models import ApiKey, Membership
+
+
+def api_key_list_live(organization_id: str) -> QuerySet[ApiKey]:
+    """The organization's keys that are not revoked (active, expired or in rotation grace)."""
+    return ApiKey.objects.filter(
+        organization_id=organization_id, revoked_at__isnull=True
+    ).select_related("created_by")
+
+
+def api_key_list_for_panel(organization_id: str) -> QuerySet[ApiKey]:
+    return ApiKey.objects.filter(organization_id=organization_id).select_related("created_by")
+
+
+def api_key_get(organization_id: str, key_id: str) -> ApiKey:
+    return ApiKey.objects.select_related("created_by").get(
+        organization_id=organization_id, key_id=key_id
+    )
+
+
+def memberships_of(user_id: int) -> QuerySet[Membership]:
+    return Membership.objects.filter(user_id=user_id).select_related("organization")

@@ -1,0 +1,232 @@
+"""Writes for organizations, people and API keys. Each owns its transaction and audit row."""
+
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts import key_records, keys
+from accounts import scopes as scope_catalogue
+from accounts.authentication import hash_key_secret
+from accounts.models import ApiKey, KeyStatus, Membership, Organization, Role, User
+from audit.services import PanelAction, PanelContext, audit_panel_action
+from servers.selectors import server_ids_in_organization
+
+DEFAULT_EXPIRY_DAYS = 90
+MAX_EXPIRY_DAYS = 365
+DEFAULT_GRACE_HOURS = 24
+MAX_GRACE_HOURS = 168
+
+
+class KeyRequestRefused(Exception):
+    """A key request the rules refuse; `field` names the form field at fault, if any."""
+
+    field: str | None = None
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ScopeExceedsPermissions(KeyRequestRefused):
+    code = "scope_exceeds_permissions"
+
+    def __init__(self, scopes: list[str]) -> None:
+        super().__init__(
+            "You cannot grant scopes you do not hold: " + ", ".join(scopes), field="scopes"
+        )
+        self.scopes = scopes
+
+
+@dataclass(frozen=True)
+class NewKey:
+    key: ApiKey
+    full_key: str  # shown once, never stored
+
+
+def organization_create(*, slug: str, name: str) -> Organization:
+    return Organization.objects.create(slug=slug, name=name)
+
+
+def member_add(
+    *,
+    organization: Organization,
+    email: str,
+    password: str | None,
+    owner: bool = False,
+    member_scopes: Iterable[str] = (),
+) -> Membership:
+    with transaction.atomic():
+        user = User.objects.filter(email__iexact=email).first()
+        if user is None:
+            user = User.objects.create_user(email=email, password=password)
+        elif password:
+            user.set_password(password)
+            user.save(update_fields=["password"])
+        membership, _ = Membership.objects.update_or_create(
+            user=user,
+            organization=organization,
+            defaults={
+                "role": Role.OWNER if owner else Role.MEMBER,
+                "scopes": [] if owner else scope_catalogue.normalize(member_scopes),
+            },
+        )
+    return membership
+
+
+def _validate_expiry(days: int | None) -> None:
+    if days is not None and not 1 <= days <= MAX_EXPIRY_DAYS:
+        raise KeyRequestRefused(
+            f"Expiry must be 1 to {MAX_EXPIRY_DAYS} days, or none.", "expiry_days"
+        )
+
+
+def _clean_networks(allowed_ips: Iterable[str]) -> list[str]:
+    networks = []
+    for entry in allowed_ips:
+        try:
+            networks.append(str(ipaddress.ip_network(entry.strip(), strict=False)))
+        except ValueError:
+            raise KeyRequestRefused(
+                f"{entry!r} is not an IP address or CIDR range.", "allowed_ips"
+            ) from None
+    return list(dict.fromkeys(networks))
+
+
+def _check_grantable(membership: Membership, requested: list[str]) -> None:
+    beyond = [s for s in scope_catalogue.recognized(requested) if s not in membership.held_scopes]
+    if beyond:
+        raise ScopeExceedsPermissions(beyond)
+
+
+def _check_servers(organization: Organization, server_ids: list[str]) -> None:
+    unknown = set(server_ids) - server_ids_in_organization(organization.id, server_ids)
+    if unknown:
+        raise KeyRequestRefused("Unknown servers: " + ", ".join(sorted(unknown)), "servers")
+
+
+def _mint(**fields: object) -> NewKey:
+    """Insert a key with a fresh id and secret (a colliding id, about 1 in 2^47, is redrawn)."""
+    for _ in range(5):
+        key_id = keys.new_key_id()
+        if ApiKey.objects.filter(key_id=key_id).exists():
+            continue
+        full_key = keys.new_key_string(key_id)
+        secret = keys.parse_key(full_key)
+        assert secret is not None
+        key = ApiKey.objects.create(
+            key_id=key_id, secret_hash=hash_key_secret(secret.secret), **fields
+        )
+        return NewKey(key=key, full_key=full_key)
+    raise RuntimeError("could not draw an unused key id")
+
+
+def _name_taken(organization: Organization, name: str) -> bool:
+    return ApiKey.objects.filter(
+        organization=organization, name=name, revoked_at__isnull=True, replaced_by__isnull=True
+    ).exists()
+
+
+def api_key_create(
+    *,
+    membership: Membership,
+    name: str,
+    description: str = "",
+    expiry_days: int | None = DEFAULT_EXPIRY_DAYS,
+    scopes: Iterable[str] = (),
+    server_ids: Iterable[str] = (),
+    allowed_ips: Iterable[str] = (),
+    context: PanelContext,
+) -> NewKey:
+    """A new key of the membership's organization; the creator grants only scopes they hold."""
+    organization = membership.organization
+    requested = scope_catalogue.normalize(scopes)
+    servers = list(dict.fromkeys(server_ids))
+    name = name.strip()
+    if not name:
+        raise KeyRequestRefused("A key needs a name.", "name")
+    _validate_expiry(expiry_days)
+    _check_grantable(membership, requested)
+    _check_servers(organization, servers)
+    networks = _clean_networks(allowed_ips)
+    now = timezone.now()
+    with transaction.atomic():
+        if _name_taken(organization, name):
+            raise KeyRequestRefused("A key with this name already exists.", "name") from None
+        try:
+            with transaction.atomic():
+                new = _mint(
+                    organization=organization,
+                    name=name,
+                    description=description,
+                    scopes=requested,
+                    server_restrictions=servers,
+                    allowed_ips=networks,
+                    expires_at=now + timedelta(days=expiry_days) if expiry_days else None,
+                    created_at=now,
+                    created_by=membership.user,
+                )
+        except IntegrityError:
+            raise KeyRequestRefused("A key with this name already exists.", "name") from None
+        audit_panel_action(
+            organization_id=organization.id, context=context, action=PanelAction.KEY_CREATE
+        )
+    return new
+
+
+def api_key_rotate(
+    *, key: ApiKey, grace_hours: int = DEFAULT_GRACE_HOURS, context: PanelContext
+) -> NewKey:
+    """A successor with a new id and secret; the old key works `grace_hours` more at most."""
+    if not 0 <= grace_hours <= MAX_GRACE_HOURS:
+        raise KeyRequestRefused(f"Grace must be 0 to {MAX_GRACE_HOURS} hours.", "grace_hours")
+    now = timezone.now()
+    with transaction.atomic():
+        old = ApiKey.objects.select_for_update().get(pk=key.pk)
+        original_expiry = old.expires_at
+        if old.status_at(now) != KeyStatus.ACTIVE or old.replaced_by is not None:
+            raise KeyRequestRefused("Only an active key that has not been rotated can be rotated.")
+        grace_end = now + timedelta(hours=grace_hours)
+        old.expires_at = min(old.expires_at, grace_end) if old.expires_at else grace_end
+        old.replaced_by, old.rotated_at = "pending", now  # frees the name for the successor
+        old.save(update_fields=["expires_at", "replaced_by", "rotated_at"])
+        new = _mint(
+            organization_id=old.organization_id,
+            name=old.name,
+            description=old.description,
+            scopes=old.scopes,
+            server_restrictions=old.server_restrictions,
+            allowed_ips=old.allowed_ips,
+            expires_at=original_expiry,
+            created_at=now,
+            created_by=old.created_by,
+        )
+        old.replaced_by = new.key.key_id
+        old.save(update_fields=["replaced_by"])
+        audit_panel_action(
+            organization_id=old.organization_id, context=context, action=PanelAction.KEY_ROTATE
+        )
+    _forget_everywhere(old.key_id)
+    return new
+
+
+def api_key_revoke(*, key: ApiKey, context: PanelContext | None = None) -> ApiKey:
+    """Permanent. This process refuses the key at once, every other within the cache bound."""
+    now = timezone.now()
+    with transaction.atomic():
+        ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=now)
+        if context is not None:
+            audit_panel_action(
+                organization_id=key.organization_id, context=context, action=PanelAction.KEY_REVOKE
+            )
+    _forget_everywhere(key.key_id)
+    key.refresh_from_db()
+    return key
+
+
+def _forget_everywhere(key_id: str) -> None:
+    key_records.forget(key_id)
+    transaction.on_commit(lambda: key_records.forget(key_id))

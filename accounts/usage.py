@@ -1,0 +1,52 @@
+"""Coalesced `last_used_at` / `last_used_ip`: one write a minute per key, or at once on a new IP."""
+
+import threading
+from datetime import datetime, timedelta
+
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.key_records import KeyRecord
+from accounts.models import ApiKey
+
+COALESCE = timedelta(minutes=1)
+
+_last_written: dict[str, tuple[datetime, str | None]] = {}
+_lock = threading.Lock()
+
+
+def _due(record: KeyRecord, ip: str | None, now: datetime) -> bool:
+    seen = _last_written.get(record.key_id)
+    if seen is None and record.last_used_at is not None:
+        seen = (record.last_used_at, record.last_used_ip)
+    if seen is None:
+        return True
+    written_at, written_ip = seen
+    return written_ip != ip or now - written_at >= COALESCE
+
+
+def note_key_used(record: KeyRecord, ip: str | None) -> None:
+    now = timezone.now()
+    if not _due(record, ip, now):
+        return
+    with _lock:
+        _last_written[record.key_id] = (now, ip)
+    # Other processes may have written meanwhile: the database makes the final call.
+    stale = Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - COALESCE)
+    new_ip = ~Q(last_used_ip=ip) if ip is not None else Q(last_used_ip__isnull=False)
+    ApiKey.objects.filter(pk=record.pk).filter(stale | new_ip).update(
+        last_used_at=now, last_used_ip=ip
+    )
+
+
+def last_use(record: KeyRecord) -> tuple[datetime | None, str | None]:
+    """The freshest last use this process knows of, for the key's own record."""
+    seen = _last_written.get(record.key_id)
+    if seen is not None and (record.last_used_at is None or seen[0] >= record.last_used_at):
+        return seen
+    return record.last_used_at, record.last_used_ip
+
+
+def forget_usage() -> None:
+    with _lock:
+        _last_written.clear()

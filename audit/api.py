@@ -1,0 +1,70 @@
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+from rest_framework import viewsets
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.authentication import calling_key
+from accounts.scopes import Scope
+from audit.models import ActorType, AuditRecord
+from audit.selectors import AuditFilters, audit_list
+from gshost.api.errors import invalid_request
+from gshost.ids import format_timestamp
+
+
+def audit_record_json(record: AuditRecord) -> dict[str, Any]:
+    actor: dict[str, str]
+    if record.actor_type == ActorType.API_KEY:
+        actor = {"type": "api_key", "key_id": record.actor_key_id}
+    else:
+        actor = {"type": "user", "email": record.actor_email}
+    return {
+        "id": record.id,
+        "occurred_at": format_timestamp(record.occurred_at),
+        "source": record.source,
+        "actor": actor,
+        "method": record.method,
+        "path": record.path,
+        "action": record.action,
+        "status_code": record.status_code,
+        "error_code": record.error_code or None,
+        "server_id": record.server_id or None,
+        "ip": record.ip,
+        "user_agent": record.user_agent,
+        "request_id": record.request_id or None,
+    }
+
+
+def parse_filters(params: Any) -> AuditFilters:
+    errors: dict[str, list[str]] = {}
+    status_code = params.get("status_code")
+    if status_code is not None and not (status_code.isdigit() and len(status_code) == 3):
+        errors["status_code"] = ["Must be an HTTP status code such as 403."]
+    outcome = params.get("outcome")
+    if outcome not in (None, "rejected"):
+        errors["outcome"] = ["The only outcome filter is `rejected`."]
+    since_raw = params.get("since")
+    since = parse_datetime(since_raw) if since_raw else None
+    if since_raw and (since is None or since.tzinfo is None):
+        errors["since"] = ["Must be an ISO 8601 timestamp with a time zone."]
+    if errors:
+        raise invalid_request("The filters are not valid.", errors)
+    return AuditFilters(
+        key_id=params.get("key_id") or None,
+        status_code=int(status_code) if status_code else None,
+        rejected_only=outcome == "rejected",
+        server_id=params.get("server_id") or None,
+        since=since,
+    )
+
+
+class AuditViewSet(viewsets.GenericViewSet[AuditRecord]):
+    scopes = {"list": Scope.AUDIT_READ}
+    ordering_field = "occurred_at"
+
+    def list(self, request: Request) -> Response:
+        filters = parse_filters(request.query_params)
+        records = audit_list(organization_id=calling_key(request).organization_id, filters=filters)
+        page = self.paginate_queryset(records) or []
+        return self.get_paginated_response([audit_record_json(r) for r in page])

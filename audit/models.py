@@ -1,0 +1,51 @@
+from django.db import models
+from django.utils import timezone
+
+from accounts.models import Organization
+from gshost.ids import new_id
+
+
+def new_audit_id() -> str:
+    return new_id("aud")
+
+
+class Source(models.TextChoices):
+    API = "api", "API"
+    PANEL = "panel", "Panel"
+
+
+class ActorType(models.TextChoices):
+    API_KEY = "api_key", "API key"
+    USER = "user", "User"
+
+
+class AuditRecord(models.Model):
+    """One Customer API call made with an organization's key, or one panel action."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_audit_id)
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="audit_records"
+    )
+    occurred_at = models.DateTimeField(default=timezone.now)
+    source = models.CharField(max_length=10, choices=Source.choices)
+    actor_type = models.CharField(max_length=10, choices=ActorType.choices)
+    actor_key_id = models.CharField(max_length=8, blank=True, default="")
+    actor_email = models.CharField(max_length=254, blank=True, default="")
+    method = models.CharField(max_length=10, blank=True, default="")
+    path = models.CharField(max_length=500, blank=True, default="")
+    action = models.CharField(max_length=100)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error_code = models.CharField(max_length=50, blank=True, default="")
+    server_id = models.CharField(max_length=40, blank=True, default="")
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    user_agent = models.CharField(max_length=500, blank=True, default="")
+    request_id = models.CharField(max_length=128, blank=True, default="")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["organization", "-occurred_at", "-id"]),
+            models.Index(fields=["occurred_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.status_code} at {self.occurred_at:%Y-%m-%d %H:%M:%S}"

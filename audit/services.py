@@ -1,0 +1,80 @@
+"""Audit writes for panel actions: called inside the acting service's transaction."""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.http import HttpRequest
+from django.utils import timezone
+
+from audit.models import ActorType, AuditRecord, Source
+from gshost.api.client_ip import client_ip
+
+
+class PanelAction(models.TextChoices):
+    KEY_CREATE = "key.create", "API key created"
+    KEY_ROTATE = "key.rotate", "API key rotated"
+    KEY_REVOKE = "key.revoke", "API key revoked"
+    WEBHOOK_CREATE = "webhook.create", "Webhook created"
+    WEBHOOK_UPDATE = "webhook.update", "Webhook updated"
+    WEBHOOK_DELETE = "webhook.delete", "Webhook deleted"
+    WEBHOOK_TEST = "webhook.test", "Webhook test ping"
+    WEBHOOK_REDELIVER = "webhook.redeliver", "Delivery re-sent"
+    SERVER_POWER = "server.power", "Server power action"
+    SERVER_CONSOLE = "server.console", "Console command"
+    SERVER_UPDATE = "server.update", "Server changed"
+
+
+@dataclass(frozen=True)
+class PanelContext:
+    """Who did it and from where: taken from the panel request by the view."""
+
+    user_email: str
+    method: str = "POST"
+    path: str = ""
+    ip: str | None = None
+    user_agent: str = ""
+    request_id: str = ""
+
+    @classmethod
+    def from_request(cls, request: HttpRequest) -> "PanelContext":
+        return cls(
+            user_email=getattr(request.user, "email", ""),
+            method=request.method or "POST",
+            path=request.path[:500],
+            ip=client_ip(request),
+            user_agent=request.META.get("HTTP_USER_AGENT", "")[:500],
+            request_id=getattr(request, "request_id", ""),
+        )
+
+
+def audit_panel_action(
+    *,
+    organization_id: str,
+    context: PanelContext,
+    action: PanelAction,
+    server_id: str = "",
+    status_code: int = 200,
+) -> AuditRecord:
+    return AuditRecord.objects.create(
+        organization_id=organization_id,
+        source=Source.PANEL,
+        actor_type=ActorType.USER,
+        actor_email=context.user_email,
+        method=context.method,
+        path=context.path,
+        action=action.value,
+        status_code=status_code,
+        server_id=server_id,
+        ip=context.ip,
+        user_agent=context.user_agent,
+        request_id=context.request_id,
+    )
+
+
+def audit_purge_expired() -> int:
+    """Delete rows older than the 24-hour window; returns how many went."""
+    cutoff = timezone.now() - timedelta(hours=settings.AUDIT_RETENTION_HOURS)
+    deleted, _ = AuditRecord.objects.filter(occurred_at__lt=cutoff).delete()
+    return deleted

@@ -1,0 +1,140 @@
+"""The contract's error envelope: `{"error": {"code", "message", ...extras}}` for every error."""
+
+import logging
+from enum import StrEnum
+from typing import Any
+
+from django.http import Http404, HttpRequest
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+
+logger = logging.getLogger(__name__)
+
+WWW_AUTHENTICATE = 'Bearer error="invalid_token"'
+
+
+class ErrorCode(StrEnum):
+    INVALID_REQUEST = "invalid_request"
+    MISSING_TOKEN = "missing_token"
+    INVALID_TOKEN = "invalid_token"
+    TOKEN_EXPIRED = "token_expired"
+    TOKEN_REVOKED = "token_revoked"
+    INSUFFICIENT_SCOPE = "insufficient_scope"
+    IP_NOT_ALLOWED = "ip_not_allowed"
+    FEATURE_NOT_ENABLED = "feature_not_enabled"
+    SERVER_NOT_FOUND = "server_not_found"
+    NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    INVALID_STATE = "invalid_state"
+    INVALID_WEBHOOK_URL = "invalid_webhook_url"
+    UNKNOWN_EVENT = "unknown_event"
+    CONFLICTING_FIELDS = "conflicting_fields"
+    SCOPE_EXCEEDS_PERMISSIONS = "scope_exceeds_permissions"
+    RATE_LIMITED = "rate_limited"
+    NOT_SUPPORTED = "not_supported"
+    INTERNAL_ERROR = "internal_error"
+
+
+DEFAULT_MESSAGES = {
+    ErrorCode.MISSING_TOKEN: "Send your API key as `Authorization: Bearer <API_KEY>`.",
+    ErrorCode.INVALID_TOKEN: "The API key is not valid.",
+    ErrorCode.TOKEN_EXPIRED: "The API key has expired.",
+    ErrorCode.TOKEN_REVOKED: "The API key has been revoked.",
+    ErrorCode.SERVER_NOT_FOUND: "No such server.",
+    ErrorCode.NOT_FOUND: "Not found.",
+    ErrorCode.RATE_LIMITED: "Too many requests; retry after the time given in Retry-After.",
+    ErrorCode.INTERNAL_ERROR: "Something went wrong on our side. Retry later.",
+}
+
+
+class ApiError(exceptions.APIException):
+    """An error with the contract's code and any of its listed extra members."""
+
+    def __init__(
+        self,
+        status_code: int,
+        code: ErrorCode,
+        message: str | None = None,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        self.status_code = status_code
+        self.code = code
+        self.message = message or DEFAULT_MESSAGES.get(code, code.value.replace("_", " "))
+        self.extra = extra
+        self.headers = headers or {}
+        super().__init__(self.message, code.value)
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"code": self.code.value, "message": self.message, **self.extra}}
+
+
+def server_not_found() -> ApiError:
+    return ApiError(404, ErrorCode.SERVER_NOT_FOUND)
+
+
+def not_found(what: str = "Not found.") -> ApiError:
+    return ApiError(404, ErrorCode.NOT_FOUND, what)
+
+
+def invalid_request(message: str, fields: dict[str, list[str]] | None = None) -> ApiError:
+    if fields is None:
+        return ApiError(400, ErrorCode.INVALID_REQUEST, message)
+    return ApiError(400, ErrorCode.INVALID_REQUEST, message, fields=fields)
+
+
+def _validation_fields(detail: Any) -> dict[str, list[str]]:
+    if isinstance(detail, dict):
+        return {str(name): _messages(value) for name, value in detail.items()}
+    return {"non_field_errors": _messages(detail)}
+
+
+def _messages(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [m for item in value for m in _messages(item)]
+    if isinstance(value, dict):
+        return [f"{k}: {m}" for k, v in value.items() for m in _messages(v)]
+    return [str(value)]
+
+
+def as_api_error(exc: Exception) -> ApiError:
+    """Translate DRF's and Django's own exceptions into the contract's codes."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        return ApiError(401, ErrorCode.MISSING_TOKEN)
+    if isinstance(exc, exceptions.ValidationError):
+        return invalid_request("The request is not valid.", _validation_fields(exc.detail))
+    if isinstance(exc, exceptions.ParseError | exceptions.UnsupportedMediaType):
+        return invalid_request("The body must be a JSON object.")
+    if isinstance(exc, exceptions.MethodNotAllowed):
+        return ApiError(405, ErrorCode.METHOD_NOT_ALLOWED, str(exc.detail))
+    if isinstance(exc, exceptions.NotFound | Http404):
+        return not_found()
+    if isinstance(exc, exceptions.PermissionDenied):
+        return ApiError(403, ErrorCode.INSUFFICIENT_SCOPE, str(exc.detail))
+    if isinstance(exc, exceptions.Throttled):
+        wait = int(getattr(exc, "wait", None) or 1)
+        return ApiError(
+            429, ErrorCode.RATE_LIMITED, retry_after=wait, headers={"Retry-After": str(wait)}
+        )
+    if isinstance(exc, exceptions.APIException):
+        return ApiError(exc.status_code, ErrorCode.INVALID_REQUEST, str(exc.detail))
+    return ApiError(500, ErrorCode.INTERNAL_ERROR)
+
+
+def error_response(error: ApiError, request: HttpRequest | None = None) -> Response:
+    if request is not None:
+        request.api_error_code = error.code.value  # type: ignore[attr-defined]
+    headers = dict(error.headers)
+    if error.status_code == status.HTTP_401_UNAUTHORIZED:
+        headers["WWW-Authenticate"] = WWW_AUTHENTICATE
+    return Response(error.body(), status=error.status_code, headers=headers)
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if not isinstance(exc, exceptions.APIException | Http404):
+        return None  # a real bug: PublicApiMiddleware answers 500 with the envelope, and logs it
+    request = context.get("request")
+    django_request = getattr(request, "_request", None)
+    return error_response(as_api_error(exc), django_request)

@@ -1,0 +1,16 @@
+from datetime import datetime
+from typing import Any
+
+from rest_framework import serializers
+
+from gshost.ids import format_timestamp
+
+
+class TimestampField(serializers.Field):
+    """ISO 8601 UTC with milliseconds and `Z`."""
+
+    def to_representation(self, value: datetime) -> str | None:
+        return format_timestamp(value)
+
+    def to_internal_value(self, data: Any) -> datetime:
+        return serializers.DateTimeField().to_internal_value(data)

@@ -1,0 +1,89 @@
+"""Request ids everywhere; for the public API also the error envelope for unhandled errors,
+rate-limit and deprecation headers, and the audit record of every call made with a key."""
+
+import logging
+import re
+import uuid
+from collections.abc import Callable
+from email.utils import format_datetime
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from audit.recording import record_api_call
+from gshost.api import rate_limits
+from gshost.api.client_ip import client_ip
+from gshost.api.errors import ApiError, ErrorCode, as_api_error
+
+logger = logging.getLogger(__name__)
+
+API_PREFIX = "/api/public/v1"
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+
+Handler = Callable[[HttpRequest], HttpResponse]
+
+
+class RequestIdMiddleware:
+    """Echo a valid incoming X-Request-Id, else make one; every response carries it."""
+
+    def __init__(self, get_response: Handler) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        incoming = request.META.get("HTTP_X_REQUEST_ID", "")
+        valid = _REQUEST_ID.fullmatch(incoming) is not None
+        request.request_id = incoming if valid else uuid.uuid4().hex  # type: ignore[attr-defined]
+        response = self.get_response(request)
+        response["X-Request-Id"] = request.request_id  # type: ignore[attr-defined]
+        return response
+
+
+def is_public_api(request: HttpRequest) -> bool:
+    return request.path_info == API_PREFIX or request.path_info.startswith(API_PREFIX + "/")
+
+
+class PublicApiMiddleware:
+    def __init__(self, get_response: Handler) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not is_public_api(request):
+            return self.get_response(request)
+        response = self.get_response(request)
+        self._add_rate_limit_headers(request, response)
+        self._add_deprecation_headers(request, response)
+        record_api_call(request, response)
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not is_public_api(request):
+            return None
+        error = as_api_error(exception)
+        if error.code == ErrorCode.INTERNAL_ERROR:
+            logger.exception("Unhandled error in %s %s", request.method, request.path)
+        return envelope(request, error)
+
+    def _add_rate_limit_headers(self, request: HttpRequest, response: HttpResponse) -> None:
+        state = getattr(request, "rate_limit_state", None)
+        if state is None:
+            limit = rate_limits.parse_rate(settings.AUTH_FAILURE_RATE)
+            state = rate_limits.peek(f"authfail:{client_ip(request)}", limit)
+        for name, value in state.headers().items():
+            response[name] = value
+
+    def _add_deprecation_headers(self, request: HttpRequest, response: HttpResponse) -> None:
+        key = getattr(request, "api_key_record", None)
+        if key is None or key.replaced_by is None or key.rotated_at is None:
+            return
+        response["Deprecation"] = f"@{int(key.rotated_at.timestamp())}"
+        if key.expires_at is not None:
+            response["Sunset"] = format_datetime(key.expires_at, usegmt=True)
+
+
+def envelope(request: HttpRequest, error: ApiError) -> JsonResponse:
+    """The error envelope outside DRF (unhandled errors, Django's own 404)."""
+    request.api_error_code = error.code.value  # type: ignore[attr-defined]
+    response = JsonResponse(error.body(), status=error.status_code)
+    for name, value in error.headers.items():
+        response[name] = value
+    return response

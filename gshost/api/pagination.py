@@ -1,0 +1,117 @@
+"""Keyset cursor pagination, newest first: `?limit=` (1-100, default 50) and `?cursor=`.
+
+The cursor holds the (timestamp, id) of the row it continues from, so pages stay stable while
+new rows arrive, ties on the timestamp are broken by id, and every row can be reached.
+"""
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from django.db.models import Model, Q, QuerySet
+from django.utils.dateparse import parse_datetime
+from rest_framework.pagination import BasePagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
+
+from gshost.api.errors import invalid_request
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 100
+_LIMIT_MESSAGE = "limit must be an integer from 1 to 100."
+
+
+def parse_limit(raw: str | None) -> int:
+    if raw is None or raw == "":
+        return DEFAULT_LIMIT
+    try:
+        limit = int(raw)
+    except ValueError:
+        raise invalid_request(_LIMIT_MESSAGE, {"limit": ["Not an integer."]}) from None
+    if limit < 1:
+        raise invalid_request(_LIMIT_MESSAGE, {"limit": ["Must be at least 1."]})
+    return min(limit, MAX_LIMIT)
+
+
+def _encode(moment: str, pk: str, backwards: bool) -> str:
+    raw = json.dumps({"t": moment, "i": pk, "b": backwards}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode(cursor: str) -> tuple[Any, str, bool]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        moment = parse_datetime(data["t"])
+        if moment is None:
+            raise ValueError(cursor)
+        return moment, str(data["i"]), bool(data["b"])
+    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise invalid_request("The cursor is not valid.", {"cursor": ["Not valid."]}) from None
+
+
+class NewestFirstCursorPagination(BasePagination):
+    """Views name their timestamp field with `ordering_field` (default `created_at`)."""
+
+    def paginate_queryset(  # type: ignore[override]
+        self, queryset: QuerySet[Any], request: Request, view: Any = None
+    ) -> list[Any]:
+        self.request = request
+        self.field = getattr(view, "ordering_field", "created_at")
+        limit = parse_limit(request.query_params.get("limit"))
+        raw_cursor = request.query_params.get("cursor")
+        moment, pk, backwards = _decode(raw_cursor) if raw_cursor else (None, "", False)
+        rows = self._slice(queryset, moment, pk, backwards, limit)
+        has_more = len(rows) > limit
+        rows = rows[:limit]
+        if backwards:
+            rows.reverse()
+        self.page = rows
+        came_from_cursor = moment is not None
+        self.has_next = has_more if not backwards else came_from_cursor
+        self.has_previous = has_more if backwards else came_from_cursor
+        return rows
+
+    def _slice(
+        self, queryset: QuerySet[Any], moment: Any, pk: str, backwards: bool, limit: int
+    ) -> list[Any]:
+        field = self.field
+        if moment is not None:
+            pk_value = queryset.model._meta.pk.to_python(pk)
+            op = "gt" if backwards else "lt"
+            after = Q(**{f"{field}__{op}": moment}) | Q(**{field: moment, f"pk__{op}": pk_value})
+            queryset = queryset.filter(after)
+        order = (field, "pk") if backwards else (f"-{field}", "-pk")
+        return list(queryset.order_by(*order)[: limit + 1])
+
+    def _link(self, row: Model | None, backwards: bool) -> str | None:
+        if row is None:
+            return None
+        moment = getattr(row, self.field).isoformat()
+        url = self.request.build_absolute_uri()
+        return replace_query_param(url, "cursor", _encode(moment, str(row.pk), backwards))
+
+    def get_next_link(self) -> str | None:
+        return self._link(self.page[-1], False) if self.has_next and self.page else None
+
+    def get_previous_link(self) -> str | None:
+        if not self.has_previous:
+            return None
+        if not self.page:
+            return remove_query_param(self.request.build_absolute_uri(), "cursor")
+        return self._link(self.page[0], True)
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return Response(
+            {"results": data, "next": self.get_next_link(), "previous": self.get_previous_link()}
+        )
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        nullable_url = {"type": "string", "format": "uri", "nullable": True}
+        return {
+            "type": "object",
+            "required": ["results", "next", "previous"],
+            "properties": {"results": schema, "next": nullable_url, "previous": nullable_url},
+        }

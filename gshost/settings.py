@@ -1,0 +1,210 @@
+"""Settings, all read from the environment (see .env.example for every variable)."""
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+
+def _rate(name: str, default: str) -> str:
+    """A rate like `300/min`; refuse anything we cannot enforce, loudly, at start-up."""
+    value = env.str(name, default=default)
+    count, _, unit = value.partition("/")
+    if not count.isdigit() or int(count) < 1 or unit not in {"min", "minute", "m"}:
+        raise ImproperlyConfigured(f"{name} must look like '300/min', got {value!r}")
+    return value
+
+
+SECRET_KEY = env.str("SECRET_KEY", default="django-insecure-gshost-development-only")
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=SECURE_SSL_REDIRECT)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=SECURE_SSL_REDIRECT)
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+# Addresses of reverse proxies whose X-Forwarded-For we believe (CIDRs).
+TRUSTED_PROXIES = env.list("TRUSTED_PROXIES", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_q",
+    "accounts",
+    "servers",
+    "audit",
+    "webhooks",
+]
+
+MIDDLEWARE = [
+    "gshost.api.middleware.RequestIdMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "gshost.api.middleware.PublicApiMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "gshost.urls"
+WSGI_APPLICATION = "gshost.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "accounts.panel.context.current_organization",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+else:
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "gshost",
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+Q_CLUSTER = {
+    "name": "gshost",
+    "workers": env.int("Q_WORKERS", default=2),
+    "timeout": 60,
+    "retry": 90,
+    "max_attempts": 1,
+    "catch_up": False,
+    "poll": 0.2,
+    "save_limit": 250,
+    "ack_failures": True,
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+AUTH_USER_MODEL = "accounts.User"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/panel/keys/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="gshost <noreply@gshost.example>")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.BearerKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.HasRequiredScope"],
+    "DEFAULT_THROTTLE_CLASSES": [],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["gshost.api.parsers.JsonObjectParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "gshost.api.negotiation.JsonOnlyNegotiation",
+    "DEFAULT_PAGINATION_CLASS": "gshost.api.pagination.NewestFirstCursorPagination",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "gshost.api.errors.api_exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "gshost Customer API",
+    "DESCRIPTION": "Game-server hosting Customer API: keys, webhooks, servers, audit.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SCHEMA_PATH_PREFIX": "/api/public/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# Rate limits, fixed one-minute windows.
+API_RATE_DEFAULT = _rate("API_RATE_DEFAULT", "300/min")
+API_RATE_REALTIME = _rate("API_RATE_REALTIME", "600/min")
+AUTH_FAILURE_RATE = _rate("AUTH_FAILURE_RATE", "30/min")
+
+# Key pepper: the stored hash is HMAC-SHA256(pepper, secret). Defaults to one derived from
+# SECRET_KEY; set it separately to rotate SECRET_KEY without invalidating every API key.
+API_KEY_PEPPER = env.str("API_KEY_PEPPER", default="")
+API_KEY_CACHE_SECONDS = env.int("API_KEY_CACHE_SECONDS", default=30)
+# Audit rows are written in small batches; 0 writes each row at the end of its request.
+AUDIT_FLUSH_INTERVAL_SECONDS = env.float("AUDIT_FLUSH_INTERVAL_SECONDS", default=0.25)
+AUDIT_RETENTION_HOURS = 24
+
+WEBHOOK_SECRET_KEYS = env.list("WEBHOOK_SECRET_KEYS", default=[])
+WEBHOOK_CA_BUNDLE = env.str("WEBHOOK_CA_BUNDLE", default="") or None
+WEBHOOK_ALLOWED_NETWORKS = env.list("WEBHOOK_ALLOWED_NETWORKS", default=[])
+WEBHOOK_RETRY_DELAYS = [
+    int(s) for s in env.list("WEBHOOK_RETRY_DELAYS", default=[60, 300, 1800, 7200, 21600])
+]
+WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+SIMULATED_RUNTIME_DELAY_SECONDS = env.float("SIMULATED_RUNTIME_DELAY_SECONDS", default=2.0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,16 @@
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+from gshost.api.urls import catch_all
+from gshost.api.views import HealthView
+
+urlpatterns = [
+    path("", RedirectView.as_view(url="/panel/keys/", permanent=False)),
+    path("healthz", HealthView.as_view(), name="healthz"),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("accounts.panel.auth_urls")),
+    path("panel/", include("accounts.panel.urls")),
+    path("api/public/v1/", include("gshost.api.urls")),
+    path("api/public/v1/", include(catch_all)),
+]

@@ -1,0 +1,30 @@
+from rest_framework import mixins, serializers, viewsets
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.authentication import calling_key
+from accounts.scopes import Scope
+from gshost.api.fields import TimestampField
+from servers.models import Server
+from servers.selectors import server_get_for_key, server_list_for_key
+
+
+class ServerSerializer(serializers.ModelSerializer[Server]):
+    created_at = TimestampField()
+
+    class Meta:
+        model = Server
+        fields = ["id", "name", "game", "state", "address", "created_at"]
+
+
+class ServerViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Server]):
+    serializer_class = ServerSerializer
+    scopes = {"list": Scope.SERVERS_READ, "retrieve": Scope.SERVERS_READ}
+    lookup_url_kwarg = "server_id"
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return server_list_for_key(calling_key(self.request))
+
+    def retrieve(self, request: Request, server_id: str) -> Response:
+        server = server_get_for_key(calling_key(request), server_id)
+        return Response(ServerSerializer(server).data)

@@ -1,0 +1,128 @@
+"""The shared cast: alice owns Acme, bob is an Acme member with a few scopes, charlie runs
+Globex (another organization). Keys are minted through the same service the panel uses."""
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from rest_framework.test import APIClient
+
+from accounts import key_records, usage
+from accounts.models import Membership, Organization
+from accounts.services import api_key_create, member_add, organization_create
+from audit.services import PanelContext
+from servers.models import Server
+from servers.services import server_create
+
+API = "/api/public/v1"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_process_state(settings: Any) -> Iterator[None]:
+    settings.AUDIT_FLUSH_INTERVAL_SECONDS = 0
+    key_records.forget_all()
+    usage.forget_usage()
+    cache.clear()
+    yield
+    key_records.forget_all()
+    usage.forget_usage()
+    cache.clear()
+
+
+@pytest.fixture
+def acme(db: None) -> Organization:
+    return organization_create(slug="acme", name="Acme")
+
+
+@pytest.fixture
+def globex(db: None) -> Organization:
+    return organization_create(slug="globex", name="Globex")
+
+
+@pytest.fixture
+def alice(acme: Organization) -> Membership:
+    return member_add(
+        organization=acme, email="alice@acme.test", password="alice-pw-123", owner=True
+    )
+
+
+@pytest.fixture
+def bob(acme: Organization) -> Membership:
+    return member_add(
+        organization=acme,
+        email="bob@acme.test",
+        password="bob-pw-123",
+        member_scopes=["servers:read", "keys:read"],
+    )
+
+
+@pytest.fixture
+def charlie(globex: Organization) -> Membership:
+    return member_add(
+        organization=globex, email="charlie@globex.test", password="charlie-pw-123", owner=True
+    )
+
+
+@pytest.fixture
+def acme_server(acme: Organization) -> Server:
+    return server_create(organization=acme, name="Survival", game="minecraft")
+
+
+@pytest.fixture
+def acme_other_server(acme: Organization) -> Server:
+    return server_create(organization=acme, name="Creative", game="custom")
+
+
+@pytest.fixture
+def globex_server(globex: Organization) -> Server:
+    return server_create(organization=globex, name="Globex world", game="minecraft")
+
+
+@dataclass
+class IssuedKey:
+    key_id: str
+    full_key: str
+    organization_id: str
+
+
+KeyMaker = Callable[..., IssuedKey]
+
+
+@pytest.fixture
+def make_key(alice: Membership) -> KeyMaker:
+    def make(
+        scopes: Iterable[str] = (),
+        *,
+        membership: Membership | None = None,
+        name: str | None = None,
+        **options: Any,
+    ) -> IssuedKey:
+        creator = membership or alice
+        make.count += 1  # type: ignore[attr-defined]
+        new = api_key_create(
+            membership=creator,
+            name=name or f"key-{make.count}",  # type: ignore[attr-defined]
+            scopes=list(scopes),
+            context=PanelContext(user_email=creator.user.email),
+            **options,
+        )
+        return IssuedKey(new.key.key_id, new.full_key, new.key.organization_id)
+
+    make.count = 0  # type: ignore[attr-defined]
+    return make
+
+
+def client_for(key: IssuedKey | str | None = None) -> APIClient:
+    client = APIClient()
+    token = key.full_key if isinstance(key, IssuedKey) else key
+    if token is not None:
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+def error_of(response: Any) -> dict[str, Any]:
+    body = response.json()
+    assert set(body) == {"error"}, body
+    return body["error"]
