@@ -19,8 +19,8 @@ install: $(BIN)/python
 run: install
 	DEBUG=true $(BIN)/python manage.py migrate --noinput
 	DEBUG=true $(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	DEBUG=true $(BIN)/python manage.py demo
-	@echo "Panel: http://127.0.0.1:$(PORT)/panel/keys/   API: http://127.0.0.1:$(PORT)/api/public/v1/"
+	DEBUG=true PANEL_URL=http://127.0.0.1:$(PORT)/panel/keys/ $(BIN)/python manage.py demo
+	@echo "API: http://127.0.0.1:$(PORT)/api/public/v1/  (docs: /api/public/v1/docs/)"
 	DEBUG=true PORT=$(PORT) ./scripts/run-web-and-worker.sh
 
 lint: install

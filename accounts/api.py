@@ -7,7 +7,6 @@ from rest_framework import viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts import scopes as scope_catalogue
 from accounts.authentication import calling_key
 from accounts.key_records import KeyRecord, record_from_key
 from accounts.models import ApiKey
@@ -22,22 +21,10 @@ from gshost.ids import format_timestamp
 def key_record_json(record: KeyRecord) -> dict[str, Any]:
     last_used_at, last_used_ip = last_use(record)
     return {
-        "id": record.key_id,
-        "name": record.name,
-        "description": record.description,
-        "prefix": f"gsk_{record.key_id}",
+        **record.public_fields,
         "status": record.status_at(timezone.now()).value,
-        "scopes": list(record.scopes),
-        "unrecognized_scopes": scope_catalogue.unrecognized(record.scopes),
-        "server_restrictions": sorted(record.server_restrictions),
-        "allowed_ips": [str(network) for network in record.allowed_networks],
-        "expires_at": format_timestamp(record.expires_at),
-        "created_at": format_timestamp(record.created_at),
-        "created_by": record.created_by,
         "last_used_at": format_timestamp(last_used_at),
         "last_used_ip": last_used_ip,
-        "replaced_by": record.replaced_by,
-        "revoked_at": format_timestamp(record.revoked_at),
     }
 
 

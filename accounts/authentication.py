@@ -4,6 +4,7 @@ Order of checks (contract §1): token -> key state -> IP allowlist -> rate limit
 next, in `accounts.permissions`.
 """
 
+from functools import cache
 from typing import Any
 
 from django.conf import settings
@@ -24,7 +25,12 @@ RATE_TIER_REALTIME = "realtime"
 
 
 def _pepper() -> bytes:
-    return (settings.API_KEY_PEPPER or f"gshost-api-key-pepper:{settings.SECRET_KEY}").encode()
+    return _derive_pepper(settings.API_KEY_PEPPER, settings.SECRET_KEY)
+
+
+@cache
+def _derive_pepper(configured: str, secret_key: str) -> bytes:
+    return (configured or f"gshost-api-key-pepper:{secret_key}").encode()
 
 
 def hash_key_secret(secret: str) -> str:
@@ -93,12 +99,14 @@ class BearerKeyAuthentication(BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[KeyRecord, KeyRecord]:
         django_request = request._request
         record = verify_key(django_request, _bearer_token(django_request))
+        # Secret and state verified: from here on every answer, refusals included, may tell the
+        # holder about the key (Deprecation and Sunset while it is rotated out).
+        django_request.api_key_record = record  # type: ignore[attr-defined]
         ip = client_ip(django_request)
         if not record.allows_ip(ip):
             raise ApiError(403, ErrorCode.IP_NOT_ALLOWED, "This key may not be used from here.")
         view = (request.parser_context or {}).get("view")
         _enforce_rate_limit(django_request, record, view)
-        django_request.api_key_record = record  # type: ignore[attr-defined]
         note_key_used(record, ip)
         return record, record
 

@@ -8,12 +8,15 @@ import ipaddress
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
 from accounts import scopes as scope_catalogue
 from accounts.models import ApiKey, KeyStatus
+from gshost.ids import format_timestamp
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 MAX_CACHE_SECONDS = 60
@@ -42,9 +45,28 @@ class KeyRecord:
 
     is_authenticated = True  # DRF treats the key as the request's principal
 
-    @property
+    @cached_property
     def granted_scopes(self) -> frozenset[str]:
         return frozenset(scope_catalogue.recognized(self.scopes))
+
+    @cached_property
+    def public_fields(self) -> dict[str, Any]:
+        """The parts of the key's public record that only change with a new snapshot."""
+        return {
+            "id": self.key_id,
+            "name": self.name,
+            "description": self.description,
+            "prefix": f"gsk_{self.key_id}",
+            "scopes": list(self.scopes),
+            "unrecognized_scopes": scope_catalogue.unrecognized(self.scopes),
+            "server_restrictions": sorted(self.server_restrictions),
+            "allowed_ips": [str(network) for network in self.allowed_networks],
+            "expires_at": format_timestamp(self.expires_at),
+            "created_at": format_timestamp(self.created_at),
+            "created_by": self.created_by,
+            "replaced_by": self.replaced_by,
+            "revoked_at": format_timestamp(self.revoked_at),
+        }
 
     def status_at(self, moment: datetime) -> KeyStatus:
         if self.revoked_at is not None:

@@ -8,7 +8,7 @@ import hashlib
 import hmac
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gshost.ids import BASE62, random_base62, to_base62
 
@@ -25,7 +25,7 @@ _KEY_ID_SHAPE = re.compile(rf"[{BASE62}]{{{KEY_ID_LENGTH}}}")
 @dataclass(frozen=True)
 class ParsedKey:
     key_id: str
-    secret: str
+    secret: str = field(repr=False)  # never in a log line, traceback or error report
 
 
 def checksum(text: str) -> str:

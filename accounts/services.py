@@ -2,7 +2,7 @@
 
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
@@ -44,7 +44,7 @@ class ScopeExceedsPermissions(KeyRequestRefused):
 @dataclass(frozen=True)
 class NewKey:
     key: ApiKey
-    full_key: str  # shown once, never stored
+    full_key: str = field(repr=False)  # shown once, never stored, never in a repr
 
 
 def organization_create(*, slug: str, name: str) -> Organization:
@@ -202,7 +202,8 @@ def api_key_rotate(
             allowed_ips=old.allowed_ips,
             expires_at=original_expiry,
             created_at=now,
-            created_by=old.created_by,
+            # The person who rotated is the successor's creator (the contract carries the rest).
+            created_by=User.objects.filter(email=context.user_email).first() or old.created_by,
         )
         old.replaced_by = new.key.key_id
         old.save(update_fields=["replaced_by"])
@@ -217,8 +218,8 @@ def api_key_revoke(*, key: ApiKey, context: PanelContext | None = None) -> ApiKe
     """Permanent. This process refuses the key at once, every other within the cache bound."""
     now = timezone.now()
     with transaction.atomic():
-        ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=now)
-        if context is not None:
+        changed = ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=now)
+        if changed and context is not None:
             audit_panel_action(
                 organization_id=key.organization_id, context=context, action=PanelAction.KEY_REVOKE
             )

@@ -1,3 +1,5 @@
+import re
+from datetime import datetime
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
@@ -11,6 +13,17 @@ from audit.models import ActorType, AuditRecord
 from audit.selectors import AuditFilters, audit_list
 from gshost.api.errors import invalid_request
 from gshost.ids import format_timestamp
+
+_STATUS_CODE = re.compile(r"[0-9]{3}")  # ASCII only: str.isdigit() also passes "²⁰⁰"
+
+
+def _parse_since(raw: str) -> datetime | None:
+    """An aware datetime, or None when the text is not one (including "2026-13-45T...")."""
+    try:
+        moment = parse_datetime(raw)
+    except ValueError:
+        return None
+    return moment if moment is not None and moment.tzinfo is not None else None
 
 
 def audit_record_json(record: AuditRecord) -> dict[str, Any]:
@@ -39,14 +52,15 @@ def audit_record_json(record: AuditRecord) -> dict[str, Any]:
 def parse_filters(params: Any) -> AuditFilters:
     errors: dict[str, list[str]] = {}
     status_code = params.get("status_code")
-    if status_code is not None and not (status_code.isdigit() and len(status_code) == 3):
+    if status_code is not None and not _STATUS_CODE.fullmatch(status_code):
         errors["status_code"] = ["Must be an HTTP status code such as 403."]
     outcome = params.get("outcome")
     if outcome not in (None, "rejected"):
         errors["outcome"] = ["The only outcome filter is `rejected`."]
     since_raw = params.get("since")
-    since = parse_datetime(since_raw) if since_raw else None
-    if since_raw and (since is None or since.tzinfo is None):
+    # An unencoded "+01:00" arrives as " 01:00": take the space for the plus it was.
+    since = _parse_since(since_raw.replace(" ", "+")) if since_raw else None
+    if since_raw and since is None:
         errors["since"] = ["Must be an ISO 8601 timestamp with a time zone."]
     if errors:
         raise invalid_request("The filters are not valid.", errors)

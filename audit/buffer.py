@@ -11,32 +11,33 @@ import logging
 import os
 import threading
 import time
+from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection, transaction
 
 from audit.models import AuditRecord
 
 logger = logging.getLogger(__name__)
 
 BATCH_SIZE = 500
+_PREPARED_TYPES = {"DateTimeField", "GenericIPAddressField"}
 MAX_PENDING = 50_000
 
 
 class AuditBuffer:
     def __init__(self) -> None:
-        self._rows: list[AuditRecord] = []
+        self._rows: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._flusher: threading.Thread | None = None
-        self._pid = os.getpid()
 
-    def add(self, row: AuditRecord) -> None:
+    def add(self, row: dict[str, Any]) -> None:
+        """Queue one row's field values; the model instance is built when it is written."""
         interval = settings.AUDIT_FLUSH_INTERVAL_SECONDS
         if interval <= 0:
-            row.save(force_insert=True)
+            AuditRecord.objects.create(**row)
             return
         with self._lock:
-            self._adopt_after_fork()
             self._rows.append(row)
             full = len(self._rows) >= BATCH_SIZE
             self._ensure_flusher(interval)
@@ -49,7 +50,7 @@ class AuditBuffer:
         if not rows:
             return 0
         try:
-            AuditRecord.objects.bulk_create(rows, batch_size=BATCH_SIZE)
+            _insert(rows)
         except Exception:
             logger.exception(
                 "Could not write %d audit rows; keeping them for the next flush", len(rows)
@@ -59,9 +60,10 @@ class AuditBuffer:
             return 0
         return len(rows)
 
-    def _adopt_after_fork(self) -> None:
-        if self._pid != os.getpid():  # a forked worker starts with its own, empty buffer
-            self._pid, self._rows, self._flusher = os.getpid(), [], None
+    def adopt_after_fork(self) -> None:
+        """A forked worker starts with its own, empty buffer and no flusher thread yet."""
+        self._lock = threading.Lock()
+        self._rows, self._flusher = [], None
 
     def _ensure_flusher(self, interval: float) -> None:
         if self._flusher is not None and self._flusher.is_alive():
@@ -78,5 +80,37 @@ class AuditBuffer:
             close_old_connections()
 
 
+def _insert(rows: list[dict[str, Any]]) -> None:
+    """Write rows without building model instances: COPY on PostgreSQL, else multi-row INSERT."""
+    fields = list(AuditRecord._meta.concrete_fields)
+    prepared = {f.attname for f in fields if f.get_internal_type() in _PREPARED_TYPES}
+    values = [
+        [
+            f.get_db_prep_save(row.get(f.attname, f.get_default()), connection)
+            if f.attname in prepared
+            else row[f.attname]
+            if f.attname in row
+            else f.get_default()
+            for f in fields
+        ]
+        for row in rows
+    ]
+    table = connection.ops.quote_name(AuditRecord._meta.db_table)
+    columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                for row_values in values:
+                    copy.write_row(row_values)
+            return
+        one_row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        for start in range(0, len(values), BATCH_SIZE):
+            batch = values[start : start + BATCH_SIZE]
+            # Only model metadata is interpolated; every value goes through placeholders.
+            sql = f"INSERT INTO {table} ({columns}) VALUES {', '.join([one_row] * len(batch))}"  # noqa: S608
+            cursor.execute(sql, [value for row_values in batch for value in row_values])
+
+
 audit_buffer = AuditBuffer()
 atexit.register(audit_buffer.flush)
+os.register_at_fork(after_in_child=audit_buffer.adopt_after_fork)

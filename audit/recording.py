@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from accounts.key_records import KeyRecord
 from audit.buffer import audit_buffer
-from audit.models import ActorType, AuditRecord, Source
+from audit.models import ActorType, Source
 from gshost.api.client_ip import client_ip
 
 
@@ -24,20 +24,20 @@ def record_api_call(request: HttpRequest, response: HttpResponse) -> None:
     match = request.resolver_match
     server_id = str(match.kwargs.get("server_id", "")) if match is not None else ""
     audit_buffer.add(
-        AuditRecord(
-            organization_id=key.organization_id,
-            occurred_at=timezone.now(),
-            source=Source.API,
-            actor_type=ActorType.API_KEY,
-            actor_key_id=key.key_id,
-            method=request.method or "",
-            path=request.path[:500],
-            action=_action(request),
-            status_code=response.status_code,
-            error_code=getattr(request, "api_error_code", ""),
-            server_id=server_id[:40],
-            ip=client_ip(request),
-            user_agent=request.META.get("HTTP_USER_AGENT", "")[:500],
-            request_id=getattr(request, "request_id", ""),
-        )
+        {
+            "organization_id": key.organization_id,
+            "occurred_at": timezone.now(),
+            "source": Source.API,
+            "actor_type": ActorType.API_KEY,
+            "actor_key_id": key.key_id,
+            "method": request.method or "",
+            "path": request.path[:500],
+            "action": _action(request),
+            "status_code": response.status_code,
+            "error_code": getattr(request, "api_error_code", ""),
+            "server_id": server_id[:40],
+            "ip": client_ip(request),
+            "user_agent": request.META.get("HTTP_USER_AGENT", "")[:500],
+            "request_id": getattr(request, "request_id", ""),
+        }
     )

@@ -8,7 +8,11 @@ RANDOM_PART_LENGTH = 20
 
 
 def random_base62(length: int) -> str:
-    return "".join(secrets.choice(BASE62) for _ in range(length))
+    """Uniform over base62: bytes >= 248 are dropped so `% 62` has no bias."""
+    chars: list[str] = []
+    while len(chars) < length:
+        chars.extend(BASE62[b % 62] for b in secrets.token_bytes(length + 8) if b < 248)
+    return "".join(chars[:length])
 
 
 def new_id(prefix: str) -> str:
@@ -28,5 +32,4 @@ def format_timestamp(moment: datetime | None) -> str | None:
     """ISO 8601 UTC with milliseconds and `Z`, the only timestamp shape the API speaks."""
     if moment is None:
         return None
-    utc = moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"

@@ -58,11 +58,11 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "gshost.api.middleware.PublicApiMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    "gshost.panel_middleware.PanelSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "gshost.panel_middleware.PanelCsrfViewMiddleware",
+    "gshost.panel_middleware.PanelAuthenticationMiddleware",
+    "gshost.panel_middleware.PanelMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -85,9 +85,8 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {
-    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
-}
+DATABASE_URL = env.str("DATABASE_URL", default="") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
+DATABASES = {"default": env.db_url_config(DATABASE_URL)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 20,
@@ -112,14 +111,20 @@ else:
 
 Q_CLUSTER = {
     "name": "gshost",
-    "workers": env.int("Q_WORKERS", default=2),
-    "timeout": 60,
-    "retry": 90,
+    # One worker is usually inside the webhook sweep (a task polling for ~60 s); the other takes
+    # the short "attempt these deliveries" tasks, which hand rows to its sender threads.
+    "workers": env.int("Q_WORKERS", default=4),
+    # The sweep runs ~60 s: timeout leaves it room, and retry (ORM broker re-delivery of an
+    # unacknowledged task) must exceed timeout so a running sweep is never handed out twice.
+    "timeout": 90,
+    "retry": 120,
     "max_attempts": 1,
     "catch_up": False,
     "poll": 0.2,
     "save_limit": 250,
     "ack_failures": True,
+    # A recycled worker first finishes its in-flight deliveries; do that rarely.
+    "recycle": 5000,
 }
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
@@ -198,6 +203,10 @@ WEBHOOK_RETRY_DELAYS = [
     int(s) for s in env.list("WEBHOOK_RETRY_DELAYS", default=[60, 300, 1800, 7200, 21600])
 ]
 WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+# A claimed delivery is leased for timeout + margin; a worker that dies mid-attempt loses it then.
+WEBHOOK_LEASE_MARGIN_SECONDS = env.float("WEBHOOK_LEASE_MARGIN_SECONDS", default=30.0)
+WEBHOOK_SENDER_THREADS = env.int("WEBHOOK_SENDER_THREADS", default=64)  # per worker process
+WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK = env.int("WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK", default=4)
 SIMULATED_RUNTIME_DELAY_SECONDS = env.float("SIMULATED_RUNTIME_DELAY_SECONDS", default=2.0)
 
 LOGGING = {
@@ -206,5 +215,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # Every refused API call is already an audit row; a log line each would flood the logs.
+        "django.request": {"level": "ERROR"},
+    },
 }

@@ -1,12 +1,36 @@
 from django.db import models
 from django.utils import timezone
 
-from accounts.models import Organization
+from accounts.models import Organization, User
 from gshost.ids import new_id
 
 
 def new_server_id() -> str:
     return new_id("srv")
+
+
+def new_job_id() -> str:
+    return new_id("job")
+
+
+def new_backup_id() -> str:
+    return new_id("bkp")
+
+
+def new_schedule_id() -> str:
+    return new_id("sch")
+
+
+def new_run_id() -> str:
+    return new_id("run")
+
+
+def new_setting_change_id() -> str:
+    return new_id("chg")
+
+
+def new_config_event_id() -> str:
+    return new_id("cfg")
 
 
 class Game(models.TextChoices):
@@ -33,9 +57,287 @@ class Server(models.Model):
     address = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
+    # When `state` last changed: a runtime times transitional states from it; uptime too.
+    state_changed_at = models.DateTimeField(default=timezone.now)
+    # Capabilities staff turned off for this server's plan (names from servers.capabilities).
+    disabled_capabilities = models.JSONField(default=list, blank=True)
+    # Game settings as strings, like a server.properties file: what the customer wants, and
+    # what the host last reported running with. Keys missing from either take the default.
+    desired_settings = models.JSONField(default=dict, blank=True)
+    reported_settings = models.JSONField(default=dict, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["organization", "created_at"])]
+        indexes = [
+            models.Index(fields=["organization", "created_at"]),
+            models.Index(fields=["state", "state_changed_at"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"
+
+
+class ServerTransition(models.Model):
+    """One change of a server's state, whatever caused it: the lifecycle's own history."""
+
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="transitions")
+    from_state = models.CharField(max_length=20, choices=ServerState.choices)
+    to_state = models.CharField(max_length=20, choices=ServerState.choices)
+    trigger = models.CharField(max_length=20)
+    cause = models.CharField(max_length=200, blank=True, default="")
+    exit_code = models.IntegerField(null=True, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["server", "-at", "-id"])]
+
+    def __str__(self) -> str:
+        return f"{self.server_id}: {self.from_state} -> {self.to_state} ({self.trigger})"
+
+
+class ConsoleCommand(models.Model):
+    """A command sent to a server's console, with what the game answered."""
+
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="console_commands")
+    command = models.TextField()
+    source = models.CharField(max_length=10)  # api, panel or system (a schedule)
+    key_id = models.CharField(max_length=8, blank=True, default="")
+    user_email = models.CharField(max_length=254, blank=True, default="")
+    sent_at = models.DateTimeField(default=timezone.now)
+    accepted = models.BooleanField(default=True)
+    output = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["server", "-sent_at", "-id"])]
+
+    def __str__(self) -> str:
+        return f"{self.server_id}: {self.command[:40]}"
+
+
+class BackupState(models.TextChoices):
+    CREATING = "creating", "Creating"
+    AVAILABLE = "available", "Available"
+    FAILED = "failed", "Failed"
+
+
+class Backup(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_backup_id)
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="backups")
+    name = models.CharField(max_length=100, blank=True, default="")
+    state = models.CharField(
+        max_length=20, choices=BackupState.choices, default=BackupState.CREATING
+    )
+    size_bytes = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["server", "-created_at", "-id"])]
+
+    def __str__(self) -> str:
+        return f"{self.name or self.id} ({self.state})"
+
+
+class JobKind(models.TextChoices):
+    BACKUP = "backup", "Backup"
+    RESTORE = "restore", "Restore"
+    WIPE = "wipe", "Wipe"
+    REINSTALL = "reinstall", "Reinstall"
+
+
+class JobState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class Job(models.Model):
+    """Work the runtime does on a server's data. Its state and progress live here."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_job_id)
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=20, choices=JobKind.choices)
+    state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.QUEUED)
+    progress = models.PositiveSmallIntegerField(default=0)
+    backup = models.ForeignKey(
+        Backup, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
+    requested_by = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["server", "-created_at", "-id"]),
+            models.Index(fields=["state", "created_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.id} ({self.state})"
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (JobState.SUCCEEDED, JobState.FAILED)
+
+
+class MigrationState(models.TextChoices):
+    MIGRATING = "migrating", "Migrating"
+    COMPLETED = "completed", "Completed"
+
+
+class ServerMigration(models.Model):
+    """A move of a server to another host; its address changes when it completes."""
+
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="migrations")
+    state = models.CharField(
+        max_length=20, choices=MigrationState.choices, default=MigrationState.MIGRATING
+    )
+    previous_address = models.CharField(max_length=64)
+    new_address = models.CharField(max_length=64)
+    requested_by = models.CharField(max_length=200, blank=True, default="")
+    started_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["server", "-started_at", "-id"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["server"],
+                condition=models.Q(state="migrating"),
+                name="one_migration_at_a_time",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.server_id}: {self.previous_address} -> {self.new_address}"
+
+
+class RunStatus(models.TextChoices):
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    SKIPPED = "skipped", "Skipped"
+
+
+ALERTABLE_STATUSES = (RunStatus.FAILED.value, RunStatus.SKIPPED.value)
+
+
+class RunTrigger(models.TextChoices):
+    SCHEDULE = "schedule", "Schedule"
+    RUN_NOW = "run_now", "Run now"
+
+
+class Schedule(models.Model):
+    """A console command run on a cron schedule (UTC)."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_schedule_id)
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="schedules")
+    name = models.CharField(max_length=100)
+    cron = models.CharField(max_length=100)
+    command = models.TextField()
+    enabled = models.BooleanField(default=True)
+    alert_on = models.JSONField(default=list, blank=True)  # a subset of ALERTABLE_STATUSES
+    alert_after_missed = models.PositiveSmallIntegerField(default=3)
+    created_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    # The next slot to run; null while disabled. Claimed by compare-and-set on this value.
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    missed_in_a_row = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["server", "-created_at", "-id"]),
+            models.Index(fields=["enabled", "next_run_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.cron})"
+
+
+class ScheduleRun(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_run_id)
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="runs")
+    trigger = models.CharField(max_length=20, choices=RunTrigger.choices)
+    status = models.CharField(max_length=20, choices=RunStatus.choices)
+    command = models.TextField()
+    scheduled_for = models.DateTimeField(null=True, blank=True)
+    ran_at = models.DateTimeField(default=timezone.now)
+    output = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["schedule", "-ran_at", "-id"])]
+
+    def __str__(self) -> str:
+        return f"{self.schedule_id} {self.trigger} {self.status}"
+
+
+class ConfigEventState(models.TextChoices):
+    SCHEDULED = "scheduled", "Scheduled"
+    APPLIED = "applied", "Applied"
+    REVERTED = "reverted", "Reverted"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class ConfigEvent(models.Model):
+    """Settings changed at `apply_at` and, if `revert_at` is set, changed back then."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_config_event_id)
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="config_events")
+    name = models.CharField(max_length=100)
+    changes = models.JSONField(default=dict)  # {setting key: value while the event is on}
+    apply_at = models.DateTimeField()
+    revert_at = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(
+        max_length=20, choices=ConfigEventState.choices, default=ConfigEventState.SCHEDULED
+    )
+    previous_values = models.JSONField(default=dict, blank=True)  # taken when applied
+    applied_at = models.DateTimeField(null=True, blank=True)
+    # When it reached its last state (reverted, cancelled, or applied with nothing to revert).
+    settled_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["server", "apply_at"]),
+            models.Index(fields=["state", "apply_at"]),
+            models.Index(fields=["state", "revert_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.state})"
+
+
+class SettingSource(models.TextChoices):
+    PANEL = "panel", "Panel"
+    CONFIG_EVENT = "config_event", "Config event"
+    ADMIN = "admin", "Admin"
+
+
+class SettingChange(models.Model):
+    """One change of one desired setting: the settings history."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_setting_change_id)
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="setting_changes")
+    key = models.CharField(max_length=50)
+    previous_value = models.CharField(max_length=200)
+    new_value = models.CharField(max_length=200)
+    source = models.CharField(max_length=20, choices=SettingSource.choices)
+    changed_by = models.CharField(max_length=254, blank=True, default="")
+    config_event = models.ForeignKey(
+        ConfigEvent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    changed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["server", "-changed_at", "-id"])]
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.previous_value} -> {self.new_value}"

@@ -1,12 +1,24 @@
 """Reads of servers, always through the caller's organization and the key's restrictions."""
 
 from collections.abc import Iterable
+from datetime import datetime
 
 from django.db.models import QuerySet
 
 from accounts.key_records import KeyRecord
-from gshost.api.errors import server_not_found
-from servers.models import Server
+from gshost.api.errors import not_found, server_not_found
+from servers.configuration import effective
+from servers.models import (
+    Backup,
+    Job,
+    JobKind,
+    JobState,
+    Schedule,
+    Server,
+    ServerState,
+    ServerTransition,
+    SettingChange,
+)
 
 
 def server_ids_in_organization(organization_id: str, server_ids: Iterable[str]) -> set[str]:
@@ -36,3 +48,83 @@ def server_get_for_key(key: KeyRecord, server_id: str) -> Server:
     if server is None:
         raise server_not_found()
     return server
+
+
+def server_reported_settings(server: Server) -> dict[str, str]:
+    """What the host last reported running with (defaults where it reported nothing)."""
+    return effective(server.game, server.reported_settings)
+
+
+def server_max_players(server: Server) -> int:
+    return int(server_reported_settings(server)["max_players"])
+
+
+def server_state_history(
+    server: Server, start: datetime, end: datetime
+) -> list[tuple[datetime, str]]:
+    """(since, state) pairs covering [start, end], oldest first; the first starts at `start`."""
+    before = (
+        ServerTransition.objects.filter(server=server, at__lte=start).order_by("-at", "-id").first()
+    )
+    history = [(start, before.to_state if before else ServerState.STOPPED.value)]
+    during = ServerTransition.objects.filter(server=server, at__gt=start, at__lte=end)
+    history += [(row.at, row.to_state) for row in during.order_by("at", "id")]
+    return history
+
+
+DATA_JOB_KINDS = (JobKind.RESTORE, JobKind.WIPE, JobKind.REINSTALL)
+
+
+def server_busy_job(server: Server) -> Job | None:
+    """An unfinished restore, wipe or reinstall: the server must stay stopped meanwhile."""
+    unfinished = Job.objects.filter(
+        server=server, kind__in=DATA_JOB_KINDS, state__in=(JobState.QUEUED, JobState.RUNNING)
+    )
+    return unfinished.order_by("created_at").first()
+
+
+def job_get_for_key(key: KeyRecord, job_id: str) -> Job:
+    """A job of a server the key may see, or 404 not_found (never server_not_found: the id
+    in the path is a job's)."""
+    job = (
+        Job.objects.select_related("server")
+        .filter(id=job_id, server__organization_id=key.organization_id)
+        .first()
+    )
+    if job is None or not key.allows_server(job.server_id):
+        raise not_found("No such job.")
+    return job
+
+
+def job_get_for_server(server: Server, job_id: str, kind: JobKind) -> Job:
+    job = Job.objects.filter(id=job_id, server=server, kind=kind).first()
+    if job is None:
+        raise not_found(f"No such {kind.label.lower()} job on this server.")
+    return job
+
+
+def backup_get_for_server(server: Server, backup_id: str) -> Backup:
+    backup = Backup.objects.filter(id=backup_id, server=server).first()
+    if backup is None:
+        raise not_found("No such backup on this server.")
+    return backup
+
+
+def backup_list_for_server(server: Server) -> QuerySet[Backup]:
+    return Backup.objects.filter(server=server)
+
+
+def schedule_list_for_server(server: Server) -> QuerySet[Schedule]:
+    return Schedule.objects.filter(server=server)
+
+
+def schedule_get_for_server(server: Server, schedule_id: str) -> Schedule:
+    schedule = Schedule.objects.filter(id=schedule_id, server=server).first()
+    if schedule is None:
+        raise not_found("No such schedule on this server.")
+    schedule.server = server
+    return schedule
+
+
+def setting_changes_for_server(server: Server) -> QuerySet[SettingChange]:
+    return SettingChange.objects.filter(server=server)

@@ -1,5 +1,29 @@
+"""Writes to servers: creation and every change of state, through the lifecycle table."""
+
+from datetime import datetime
+from enum import StrEnum
+
+from django.db import transaction
+from django.utils import timezone
+
 from accounts.models import Organization
-from servers.models import Game, Server
+from audit.services import PanelAction
+from servers import events
+from servers.actors import Actor
+from servers.errors import invalid_state
+from servers.lifecycle import REQUESTS, Move, Trigger, move
+from servers.models import ConsoleCommand, Game, Server, ServerState, ServerTransition
+from servers.runtime import get_runtime
+from servers.selectors import server_busy_job
+from webhooks.events import Event
+
+MAX_COMMAND_LENGTH = 1000
+
+
+class PowerAction(StrEnum):
+    START = "start"
+    STOP = "stop"
+    RESTART = "restart"
 
 
 def server_create(
@@ -18,3 +42,120 @@ def _default_address(server_id: str) -> str:
     """A plausible public address in the documentation range, stable per server."""
     seed = sum(server_id.encode())
     return f"203.0.113.{seed % 250 + 1}:{25565 + seed % 100}"
+
+
+def server_transition(
+    *, server_id: str, trigger: Trigger, cause: str, exit_code: int | None = None
+) -> Server:
+    """Apply one move of the state machine by compare-and-set, record it, publish its event.
+
+    Refused with 409 invalid_state when the server's current state does not allow `trigger`,
+    including when another process changed the state first.
+    """
+    with transaction.atomic():
+        server = Server.objects.get(id=server_id)
+        step = move(server.state, trigger)
+        if step is None:
+            raise invalid_state(server.state, _refusal(trigger, server.state))
+        now = timezone.now()
+        changed = Server.objects.filter(id=server.id, state=server.state).update(
+            state=step.target, state_changed_at=now, updated_at=now
+        )
+        if changed != 1:
+            current = Server.objects.get(id=server_id).state
+            raise invalid_state(current, _refusal(trigger, current))
+        server.state, server.state_changed_at = step.target, now
+        _record(server, step, cause, exit_code, now)
+    return server
+
+
+def _record(server: Server, step: Move, cause: str, exit_code: int | None, now: datetime) -> None:
+    ServerTransition.objects.create(
+        server=server,
+        from_state=step.source,
+        to_state=step.target,
+        trigger=step.trigger,
+        cause=cause[:200],
+        exit_code=exit_code,
+        at=now,
+    )
+    if step.event is not None:
+        events.publish(server, step.event, step.event_data(exit_code), occurred_at=now)
+
+
+def _refusal(trigger: Trigger, state: str) -> str:
+    if trigger in REQUESTS:
+        return f"Cannot {trigger.value} a server that is {state}."
+    return f"The server is {state}: a '{trigger.value}' report does not apply."
+
+
+def server_power(*, server: Server, action: PowerAction, actor: Actor) -> Server:
+    """Ask for start, stop or restart; the runtime reports the outcome later."""
+    with transaction.atomic():
+        if action == PowerAction.START:
+            busy = server_busy_job(server)
+            if busy is not None:
+                message = f"A {busy.kind} job ({busy.id}) must finish before the server starts."
+                raise invalid_state(server.state, message)
+        server = server_transition(
+            server_id=server.id, trigger=Trigger(action.value), cause=actor.describe()
+        )
+        actor.audit(
+            organization_id=server.organization_id,
+            action=PanelAction.SERVER_POWER,
+            server_id=server.id,
+        )
+        runtime = get_runtime()
+        {"start": runtime.start, "stop": runtime.stop, "restart": runtime.restart}[action](server)
+    return server
+
+
+def clean_command(command: str) -> str:
+    """A console command: one line of printable text, at most MAX_COMMAND_LENGTH characters."""
+    command = command.strip()
+    if not command:
+        raise ValueError("The command is empty.")
+    if len(command) > MAX_COMMAND_LENGTH:
+        raise ValueError(f"The command is longer than {MAX_COMMAND_LENGTH} characters.")
+    if not command.isprintable():
+        raise ValueError("The command must be one line without control characters.")
+    return command
+
+
+def server_send_command(*, server: Server, command: str, actor: Actor) -> ConsoleCommand:
+    """Send a command to a running server's console; fires console.command_sent."""
+    with transaction.atomic():
+        sent = command_deliver(server=server, command=clean_command(command), actor=actor)
+        data = {
+            "command": sent.command,
+            "source": actor.source.value,
+            "key_id": actor.key_id,
+            "user": actor.user_email,
+        }
+        events.publish(server, Event.CONSOLE_COMMAND_SENT, data, occurred_at=sent.sent_at)
+        actor.audit(
+            organization_id=server.organization_id,
+            action=PanelAction.SERVER_CONSOLE,
+            server_id=server.id,
+        )
+    return sent
+
+
+def command_deliver(*, server: Server, command: str, actor: Actor) -> ConsoleCommand:
+    """Hand the command to the runtime and keep it in the console log. Needs `running`;
+    the server row stays locked meanwhile so it cannot stop under the command."""
+    with transaction.atomic():
+        current = Server.objects.select_for_update().get(id=server.id)
+        if current.state != ServerState.RUNNING:
+            raise invalid_state(current.state, "Console commands need a running server.")
+        result = get_runtime().send_command(current, command)
+        return ConsoleCommand.objects.create(
+            server=current,
+            command=command,
+            source=actor.source.value,
+            key_id=actor.key_id or "",
+            user_email=actor.user_email or "",
+            sent_at=timezone.now(),
+            accepted=result.accepted,
+            output=result.output[:5000],
+        )

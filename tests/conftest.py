@@ -13,6 +13,7 @@ from accounts import key_records, usage
 from accounts.models import Membership, Organization
 from accounts.services import api_key_create, member_add, organization_create
 from audit.services import PanelContext
+from gshost.api import rate_limits
 from servers.models import Server
 from servers.services import server_create
 
@@ -22,13 +23,23 @@ API = "/api/public/v1"
 @pytest.fixture(autouse=True)
 def _isolated_process_state(settings: Any) -> Iterator[None]:
     settings.AUDIT_FLUSH_INTERVAL_SECONDS = 0
-    key_records.forget_all()
-    usage.forget_usage()
-    cache.clear()
+    _forget_process_state()
     yield
+    _forget_process_state()
+
+
+def _forget_process_state() -> None:
     key_records.forget_all()
     usage.forget_usage()
+    rate_limits.reset()
     cache.clear()
+
+
+@pytest.fixture
+def fast_password_hashing(settings: Any) -> None:
+    """Opt in (`pytestmark = pytest.mark.usefixtures("fast_password_hashing")`) where no test
+    is about passwords: PBKDF2 costs about 0.3 s per person of the cast."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The caller's address: REMOTE_ADDR, or X-Forwarded-For only when a trusted proxy sent it."""
 
 import ipaddress
-from functools import cache
+from functools import cache, lru_cache
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -22,6 +22,7 @@ def _is_trusted(address: str, networks: tuple[IPNetwork, ...]) -> bool:
     return any(ip in network for network in networks)
 
 
+@lru_cache(maxsize=4096)  # the same few addresses call again and again
 def _valid(address: str) -> str | None:
     try:
         return str(ipaddress.ip_address(address.strip()))

@@ -7,8 +7,10 @@ new rows arrive, ties on the timestamp are broken by id, and every row can be re
 import base64
 import binascii
 import json
+from datetime import UTC, datetime
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db.models import Model, Q, QuerySet
 from django.utils.dateparse import parse_datetime
 from rest_framework.pagination import BasePagination
@@ -16,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
-from gshost.api.errors import invalid_request
+from gshost.api.errors import ApiError, invalid_request
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 100
@@ -40,16 +42,29 @@ def _encode(moment: str, pk: str, backwards: bool) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def _decode(cursor: str) -> tuple[Any, str, bool]:
+def _bad_cursor() -> ApiError:
+    return invalid_request("The cursor is not valid.", {"cursor": ["Not valid."]})
+
+
+def _decode(cursor: str) -> tuple[datetime, str, bool]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         data = json.loads(base64.urlsafe_b64decode(padded.encode()))
         moment = parse_datetime(data["t"])
-        if moment is None:
+        if moment is None or moment.tzinfo is None:
             raise ValueError(cursor)
-        return moment, str(data["i"]), bool(data["b"])
-    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError):
-        raise invalid_request("The cursor is not valid.", {"cursor": ["Not valid."]}) from None
+        # In UTC now: a forged time at the edge of the calendar fails here, not in the query.
+        return moment.astimezone(UTC), str(data["i"]), bool(data["b"])
+    except (ValueError, KeyError, TypeError, OverflowError, binascii.Error, UnicodeDecodeError):
+        raise _bad_cursor() from None
+
+
+def _cursor_pk(queryset: QuerySet[Any], pk: str) -> Any:
+    """The cursor's id as the model's key type; a forged one is refused, not a 500."""
+    try:
+        return queryset.model._meta.pk.to_python(pk)
+    except ValidationError:
+        raise _bad_cursor() from None
 
 
 class NewestFirstCursorPagination(BasePagination):
@@ -79,7 +94,7 @@ class NewestFirstCursorPagination(BasePagination):
     ) -> list[Any]:
         field = self.field
         if moment is not None:
-            pk_value = queryset.model._meta.pk.to_python(pk)
+            pk_value = _cursor_pk(queryset, pk)
             op = "gt" if backwards else "lt"
             after = Q(**{f"{field}__{op}": moment}) | Q(**{field: moment, f"pk__{op}": pk_value})
             queryset = queryset.filter(after)

@@ -14,7 +14,10 @@ class JsonObjectParser(JSONParser):
         media_type: str | None = None,
         parser_context: Mapping[str, Any] | None = None,
     ) -> Any:
-        data = super().parse(stream, media_type, parser_context)
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:  # absurdly deep nesting: unparseable for us, not a server error
+            raise ParseError("The body is nested too deeply.") from None
         if not isinstance(data, dict):
             raise ParseError("The body must be a JSON object.")
         return data

@@ -5,6 +5,8 @@ from accounts.api import KeyViewSet
 from audit.api import AuditViewSet
 from gshost.api.views import UnknownRouteView
 from servers.api import ServerViewSet
+from servers.api.urls import urlpatterns as server_routes
+from webhooks.api import DeliveryViewSet, WebhookViewSet
 
 
 class PublicSchemaView(SpectacularAPIView):
@@ -32,13 +34,51 @@ urlpatterns = [
         name="account.keys.revoke",
     ),
     path("account/audit", AuditViewSet.as_view({"get": "list"}), name="account.audit.list"),
+    path(
+        "webhooks",
+        WebhookViewSet.as_view({"get": "list", "post": "create"}),
+        name="webhooks.list",
+    ),
+    path(
+        "webhooks/<str:webhook_id>",
+        WebhookViewSet.as_view({"get": "retrieve", "patch": "partial_update", "delete": "destroy"}),
+        name="webhooks.detail",
+    ),
+    path(
+        "webhooks/<str:webhook_id>/test",
+        WebhookViewSet.as_view({"post": "test"}),
+        name="webhooks.test",
+    ),
+    path(
+        "webhooks/<str:webhook_id>/deliveries",
+        DeliveryViewSet.as_view({"get": "list"}),
+        name="webhooks.deliveries.list",
+    ),
+    # Before the delivery route: "redeliver" would otherwise be taken for a delivery id.
+    path(
+        "webhooks/<str:webhook_id>/deliveries/redeliver",
+        DeliveryViewSet.as_view({"post": "bulk_redeliver"}),
+        name="webhooks.deliveries.bulk_redeliver",
+    ),
+    path(
+        "webhooks/<str:webhook_id>/deliveries/<str:delivery_id>",
+        DeliveryViewSet.as_view({"get": "retrieve"}),
+        name="webhooks.deliveries.detail",
+    ),
+    path(
+        "webhooks/<str:webhook_id>/deliveries/<str:delivery_id>/redeliver",
+        DeliveryViewSet.as_view({"post": "redeliver"}),
+        name="webhooks.deliveries.redeliver",
+    ),
     path("servers", ServerViewSet.as_view({"get": "list"}), name="servers.list"),
     path(
         "servers/<str:server_id>",
         ServerViewSet.as_view({"get": "retrieve"}),
         name="servers.retrieve",
     ),
+    *server_routes,
 ]
 
 # Must stay last: everything else under the prefix answers 404 not_found in the envelope.
 catch_all = [re_path(r"^.*$", UnknownRouteView.as_view(), name="unknown")]
+bare_prefix = [re_path(r"^api/public/v1$", UnknownRouteView.as_view(), name="unknown")]

@@ -1,0 +1,130 @@
+"""`demo`: demo organizations, logins and servers, printed on the console.
+
+Safe to run again and again (`make run` does): everything is looked up by slug, email or
+name before it is created, and the demo logins get the demo password back. No API key is
+made: a key is shown only once, so a person creates it in the panel.
+"""
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urljoin
+
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from accounts.models import Organization, User
+from accounts.scopes import Scope
+from accounts.services import member_add, organization_create
+from servers.demo import ensure_demo_extras
+from servers.models import Game, Server
+from servers.selectors import server_list_for_organization
+from servers.services import server_create
+
+DEMO_PASSWORD = "demo-password"
+ADMIN_EMAIL = "admin@demo.gshost.test"
+DEFAULT_PANEL_URL = "http://127.0.0.1:8000/panel/keys/"
+
+
+@dataclass(frozen=True)
+class DemoOrganization:
+    slug: str
+    name: str
+    owner: str
+    servers: tuple[tuple[str, Game], ...]
+    members: tuple[tuple[str, tuple[Scope, ...]], ...] = field(default=())
+
+
+DEMO = DemoOrganization(
+    slug="demo",
+    name="Demo Gaming",
+    owner="owner@demo.gshost.test",
+    members=(
+        (
+            "member@demo.gshost.test",
+            (Scope.SERVERS_READ, Scope.KEYS_READ, Scope.AUDIT_READ),
+        ),
+    ),
+    servers=(
+        ("Survival", Game.MINECRAFT),
+        ("Creative", Game.MINECRAFT),
+        ("Racing league", Game.CUSTOM),
+    ),
+)
+RIVAL = DemoOrganization(
+    slug="rival",
+    name="Rival Hosting",
+    owner="owner@rival.gshost.test",
+    servers=(("Rival world", Game.MINECRAFT),),
+)
+
+
+class Command(BaseCommand):
+    help = "Create (or restore) the demo organizations, logins and servers, and print them."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        with transaction.atomic():
+            made = [(demo, *_ensure(demo)) for demo in (DEMO, RIVAL)]
+            _ensure_admin()
+            _demo, _organization, demo_servers = made[0]
+            ensure_demo_extras(demo_servers, User.objects.get(email__iexact=DEMO.owner))
+        panel_url = os.environ.get("PANEL_URL") or DEFAULT_PANEL_URL
+        self.stdout.write(self.style.SUCCESS("Demo data is ready."))
+        self.stdout.write(f"Panel:        {panel_url}")
+        self.stdout.write(f"Sign in at:   {urljoin(panel_url, '/accounts/login/')}")
+        self.stdout.write(f"Django admin: {urljoin(panel_url, '/admin/')}")
+        for demo, organization, servers in made:
+            self.stdout.write("")
+            self.stdout.write(_describe(demo, organization, servers))
+        self.stdout.write("")
+        self.stdout.write(f"Django admin login (staff): {ADMIN_EMAIL} / {DEMO_PASSWORD}")
+        self.stdout.write("")
+        self.stdout.write(_how_to_make_a_key(panel_url))
+
+
+def _ensure(demo: DemoOrganization) -> tuple[Organization, list[Server]]:
+    organization = Organization.objects.filter(slug=demo.slug).first()
+    if organization is None:
+        organization = organization_create(slug=demo.slug, name=demo.name)
+    member_add(organization=organization, email=demo.owner, password=DEMO_PASSWORD, owner=True)
+    for email, scopes in demo.members:
+        member_add(
+            organization=organization, email=email, password=DEMO_PASSWORD, member_scopes=scopes
+        )
+    servers = [_ensure_server(organization, name, game) for name, game in demo.servers]
+    return organization, servers
+
+
+def _ensure_server(organization: Organization, name: str, game: Game) -> Server:
+    existing = server_list_for_organization(organization.id).filter(name=name).first()
+    return existing or server_create(organization=organization, name=name, game=game)
+
+
+def _ensure_admin() -> None:
+    if not User.objects.filter(email__iexact=ADMIN_EMAIL).exists():
+        User.objects.create_superuser(email=ADMIN_EMAIL, password=DEMO_PASSWORD)
+
+
+def _describe(demo: DemoOrganization, organization: Organization, servers: list[Server]) -> str:
+    lines = [f"{organization.name} (slug {organization.slug}, {organization.id})"]
+    lines.append(f"  owner   {demo.owner} / {DEMO_PASSWORD}")
+    for email, scopes in demo.members:
+        lines.append(f"  member  {email} / {DEMO_PASSWORD}  ({', '.join(scopes)})")
+    lines.append("  servers:")
+    width = max(len(server.name) for server in servers)
+    lines += [f"    {server.id}  {server.name:<{width}}  {server.game}" for server in servers]
+    return "\n".join(lines)
+
+
+def _how_to_make_a_key(panel_url: str) -> str:
+    login_url = urljoin(panel_url, "/accounts/login/")
+    new_key_url = urljoin(panel_url, "/panel/keys/new")
+    servers_url = urljoin(panel_url, "/api/public/v1/servers")
+    return "\n".join(
+        [
+            "No API key is created (a key is shown only once). To make one:",
+            f"  1. sign in at {login_url} as {DEMO.owner} / {DEMO_PASSWORD}",
+            f"  2. open {new_key_url}, pick scopes (e.g. servers:read), copy the key",
+            f'  3. curl -H "Authorization: Bearer gsk_..." {servers_url}',
+        ]
+    )

@@ -1,0 +1,166 @@
+"""Panel pages for API keys and the organization switcher. Thin: parse, one service, render."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods, require_POST
+
+from accounts.models import ApiKey, Membership
+from accounts.panel.access import member_required
+from accounts.panel.forms import KeyCreateForm, KeyRotateForm
+from accounts.panel.organization import current_membership, switch_organization
+from accounts.panel.presenters import key_rows, scope_tags, unrecognized_tags
+from accounts.selectors import api_key_get, api_key_list_for_panel
+from accounts.services import (
+    KeyRequestRefused,
+    NewKey,
+    ScopeExceedsPermissions,
+    api_key_create,
+    api_key_revoke,
+    api_key_rotate,
+)
+from audit.services import PanelContext
+from servers.selectors import server_list_for_organization
+
+GET_OR_POST = ["GET", "POST"]
+
+
+def _server_names(membership: Membership) -> dict[str, str]:
+    servers = server_list_for_organization(membership.organization_id).order_by("name", "id")
+    return dict(servers.values_list("id", "name"))
+
+
+def _key_or_404(membership: Membership, key_id: str) -> ApiKey:
+    """The key, if it belongs to the organization the person is acting in."""
+    try:
+        return api_key_get(membership.organization_id, key_id)
+    except ApiKey.DoesNotExist:
+        raise Http404("No such key in this organization.") from None
+
+
+def _add_refusal(form: KeyCreateForm | KeyRotateForm, refused: KeyRequestRefused) -> None:
+    form.add_error(refused.field if refused.field in form.fields else None, str(refused))
+
+
+def _render_new_key(
+    request: HttpRequest, new: NewKey, replaced: ApiKey | None = None
+) -> HttpResponse:
+    """The one and only time the full key is shown (never cached: see `never_cache`)."""
+    context = {
+        "new": new,
+        "scopes": scope_tags(new.key.scopes),
+        "warnings": unrecognized_tags(new.key.scopes),
+        "replaced": replaced,
+        "now": timezone.now(),
+    }
+    return render(request, "accounts/keys/created.html", context)
+
+
+@require_http_methods(["GET"])
+@member_required
+def key_list(request: HttpRequest, membership: Membership) -> HttpResponse:
+    keys = api_key_list_for_panel(membership.organization_id).order_by("-created_at", "-id")
+    rows = key_rows(keys, _server_names(membership), timezone.now())
+    return render(request, "accounts/keys/list.html", {"rows": rows})
+
+
+def _render_create_form(
+    request: HttpRequest, form: KeyCreateForm, status: int, error_code: str = ""
+) -> HttpResponse:
+    context = {"form": form, "error_code": error_code}
+    return render(request, "accounts/keys/new.html", context, status=status)
+
+
+@never_cache
+@require_http_methods(GET_OR_POST)
+@member_required
+def key_create(request: HttpRequest, membership: Membership) -> HttpResponse:
+    form = KeyCreateForm(
+        request.POST if request.method == "POST" else None,
+        held_scopes=membership.held_scopes,
+        servers=list(_server_names(membership).items()),
+    )
+    if not form.is_bound:
+        return _render_create_form(request, form, 200)
+    if not form.is_valid():
+        return _render_create_form(request, form, 400)
+    try:
+        new = api_key_create(
+            membership=membership, context=PanelContext.from_request(request), **form.key_request()
+        )
+    except ScopeExceedsPermissions as refused:
+        _add_refusal(form, refused)
+        return _render_create_form(request, form, 422, error_code=refused.code)
+    except KeyRequestRefused as refused:
+        _add_refusal(form, refused)
+        return _render_create_form(request, form, 400)
+    return _render_new_key(request, new)
+
+
+def _render_rotate_form(
+    request: HttpRequest, key: ApiKey, form: KeyRotateForm, status: int = 200
+) -> HttpResponse:
+    rows = key_rows([key], {}, timezone.now())
+    context = {"key": key, "row": rows[0], "form": form}
+    return render(request, "accounts/keys/rotate.html", context, status=status)
+
+
+@never_cache
+@require_http_methods(GET_OR_POST)
+@member_required
+def key_rotate(request: HttpRequest, membership: Membership, key_id: str) -> HttpResponse:
+    key = _key_or_404(membership, key_id)
+    if request.method != "POST":
+        return _render_rotate_form(request, key, KeyRotateForm())
+    form = KeyRotateForm(request.POST)
+    if not form.is_valid():
+        return _render_rotate_form(request, key, form, 400)
+    try:
+        new = api_key_rotate(
+            key=key,
+            grace_hours=form.cleaned_data["grace_hours"],
+            context=PanelContext.from_request(request),
+        )
+    except KeyRequestRefused as refused:
+        _add_refusal(form, refused)
+        # A bad value is the form's fault; a key that can no longer be rotated is a conflict.
+        return _render_rotate_form(request, key, form, 400 if refused.field else 409)
+    key.refresh_from_db()
+    return _render_new_key(request, new, replaced=key)
+
+
+@require_http_methods(GET_OR_POST)
+@member_required
+def key_delete(request: HttpRequest, membership: Membership, key_id: str) -> HttpResponse:
+    key = _key_or_404(membership, key_id)
+    if request.method != "POST":
+        row = key_rows([key], {}, timezone.now())[0]
+        return render(request, "accounts/keys/delete.html", {"key": key, "row": row})
+    api_key_revoke(key=key, context=PanelContext.from_request(request))
+    messages.success(request, f"Key “{key.name}” ({key.key_id}) is revoked for good.")
+    return redirect("panel:key_list")
+
+
+def _next_url(request: HttpRequest) -> str:
+    wanted = request.POST.get("next", "")
+    safe = url_has_allowed_host_and_scheme(
+        wanted, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    return wanted if wanted and safe else reverse("panel:key_list")
+
+
+@require_POST
+@login_required
+def organization_switch(request: HttpRequest) -> HttpResponse:
+    """Act in another organization, only one the person belongs to."""
+    if not switch_organization(request, request.POST.get("organization", "")):
+        return render(request, "accounts/switch_refused.html", status=403)
+    membership = current_membership(request)
+    if membership is not None:
+        messages.info(request, f"Now acting in {membership.organization.name}.")
+    return redirect(_next_url(request))

@@ -1,0 +1,156 @@
+"""Staff admin for servers: plan switches (disabled capabilities), simulated host mishaps,
+and read-only views of the rows the platform keeps (transitions, jobs, schedules...)."""
+
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from gshost.api.errors import ApiError
+from servers.actors import Actor
+from servers.capabilities import Capability
+from servers.migration import migration_begin, suggest_new_address
+from servers.models import (
+    Backup,
+    ConfigEvent,
+    Job,
+    Schedule,
+    ScheduleRun,
+    Server,
+    ServerTransition,
+    SettingChange,
+)
+from servers.simulated_host import host_crash, host_fail_start
+
+
+class ServerAdminForm(forms.ModelForm):
+    disabled_capabilities = forms.MultipleChoiceField(
+        choices=[(c.value, c.value) for c in Capability],
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text="Turned off for this server's plan: its routes answer 403 feature_not_enabled.",
+    )
+
+    class Meta:
+        model = Server
+        fields = ("organization", "name", "game", "address", "disabled_capabilities")
+
+
+class TransitionInline(admin.TabularInline):
+    model = ServerTransition
+    extra = 0
+    ordering = ("-at", "-id")
+    fields = readonly_fields = ("at", "from_state", "to_state", "trigger", "exit_code", "cause")
+    can_delete = False
+    max_num = 0
+    show_change_link = False
+
+
+def _each(
+    request: HttpRequest,
+    servers: QuerySet[Server],
+    act: Callable[[Server], str],
+) -> None:
+    for server in servers:
+        try:
+            messages.success(request, f"{server.name}: {act(server)}")
+        except (ApiError, ValueError) as refused:
+            text = refused.message if isinstance(refused, ApiError) else str(refused)
+            messages.error(request, f"{server.name}: {text}")
+
+
+def _cause(request: HttpRequest) -> str:
+    return f"admin {getattr(request.user, 'email', '')}"
+
+
+@admin.register(Server)
+class ServerAdmin(admin.ModelAdmin):
+    form = ServerAdminForm
+    list_display = ("name", "id", "organization", "game", "state", "address", "created_at")
+    list_filter = ("game", "state", "organization")
+    search_fields = ("name", "id", "organization__name", "organization__slug")
+    readonly_fields = (
+        "id", "state", "state_changed_at", "desired_settings", "reported_settings",
+        "created_at", "updated_at",
+    )  # fmt: skip
+    list_select_related = ("organization",)
+    autocomplete_fields = ("organization",)
+    inlines = (TransitionInline,)
+    actions = ("simulate_crash", "simulate_fail_start", "simulate_migrate")
+
+    @admin.action(description="Simulate: crash now (running or restarting servers)")
+    def simulate_crash(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
+        cause = _cause(request)
+        _each(request, queryset, lambda s: _state(host_crash(server_id=s.id, cause=cause)))
+
+    @admin.action(description="Simulate: fail to start (stopped or starting servers)")
+    def simulate_fail_start(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
+        cause = _cause(request)
+        _each(request, queryset, lambda s: _state(host_fail_start(server_id=s.id, cause=cause)))
+
+    @admin.action(description="Simulate: migrate to another host")
+    def simulate_migrate(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
+        actor = Actor.system(_cause(request))
+
+        def migrate(server: Server) -> str:
+            new = suggest_new_address(server.address)
+            migration_begin(server=server, new_address=new, actor=actor)
+            return f"moving to {new}; server.migrated fires when the move completes."
+
+        _each(request, queryset, migrate)
+
+
+def _state(server: Server) -> str:
+    return f"now {server.state}; server.crashed fired."
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows the platform writes; staff look, they do not edit."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Job)
+class JobAdmin(ReadOnlyAdmin):
+    list_display = ("id", "server", "kind", "state", "progress", "created_at", "finished_at")
+    list_filter = ("kind", "state")
+    search_fields = ("id", "server__id", "server__name")
+
+
+@admin.register(Backup)
+class BackupAdmin(ReadOnlyAdmin):
+    list_display = ("id", "server", "name", "state", "size_bytes", "created_at")
+    list_filter = ("state",)
+    search_fields = ("id", "server__id", "server__name")
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(ReadOnlyAdmin):
+    list_display = ("name", "id", "server", "cron", "enabled", "next_run_at", "last_run_at")
+    list_filter = ("enabled",)
+    search_fields = ("id", "name", "server__id", "server__name")
+
+
+@admin.register(ScheduleRun)
+class ScheduleRunAdmin(ReadOnlyAdmin):
+    list_display = ("id", "schedule", "trigger", "status", "scheduled_for", "ran_at")
+    list_filter = ("trigger", "status")
+
+
+@admin.register(ConfigEvent)
+class ConfigEventAdmin(ReadOnlyAdmin):
+    list_display = ("name", "id", "server", "state", "apply_at", "revert_at")
+    list_filter = ("state",)
+
+
+@admin.register(SettingChange)
+class SettingChangeAdmin(ReadOnlyAdmin):
+    list_display = ("server", "key", "previous_value", "new_value", "source", "changed_at")
+    list_filter = ("source", "key")

@@ -1,0 +1,164 @@
+"""Game settings: the catalogue per game, and what a server wants versus what it runs with."""
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from audit.services import PanelAction
+from servers.actors import Actor
+from servers.models import ConfigEvent, Game, Server, SettingChange, SettingSource
+
+
+class Kind(StrEnum):
+    INTEGER = "integer"
+    CHOICE = "choice"
+    BOOLEAN = "boolean"
+    TEXT = "text"
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    key: str
+    label: str
+    kind: Kind
+    default: str
+    choices: tuple[str, ...] = ()
+    minimum: int = 0
+    maximum: int = 0
+
+    def clean(self, value: str) -> str:
+        """The value in its stored form, or ValueError saying what is wrong with it."""
+        value = value.strip()
+        if self.kind == Kind.INTEGER:
+            if not value.lstrip("-").isdigit() or not self.minimum <= int(value) <= self.maximum:
+                raise ValueError(
+                    f"{self.key} must be a whole number from {self.minimum} to {self.maximum}."
+                )
+            return str(int(value))
+        if self.kind == Kind.BOOLEAN:
+            if value.lower() not in ("true", "false"):
+                raise ValueError(f"{self.key} must be true or false.")
+            return value.lower()
+        if self.kind == Kind.CHOICE and value not in self.choices:
+            raise ValueError(f"{self.key} must be one of {', '.join(self.choices)}.")
+        if self.kind == Kind.TEXT and len(value) > self.maximum:
+            raise ValueError(f"{self.key} must be at most {self.maximum} characters.")
+        return value
+
+
+_COMMON = (
+    SettingSpec("max_players", "Maximum players", Kind.INTEGER, "20", minimum=1, maximum=500),
+    SettingSpec("motd", "Message of the day", Kind.TEXT, "A gshost server", maximum=120),
+)
+CATALOGUE: dict[str, tuple[SettingSpec, ...]] = {
+    Game.MINECRAFT: (
+        *_COMMON,
+        SettingSpec(
+            "difficulty", "Difficulty", Kind.CHOICE, "normal",
+            choices=("peaceful", "easy", "normal", "hard"),
+        ),
+        SettingSpec("pvp", "Player versus player", Kind.BOOLEAN, "true"),
+        SettingSpec("view_distance", "View distance", Kind.INTEGER, "10", minimum=2, maximum=32),
+    ),
+    Game.CUSTOM: (
+        *_COMMON,
+        SettingSpec("tick_rate", "Tick rate", Kind.INTEGER, "64", minimum=10, maximum=128),
+    ),
+}  # fmt: skip
+
+
+def specs_for(game: str) -> tuple[SettingSpec, ...]:
+    return CATALOGUE.get(game, _COMMON)
+
+
+def defaults_for(game: str) -> dict[str, str]:
+    return {spec.key: spec.default for spec in specs_for(game)}
+
+
+def effective(game: str, values: dict[str, str]) -> dict[str, str]:
+    """Every setting of the game: the given values over the defaults (unknown keys dropped)."""
+    merged = defaults_for(game)
+    merged.update({key: str(values[key]) for key in merged if key in values})
+    return merged
+
+
+def desired_settings(server: Server) -> dict[str, str]:
+    return effective(server.game, server.desired_settings)
+
+
+def settings_report_applied(*, server: Server) -> None:
+    """The host now runs with the desired settings (a game reads them when it starts)."""
+    Server.objects.filter(id=server.id).update(reported_settings=desired_settings(server))
+
+
+def clean_values(game: str, values: dict[str, Any]) -> dict[str, str]:
+    """Values in their stored form, or ValueError naming the first bad one."""
+    specs = {spec.key: spec for spec in specs_for(game)}
+    unknown = sorted(set(values) - set(specs))
+    if unknown:
+        raise ValueError(f"Unknown setting for this game: {', '.join(unknown)}.")
+    return {key: specs[key].clean(str(value)) for key, value in values.items()}
+
+
+def settings_update(
+    *,
+    server: Server,
+    values: dict[str, Any],
+    actor: Actor,
+    source: SettingSource = SettingSource.PANEL,
+    config_event: ConfigEvent | None = None,
+) -> list[SettingChange]:
+    """Change desired settings; one history row per setting that really changed. No event
+    fires (SPEC §6 rule 4). The runtime is told; a running game takes them at its restart."""
+    with transaction.atomic():
+        current = Server.objects.select_for_update().get(id=server.id)
+        cleaned = clean_values(current.game, values)
+        desired = desired_settings(current)
+        changed = {key: value for key, value in cleaned.items() if desired[key] != value}
+        if not changed:
+            return []
+        current.desired_settings = {**current.desired_settings, **changed}
+        Server.objects.filter(id=current.id).update(desired_settings=current.desired_settings)
+        rows = _history_rows(current, desired, changed, actor, source, config_event)
+        SettingChange.objects.bulk_create(rows)
+        actor.audit(
+            organization_id=current.organization_id,
+            action=PanelAction.SERVER_UPDATE,
+            server_id=current.id,
+        )
+        _push(current)
+    server.desired_settings = current.desired_settings
+    return rows
+
+
+def _history_rows(
+    server: Server,
+    before: dict[str, str],
+    changed: dict[str, str],
+    actor: Actor,
+    source: SettingSource,
+    config_event: ConfigEvent | None,
+) -> list[SettingChange]:
+    now = timezone.now()
+    return [
+        SettingChange(
+            server=server,
+            key=key,
+            previous_value=before[key],
+            new_value=value,
+            source=source,
+            changed_by=actor.user_email or "",
+            config_event=config_event,
+            changed_at=now,
+        )
+        for key, value in changed.items()
+    ]
+
+
+def _push(server: Server) -> None:
+    from servers.runtime import get_runtime  # the runtime reads this module's catalogue
+
+    get_runtime().push_settings(server)

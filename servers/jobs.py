@@ -1,0 +1,114 @@
+"""Backups, restores, wipes and reinstalls: jobs the runtime carries out on a server's data.
+
+No event fires for any of them (SPEC §6 rule 4); clients poll the job or the backup list.
+"""
+
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from audit.services import PanelAction
+from servers.actors import Actor
+from servers.errors import invalid_state
+from servers.models import Backup, BackupState, Job, JobKind, JobState, Server, ServerState
+from servers.runtime import get_runtime
+from servers.selectors import server_busy_job
+
+UNFINISHED = (JobState.QUEUED, JobState.RUNNING)
+MAINTENANCE_KINDS = (JobKind.WIPE, JobKind.REINSTALL)
+
+
+def backup_create(*, server: Server, actor: Actor, name: str = "") -> tuple[Backup, Job]:
+    """A new backup of the server as it is now, in any state; the job makes it."""
+    with transaction.atomic():
+        now = timezone.now()
+        backup = Backup.objects.create(
+            server=server, name=name or f"Backup {now:%Y-%m-%d %H:%M} UTC", created_at=now
+        )
+        job = _job_create(server, JobKind.BACKUP, actor, backup=backup)
+    return backup, job
+
+
+def backup_restore(*, server: Server, backup: Backup, actor: Actor) -> Job:
+    """Put the backup's data back on the server. The server must be stopped."""
+    with transaction.atomic():
+        server = _stopped_and_idle(server, "restore a backup")
+        if backup.state != BackupState.AVAILABLE:
+            raise invalid_state(server.state, f"The backup is {backup.state}, not available.")
+        return _job_create(server, JobKind.RESTORE, actor, backup=backup)
+
+
+def maintenance_start(*, server: Server, kind: JobKind, actor: Actor) -> Job:
+    """Wipe the world, or reinstall the game. The server must be stopped."""
+    if kind not in MAINTENANCE_KINDS:
+        raise ValueError(f"Not a maintenance action: {kind}")
+    with transaction.atomic():
+        server = _stopped_and_idle(server, kind.value)
+        return _job_create(server, kind, actor)
+
+
+def _stopped_and_idle(server: Server, what: str) -> Server:
+    """The server, locked; refused unless stopped and free of another data job."""
+    server = Server.objects.select_for_update().get(id=server.id)
+    if server.state != ServerState.STOPPED:
+        raise invalid_state(server.state, f"Stop the server to {what}.")
+    busy = server_busy_job(server)
+    if busy is not None:
+        raise invalid_state(server.state, f"A {busy.kind} job ({busy.id}) is still {busy.state}.")
+    return server
+
+
+def _job_create(server: Server, kind: JobKind, actor: Actor, backup: Backup | None = None) -> Job:
+    job = Job.objects.create(
+        server=server, kind=kind, backup=backup, requested_by=actor.describe()[:200]
+    )
+    actor.audit(
+        organization_id=server.organization_id,
+        action=PanelAction.SERVER_UPDATE,
+        server_id=server.id,
+    )
+    get_runtime().run_job(job)
+    return job
+
+
+# Reports from the runtime. Each acts only on a job still in the state it expects.
+
+
+def job_begin(*, job_id: str) -> bool:
+    changed = Job.objects.filter(id=job_id, state=JobState.QUEUED).update(
+        state=JobState.RUNNING, started_at=timezone.now(), progress=0
+    )
+    return changed == 1
+
+
+def job_progress(*, job_id: str, progress: int) -> bool:
+    changed = Job.objects.filter(id=job_id, state=JobState.RUNNING).update(
+        progress=max(0, min(progress, 99))
+    )
+    return changed == 1
+
+
+def job_finish(
+    *, job_id: str, succeeded: bool, error: str = "", size_bytes: int | None = None
+) -> bool:
+    """The job ended; a backup job also makes its backup available (or failed)."""
+    now = timezone.now()
+    with transaction.atomic():
+        changed = Job.objects.filter(id=job_id, state__in=UNFINISHED).update(
+            state=JobState.SUCCEEDED if succeeded else JobState.FAILED,
+            progress=100 if succeeded else F("progress"),
+            started_at=Coalesce(F("started_at"), now),
+            finished_at=now,
+            error="" if succeeded else (error or "The job failed.")[:500],
+        )
+        if changed != 1:
+            return False
+        job = Job.objects.get(id=job_id)
+        if job.kind == JobKind.BACKUP and job.backup_id:
+            Backup.objects.filter(id=job.backup_id).update(
+                state=BackupState.AVAILABLE if succeeded else BackupState.FAILED,
+                size_bytes=size_bytes if succeeded else None,
+                completed_at=now,
+            )
+    return True

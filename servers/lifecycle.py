@@ -1,0 +1,73 @@
+"""The server state machine (CONTRACT §6) as one table, and nothing else: no I/O, no clock.
+
+A move is (state, trigger) -> (next state, event or None). Requests from customers are
+start/stop/restart; everything else is a report from the host (the runtime). Only moves that
+reach `running` or `stopped` fire an event: starting, stopping and restarting never do.
+"""
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from servers.models import ServerState
+from webhooks.events import Event
+
+
+class Trigger(StrEnum):
+    START = "start"
+    STOP = "stop"
+    RESTART = "restart"
+    READY = "ready"  # the host reports the game is up
+    HALTED = "halted"  # the host reports a requested stop has finished
+    FAILED_TO_START = "failed_to_start"  # the host gave up starting the game
+    CRASH = "crash"  # the game exited without being asked to
+
+
+REQUESTS: frozenset[Trigger] = frozenset({Trigger.START, Trigger.STOP, Trigger.RESTART})
+TRANSITIONAL: frozenset[ServerState] = frozenset(
+    {ServerState.STARTING, ServerState.STOPPING, ServerState.RESTARTING}
+)
+
+S = ServerState
+TABLE: dict[tuple[ServerState, Trigger], tuple[ServerState, Event | None]] = {
+    (S.STOPPED, Trigger.START): (S.STARTING, None),
+    (S.STARTING, Trigger.READY): (S.RUNNING, Event.SERVER_STARTED),
+    (S.STARTING, Trigger.FAILED_TO_START): (S.STOPPED, Event.SERVER_CRASHED),
+    (S.RUNNING, Trigger.STOP): (S.STOPPING, None),
+    (S.STOPPING, Trigger.HALTED): (S.STOPPED, Event.SERVER_STOPPED),
+    (S.RUNNING, Trigger.RESTART): (S.RESTARTING, None),
+    (S.RESTARTING, Trigger.READY): (S.RUNNING, Event.SERVER_RESTARTED),
+    (S.RUNNING, Trigger.CRASH): (S.STOPPED, Event.SERVER_CRASHED),
+    (S.RESTARTING, Trigger.CRASH): (S.STOPPED, Event.SERVER_CRASHED),
+}
+
+
+@dataclass(frozen=True)
+class Move:
+    source: ServerState
+    trigger: Trigger
+    target: ServerState
+    event: Event | None
+
+    def event_data(self, exit_code: int | None = None) -> dict[str, Any]:
+        """The event's `data` (CONTRACT §5); empty when the move fires nothing."""
+        if self.event in (Event.SERVER_STARTED, Event.SERVER_STOPPED):
+            return {"previous_state": self.source.value}
+        if self.event == Event.SERVER_CRASHED:
+            failed = self.trigger == Trigger.FAILED_TO_START
+            return {"reason": "failed_to_start" if failed else "exited", "exit_code": exit_code}
+        return {}
+
+
+def move(state: str, trigger: Trigger) -> Move | None:
+    """The move `trigger` makes from `state`, or None when it is not allowed there."""
+    source = ServerState(state)
+    found = TABLE.get((source, trigger))
+    if found is None:
+        return None
+    target, event = found
+    return Move(source, trigger, target, event)
+
+
+def allowed_triggers(state: str) -> frozenset[Trigger]:
+    return frozenset(trigger for source, trigger in TABLE if source == state)

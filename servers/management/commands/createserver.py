@@ -1,0 +1,41 @@
+"""`createserver SLUG NAME [--game minecraft]`: a new, stopped server; prints its id alone."""
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from accounts.models import Organization
+from servers.models import Game, Server
+from servers.services import server_create
+
+
+class Command(BaseCommand):
+    help = "Create a server (it starts stopped) and print its id (srv_...)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("slug", help="The organization's slug.")
+        parser.add_argument("name", help="The server's display name.")
+        parser.add_argument("--game", choices=Game.values, default=Game.MINECRAFT)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        name = _checked_name(options["name"])
+        organization = Organization.objects.filter(slug=options["slug"]).first()
+        if organization is None:
+            raise CommandError(f"No organization with slug {options['slug']!r}.")
+        try:
+            with transaction.atomic():
+                server = server_create(organization=organization, name=name, game=options["game"])
+        except ValueError as error:  # an unknown game given through call_command
+            raise CommandError(str(error)) from None
+        self.stdout.write(server.id)
+
+
+def _checked_name(name: str) -> str:
+    max_length = Server._meta.get_field("name").max_length or 0
+    name = name.strip()
+    if not name:
+        raise CommandError("The server needs a name.")
+    if len(name) > max_length:
+        raise CommandError(f"The name is too long: at most {max_length} characters.")
+    return name

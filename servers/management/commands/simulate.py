@@ -1,0 +1,56 @@
+"""`simulate SERVER_ID crash|fail-start|migrate [--new-address IP:PORT]`: make the simulated
+host misbehave now, so the matching events can be seen end to end."""
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from gshost.api.errors import ApiError
+from servers.models import Server
+from servers.simulated_host import host_crash, host_fail_start, host_migrate
+
+WHAT = ("crash", "fail-start", "migrate")
+
+
+class Command(BaseCommand):
+    help = (
+        "crash: a running/restarting server crashes now; fail-start: a stopped server is "
+        "started and fails to start, a starting one fails now; migrate: the server moves "
+        "to another host now (server.migrated)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("server_id", help="The server's id (srv_...).")
+        parser.add_argument("what", choices=WHAT)
+        parser.add_argument("--new-address", help="migrate: the new IP:PORT (default: a new IP)")
+        parser.add_argument(
+            "--exit-code", type=int, default=None, help="crash/fail-start: the game's exit code"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        server = Server.objects.filter(id=options["server_id"]).first()
+        if server is None:
+            raise CommandError(f"No server {options['server_id']!r}.")
+        try:
+            self.stdout.write(_simulate(server, options))
+        except ApiError as refused:  # the state does not allow it
+            raise CommandError(refused.message) from None
+        except ValueError as error:  # a bad --new-address
+            raise CommandError(str(error)) from None
+
+
+def _simulate(server: Server, options: dict[str, Any]) -> str:
+    what, exit_code = options["what"], options["exit_code"]
+    if what == "crash":
+        after = host_crash(server_id=server.id, exit_code=1 if exit_code is None else exit_code)
+        return f"{server.id} crashed ({server.state} -> {after.state}); server.crashed fired."
+    if what == "fail-start":
+        after = host_fail_start(server_id=server.id, exit_code=exit_code)
+        return (
+            f"{server.id} failed to start ({server.state} -> {after.state}); server.crashed fired."
+        )
+    migration = host_migrate(server_id=server.id, new_address=options["new_address"])
+    return (
+        f"{server.id} moved from {migration.previous_address} to {migration.new_address}; "
+        "server.migrated fired."
+    )

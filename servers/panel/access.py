@@ -1,0 +1,64 @@
+"""Panel access to a server: signed in, acting in the server's organization, holding the
+scope the API would ask of a key. Another organization's server is a 404."""
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Concatenate, ParamSpec
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from accounts.models import Membership
+from accounts.panel.access import member_required
+from accounts.scopes import Scope
+from audit.services import PanelContext
+from gshost.api.errors import ApiError
+from servers.actors import Actor
+from servers.capabilities import Capability, capability_require
+from servers.models import Server
+from servers.selectors import server_list_for_organization
+
+P = ParamSpec("P")
+ServerView = Callable[Concatenate[HttpRequest, Membership, Server, P], HttpResponse]
+PanelView = Callable[Concatenate[HttpRequest, str, P], HttpResponse]
+
+
+def server_page(
+    scope: Scope, capability: Capability | None = None
+) -> Callable[[ServerView[P]], PanelView[P]]:
+    def decorate(view: ServerView[P]) -> PanelView[P]:
+        @wraps(view)
+        def wrapper(
+            request: HttpRequest,
+            membership: Membership,
+            server_id: str,
+            *args: P.args,
+            **kwargs: P.kwargs,
+        ) -> HttpResponse:
+            if scope not in membership.held_scopes:
+                return render(request, "servers/forbidden.html", {"scope": scope}, status=403)
+            servers = server_list_for_organization(membership.organization_id)
+            server = servers.filter(id=server_id).first()
+            if server is None:
+                raise Http404("No such server in this organization.")
+            if capability is not None:
+                try:
+                    capability_require(server, capability)
+                except ApiError as refused:
+                    context = {"server": server, "error": refused}
+                    return render(
+                        request, "servers/unavailable.html", context, status=refused.status_code
+                    )
+            return view(request, membership, server, *args, **kwargs)
+
+        return member_required(wrapper)
+
+    return decorate
+
+
+def person(request: HttpRequest) -> Actor:
+    return Actor.person(PanelContext.from_request(request))
+
+
+def back_to(name: str, server: Server) -> HttpResponse:
+    return redirect(name, server_id=server.id)

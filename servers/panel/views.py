@@ -1,0 +1,120 @@
+"""Panel pages for servers: the list, a server's overview, power and console.
+
+Thin: parse, one service, render. A refusal from a service (409 invalid_state, ...) comes
+back as a message on the page the person was on.
+"""
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.models import Membership
+from accounts.panel.access import member_required
+from accounts.scopes import Scope
+from gshost.api.errors import ApiError
+from servers.capabilities import Capability, is_enabled, is_supported
+from servers.lifecycle import REQUESTS, allowed_triggers
+from servers.models import Server
+from servers.panel.access import back_to, person, server_page
+from servers.panel.forms import ConsoleForm, PowerForm
+from servers.readings import players_read, stats_read
+from servers.selectors import server_list_for_organization
+from servers.services import PowerAction, server_power, server_send_command
+
+POWER_LABELS = {"start": "Start", "stop": "Stop", "restart": "Restart"}
+
+
+def usable(server: Server) -> dict[str, bool]:
+    """Which capabilities the panel offers for this server (supported and enabled)."""
+    return {c.value: is_supported(server, c) and is_enabled(server, c) for c in Capability}
+
+
+def server_context(server: Server, membership: Membership, tab: str) -> dict[str, Any]:
+    return {
+        "server": server,
+        "tab": tab,
+        "can": usable(server),
+        "held": {scope.name.lower(): scope in membership.held_scopes for scope in Scope},
+    }
+
+
+@require_GET
+@member_required
+def server_list(request: HttpRequest, membership: Membership) -> HttpResponse:
+    if Scope.SERVERS_READ not in membership.held_scopes:
+        return render(request, "servers/forbidden.html", {"scope": Scope.SERVERS_READ}, status=403)
+    servers = server_list_for_organization(membership.organization_id).order_by("name", "id")
+    return render(request, "servers/list.html", {"servers": servers})
+
+
+@never_cache
+@require_GET
+@member_required
+def server_states(request: HttpRequest, membership: Membership) -> HttpResponse:
+    """What the pages poll every few seconds: each server's state and address."""
+    if Scope.SERVERS_READ not in membership.held_scopes:
+        return JsonResponse({"error": "forbidden"}, status=403)
+    servers = server_list_for_organization(membership.organization_id)
+    rows = servers.values_list("id", "state", "address")
+    return JsonResponse({"servers": {sid: {"state": s, "address": a} for sid, s, a in rows}})
+
+
+@require_GET
+@server_page(Scope.SERVERS_READ)
+def server_detail(request: HttpRequest, membership: Membership, server: Server) -> HttpResponse:
+    context = server_context(server, membership, "overview")
+    allowed = allowed_triggers(server.state) & REQUESTS
+    context.update(
+        power=[(a, POWER_LABELS[a], a in allowed) for a in ("start", "stop", "restart")],
+        console_form=ConsoleForm(),
+        console_log=server.console_commands.order_by("-sent_at", "-id")[:20],
+        transitions=server.transitions.order_by("-at", "-id")[:10],
+        stats=stats_read(server) if context["can"]["metrics"] else None,
+        players=players_read(server) if context["can"]["players"] else None,
+        now=timezone.now(),
+    )
+    return render(request, "servers/detail.html", context)
+
+
+@require_POST
+@server_page(Scope.SERVERS_POWER, Capability.POWER)
+def server_power_page(request: HttpRequest, membership: Membership, server: Server) -> HttpResponse:
+    form = PowerForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose start, stop or restart.")
+        return back_to("servers_panel:detail", server)
+    action = PowerAction(form.cleaned_data["action"])
+    try:
+        server = server_power(server=server, action=action, actor=person(request))
+    except ApiError as refused:
+        messages.error(request, refused.message)
+    else:
+        messages.success(
+            request, f"{POWER_LABELS[action]} requested: the server is {server.state}."
+        )
+    return back_to("servers_panel:detail", server)
+
+
+@require_POST
+@server_page(Scope.CONSOLE_WRITE, Capability.CONSOLE)
+def server_console_page(
+    request: HttpRequest, membership: Membership, server: Server
+) -> HttpResponse:
+    form = ConsoleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Type a command of at most 1000 characters.")
+        return back_to("servers_panel:detail", server)
+    try:
+        sent = server_send_command(
+            server=server, command=form.cleaned_data["command"], actor=person(request)
+        )
+    except (ApiError, ValueError) as refused:
+        messages.error(request, refused.message if isinstance(refused, ApiError) else str(refused))
+    else:
+        messages.success(request, f"Sent “{sent.command}”. {sent.output}")
+    return back_to("servers_panel:detail", server)

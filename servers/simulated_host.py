@@ -1,0 +1,109 @@
+"""The far side of the simulated runtime: hosts that finish what they were asked, on time.
+
+Due work is read from the rows themselves, so any sweep (the follow-up task, the minute
+tick, a test) can finish it, twice is harmless (each report is a compare-and-set), and a
+lost task costs at most a minute.
+"""
+
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from gshost.api.errors import ApiError
+from servers import simulation
+from servers.actors import Actor
+from servers.configuration import settings_report_applied
+from servers.jobs import job_begin, job_finish, job_progress
+from servers.lifecycle import Trigger
+from servers.migration import migrate_now, migration_complete, suggest_new_address
+from servers.models import (
+    Job,
+    JobKind,
+    JobState,
+    MigrationState,
+    Server,
+    ServerMigration,
+    ServerState,
+)
+from servers.services import server_transition
+
+COMPLETION = {
+    ServerState.STARTING: Trigger.READY,
+    ServerState.RESTARTING: Trigger.READY,
+    ServerState.STOPPING: Trigger.HALTED,
+}
+
+
+def finish_due_work(now: datetime, delay: timedelta) -> None:
+    _finish_transitions(now - delay)
+    _advance_jobs(now, delay)
+    _finish_migrations(now - delay)
+
+
+def _finish_transitions(cutoff: datetime) -> None:
+    due = Server.objects.filter(state__in=list(COMPLETION), state_changed_at__lte=cutoff)
+    for server_id, state in due.values_list("id", "state"):
+        try:
+            server = server_transition(
+                server_id=server_id, trigger=COMPLETION[ServerState(state)], cause="runtime"
+            )
+        except ApiError:
+            continue  # someone else moved it first (a crash, another sweep)
+        if server.state == ServerState.RUNNING:
+            settings_report_applied(server=server)
+
+
+def _advance_jobs(now: datetime, delay: timedelta) -> None:
+    unfinished = Job.objects.filter(state__in=(JobState.QUEUED, JobState.RUNNING))
+    for job in unfinished.order_by("created_at"):
+        elapsed = now - job.created_at
+        if elapsed >= delay:
+            job_finish(job_id=job.id, succeeded=True, size_bytes=_backup_size(job, now))
+        elif job.state == JobState.QUEUED:
+            job_begin(job_id=job.id)
+        else:
+            job_progress(job_id=job.id, progress=int(100 * elapsed / delay))
+
+
+def _backup_size(job: Job, now: datetime) -> int | None:
+    if job.kind != JobKind.BACKUP:
+        return None
+    compressed = 0.55 + 0.1 * simulation.unit(job.id, "compression")
+    return int(simulation.disk_mb(job.server_id, now) * compressed * 1024 * 1024)
+
+
+def _finish_migrations(cutoff: datetime) -> None:
+    due = ServerMigration.objects.filter(state=MigrationState.MIGRATING, started_at__lte=cutoff)
+    for migration_id in due.values_list("id", flat=True):
+        migration_complete(migration_id=migration_id)
+
+
+# What staff can make a simulated host do on purpose (`manage.py simulate`, admin actions).
+
+
+def host_crash(*, server_id: str, exit_code: int = 1, cause: str = "simulate") -> Server:
+    """A running or restarting server's game exits: server.crashed (exited)."""
+    return server_transition(
+        server_id=server_id, trigger=Trigger.CRASH, cause=cause, exit_code=exit_code
+    )
+
+
+def host_fail_start(
+    *, server_id: str, exit_code: int | None = None, cause: str = "simulate"
+) -> Server:
+    """A starting server fails to start; a stopped one is started and fails at once."""
+    with transaction.atomic():
+        if Server.objects.get(id=server_id).state == ServerState.STOPPED:
+            server_transition(server_id=server_id, trigger=Trigger.START, cause=cause)
+        return server_transition(
+            server_id=server_id, trigger=Trigger.FAILED_TO_START, cause=cause, exit_code=exit_code
+        )
+
+
+def host_migrate(
+    *, server_id: str, new_address: str | None = None, cause: str = "simulate"
+) -> ServerMigration:
+    """The server moves now: its address changes and server.migrated fires."""
+    server = Server.objects.get(id=server_id)
+    address = new_address or suggest_new_address(server.address)
+    return migrate_now(server=server, new_address=address, actor=Actor.system(cause))

@@ -1,0 +1,42 @@
+"""django-q2 entry points: thin, they load what they need and call a service."""
+
+import logging
+import time
+from datetime import datetime
+
+from django.utils import timezone
+
+from servers.config_events import config_events_apply_due
+from servers.runtime import get_runtime
+from servers.schedules import schedules_run_due
+
+logger = logging.getLogger(__name__)
+
+# A follow-up never holds a worker longer than this; the minute tick finishes the rest.
+LONGEST_FOLLOW_SECONDS = 30.0
+FOLLOW_INTERVAL_SECONDS = 0.5
+TICK_SCHEDULE_NAME = "servers.tick"
+
+
+def runtime_follow(until: str) -> None:
+    """Sweep the runtime's due work now and then until `until` (ISO 8601), and once after."""
+    deadline = datetime.fromisoformat(until)
+    started = time.monotonic()
+    runtime = get_runtime()
+    while True:
+        runtime.sweep(timezone.now())
+        remaining = (deadline - timezone.now()).total_seconds()
+        if remaining < 0 or time.monotonic() - started > LONGEST_FOLLOW_SECONDS:
+            return
+        time.sleep(min(remaining + 0.05, FOLLOW_INTERVAL_SECONDS))
+
+
+def tick() -> None:
+    """Every minute: overdue runtime work, due command schedules, due config events.
+    Each part runs even if another fails, so one bad row cannot stall the rest."""
+    now = timezone.now()
+    for part in (get_runtime().sweep, schedules_run_due, config_events_apply_due):
+        try:
+            part(now)
+        except Exception:
+            logger.exception("servers tick: %s failed", getattr(part, "__name__", part))

@@ -1,0 +1,163 @@
+"""The worker side: the process pool (dispatcher, senders, recorder), the sweep, and claims
+made concurrently. Rows are committed (transactional tests) so the pool's threads see them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import OperationalError, connection
+from django.utils import timezone
+
+from tests.webhooks.delivery_fixtures import (
+    Hooks,
+    engine_settings_fixture,  # noqa: F401
+    hooks_fixture,  # noqa: F401
+    org_fixture,  # noqa: F401
+    receiver_fixture,  # noqa: F401
+    requests_for,
+    wait_for,
+)
+from tests.webhooks.receiver import HttpsReceiver
+from webhooks import claims, engine, pool, tasks
+from webhooks.models import Delivery, DeliveryStatus
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def settled(*deliveries: Delivery) -> bool:
+    ids = [delivery.id for delivery in deliveries]
+    open_rows = Delivery.objects.filter(id__in=ids).exclude(lease_expires_at__isnull=False)
+    return open_rows.filter(status=DeliveryStatus.SUCCESS).count() == len(ids)
+
+
+def test_the_task_hands_rows_to_the_pool_which_delivers_and_records_them(
+    hooks: Hooks, receiver: HttpsReceiver
+) -> None:
+    webhooks = [hooks.webhook(f"/hook/{n}") for n in range(5)]
+    deliveries = [hooks.delivery(webhooks[n % 5]) for n in range(20)]
+
+    tasks.attempt_deliveries([delivery.id for delivery in deliveries])
+
+    wait_for(lambda: settled(*deliveries))
+    assert len(receiver.requests) == 20
+    assert pool.get_pool().in_flight() == 0
+
+
+def test_it_keeps_at_most_four_attempts_in_flight_per_webhook(
+    hooks: Hooks, receiver: HttpsReceiver, settings: Any
+) -> None:
+    settings.WEBHOOK_TIMEOUT_SECONDS = 1.5
+    receiver.set_behaviour(path="/dead", hang=True)
+    dead = hooks.webhook("/dead")
+    deliveries = [hooks.delivery(dead) for _ in range(10)]
+
+    engine.attempt_deliveries([delivery.id for delivery in deliveries])
+
+    wait_for(lambda: len(receiver.requests) >= 4)
+    time.sleep(0.5)
+    assert len(receiver.requests) == 4
+    leased = Delivery.objects.filter(lease_expires_at__isnull=False).count()
+    assert leased == 4  # the rest wait unclaimed: no lease ticks while queued
+
+
+def test_ten_black_hole_endpoints_do_not_delay_healthy_deliveries(
+    hooks: Hooks, receiver: HttpsReceiver, settings: Any
+) -> None:
+    settings.WEBHOOK_TIMEOUT_SECONDS = 2.0
+    dead_ids = []
+    for n in range(10):
+        receiver.set_behaviour(path=f"/dead/{n}", hang=True)
+        dead = hooks.webhook(f"/dead/{n}")
+        dead_ids += [hooks.delivery(dead).id for _ in range(6)]
+    engine.attempt_deliveries(dead_ids)
+    wait_for(lambda: len(receiver.requests) >= 40)
+
+    healthy = [hooks.webhook(f"/ok/{n}") for n in range(10)]
+    delays = []
+    for _ in range(3):
+        batch = [hooks.delivery(webhook) for webhook in healthy]
+        started = time.monotonic()
+        engine.attempt_deliveries([delivery.id for delivery in batch])
+        wait_for(lambda batch=batch: all(requests_for(receiver, d.id) for d in batch))  # type: ignore[misc]
+        delays.append(max(requests_for(receiver, d.id)[0].received_at for d in batch) - started)
+
+    assert max(delays) < 1.0, delays
+
+
+def test_the_sweep_picks_up_due_retries_and_expired_leases(
+    hooks: Hooks, receiver: HttpsReceiver
+) -> None:
+    webhook = hooks.webhook()
+    now, clock = timezone.now(), time.monotonic()
+    retry = hooks.delivery(
+        webhook, status=DeliveryStatus.RETRY_SCHEDULED, next_attempt_at=now - timedelta(seconds=1)
+    )
+    orphan = hooks.delivery(webhook, lease_expires_at=now - timedelta(seconds=1))
+    soon = hooks.delivery(
+        webhook,
+        status=DeliveryStatus.RETRY_SCHEDULED,
+        next_attempt_at=now + timedelta(seconds=1.5),
+    )
+    later = hooks.delivery(webhook, next_attempt_at=now + timedelta(minutes=5))
+    held = hooks.delivery(webhook, lease_expires_at=now + timedelta(minutes=1))
+
+    engine.sweep(duration=3.0, interval=0.2)
+    pool.close_pool()  # waits for in-flight attempts to be recorded
+
+    assert settled(retry, orphan, soon)
+    assert Delivery.objects.get(pk=later.pk).status == DeliveryStatus.PENDING
+    assert Delivery.objects.get(pk=held.pk).status == DeliveryStatus.PENDING
+    assert not requests_for(receiver, later.id) and not requests_for(receiver, held.id)
+    (soon_request,) = requests_for(receiver, soon.id)
+    started_after_due = soon_request.received_at - (clock + 1.5)
+    assert -0.05 < started_after_due < 1.0  # one sweep interval, not a scheduler tick
+
+
+def test_two_claimers_never_take_the_same_row(hooks: Hooks) -> None:
+    webhook = hooks.webhook()
+    ids = [hooks.delivery(webhook).id for _ in range(60)]
+    taken: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(3)
+
+    def claimer() -> None:
+        try:
+            start.wait()
+            deadline = time.monotonic() + 5
+            while len(taken) < len(ids) and time.monotonic() < deadline:
+                try:
+                    got = claims.claim_deliveries(ids)
+                except claims.ClaimInterrupted as interrupted:  # SQLite test database: locked
+                    got = interrupted.taken
+                except OperationalError:
+                    continue
+                with lock:
+                    taken.extend(claim.delivery_id for claim in got)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=claimer) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert Counter(taken).most_common(1)[0][1] == 1
+    assert sorted(taken) == sorted(ids)
+
+
+def test_the_pool_forgets_everything_once_idle(hooks: Hooks, receiver: HttpsReceiver) -> None:
+    webhooks = [hooks.webhook(f"/hook/{n}") for n in range(3)]
+    deliveries = [hooks.delivery(webhooks[n % 3]) for n in range(30)]
+    engine.attempt_deliveries([delivery.id for delivery in deliveries])
+    engine.attempt_deliveries(["dlv_gone"])
+
+    wait_for(lambda: settled(*deliveries))
+    current = pool.get_pool()
+    wait_for(lambda: current.in_flight() == 0)
+    assert current._on_wire == {} and not current._waiting and not current._waiting_ids

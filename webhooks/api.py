@@ -1,0 +1,414 @@
+"""Public webhook routes: registration, test pings, delivery history and redelivery.
+
+Thin views: parse with an input serializer, call one selector or service, render the record.
+The services' refusals become the contract's errors in `refusal_error`.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.http import QueryDict
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import serializers, status, viewsets
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.authentication import calling_key
+from accounts.models import Organization
+from accounts.scopes import Scope
+from gshost.api.errors import ApiError, ErrorCode, invalid_request
+from gshost.api.fields import TimestampField
+from gshost.ids import format_timestamp
+from webhooks.events import Event
+from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Webhook
+from webhooks.payloads import parse_body
+from webhooks.selectors import (
+    delivery_get_for_webhook,
+    delivery_list_for_webhook,
+    webhook_get_for_org,
+    webhook_list_for_org,
+)
+from webhooks.sender import AttemptResult
+from webhooks.services import (
+    MAX_DESCRIPTION_LENGTH,
+    MAX_URL_LENGTH,
+    InvalidWebhookRequest,
+    UnknownEvents,
+    WebhookRequestRefused,
+    WebhookUrlRefused,
+    deliveries_request_bulk_redelivery,
+    delivery_request_redelivery,
+    webhook_create,
+    webhook_delete,
+    webhook_send_test,
+    webhook_update,
+)
+
+EVENT_ALIAS = "event_types"  # the older name of `events`, still accepted by PATCH
+MAX_EVENT_ENTRIES = 50
+MAX_EVENT_NAME_LENGTH = 100
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+MAX_IDEMPOTENCY_KEY_LENGTH = 200
+EVENT_CHOICES = [(event.value, event.value) for event in Event]
+
+# --- records ------------------------------------------------------------------------------------
+
+
+@extend_schema_field(OpenApiTypes.DATETIME)
+class Timestamp(TimestampField):
+    pass
+
+
+@extend_schema_field({"type": "string", "nullable": True})
+class BlankAsNullField(serializers.Field):
+    """Stored as "" when there is none; the API says null."""
+
+    def to_representation(self, value: str) -> str | None:
+        return value or None
+
+
+class WebhookOutput(serializers.Serializer[Webhook]):
+    id = serializers.CharField()
+    url = serializers.CharField()
+    events = serializers.ListField(child=serializers.CharField())
+    description = serializers.CharField()
+    status = serializers.CharField()
+    created_at = Timestamp()
+    updated_at = Timestamp()
+
+
+class WebhookCreatedOutput(WebhookOutput):
+    signing_secret = serializers.CharField(help_text="Shown this once; never retrievable later.")
+
+
+class AttemptOutput(serializers.Serializer[DeliveryAttempt]):
+    number = serializers.IntegerField()
+    trigger = serializers.CharField()
+    started_at = Timestamp()
+    duration_ms = serializers.IntegerField()
+    status_code = serializers.IntegerField(allow_null=True)
+    response_body = serializers.CharField()
+    request_headers = serializers.DictField(child=serializers.CharField())
+    response_headers = serializers.DictField(child=serializers.CharField())
+    error = BlankAsNullField()
+
+
+class DeliveryOutput(serializers.Serializer[Delivery]):
+    id = serializers.CharField()
+    webhook_id = serializers.CharField()
+    event = serializers.CharField()
+    server_id = BlankAsNullField()
+    status = serializers.CharField()
+    created_at = Timestamp()
+    next_attempt_at = Timestamp(allow_null=True)
+    payload = serializers.SerializerMethodField()
+    attempts = AttemptOutput(many=True)  # in number order (the model's ordering)
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_payload(self, delivery: Delivery) -> Any:
+        return parse_body(delivery.body)
+
+
+class PingResultOutput(serializers.Serializer[AttemptResult]):
+    success = serializers.BooleanField(source="succeeded")
+    status_code = serializers.IntegerField(allow_null=True)
+    duration_ms = serializers.IntegerField()
+    response_body = serializers.CharField()
+    error = serializers.CharField(allow_null=True)
+
+
+class CountOutput(serializers.Serializer[Any]):
+    count = serializers.IntegerField()
+
+
+def webhook_json(webhook: Webhook) -> dict[str, Any]:
+    return dict(WebhookOutput(webhook).data)
+
+
+def delivery_json(delivery: Delivery) -> dict[str, Any]:
+    return dict(DeliveryOutput(delivery).data)
+
+
+def refusal_error(refused: WebhookRequestRefused) -> ApiError:
+    if isinstance(refused, WebhookUrlRefused):
+        return ApiError(
+            422, ErrorCode.INVALID_WEBHOOK_URL, str(refused), reason=refused.reason, field="url"
+        )
+    if isinstance(refused, UnknownEvents):
+        return ApiError(
+            422, ErrorCode.UNKNOWN_EVENT, str(refused), fields={"events": refused.names}
+        )
+    if isinstance(refused, InvalidWebhookRequest):
+        return invalid_request("The request is not valid.", refused.fields)
+    return invalid_request(str(refused))
+
+
+# --- input --------------------------------------------------------------------------------------
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string only (DRF's CharField turns 12 or true into text), kept as sent."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """JSON true or false only, not DRF's "yes", 1 or "on"."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+@extend_schema_field(OpenApiTypes.DATETIME)
+class AwareDateTimeField(serializers.Field):
+    """ISO 8601 with a time zone; a naive time would silently mean the server's zone."""
+
+    default_error_messages = {"invalid": "Must be an ISO 8601 timestamp with a time zone."}
+
+    def to_internal_value(self, data: Any) -> Any:
+        try:
+            moment = parse_datetime(data) if isinstance(data, str) else None
+        except ValueError:
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            self.fail("invalid")
+        return moment
+
+    def to_representation(self, value: Any) -> Any:
+        return format_timestamp(value)
+
+
+def _events_field(**kwargs: Any) -> serializers.ListField:
+    name = StrictCharField(allow_blank=True, max_length=MAX_EVENT_NAME_LENGTH)
+    return serializers.ListField(
+        child=name, allow_empty=False, max_length=MAX_EVENT_ENTRIES, **kwargs
+    )
+
+
+class WebhookCreateInput(serializers.Serializer[Any]):
+    # A blank or unsafe URL is a string: the URL rules judge it (422 invalid_webhook_url).
+    url = StrictCharField(allow_blank=True, max_length=MAX_URL_LENGTH)
+    events = _events_field()
+    description = StrictCharField(
+        required=False, allow_blank=True, max_length=MAX_DESCRIPTION_LENGTH, default=""
+    )
+
+
+class WebhookUpdateInput(serializers.Serializer[Any]):
+    url = StrictCharField(required=False, allow_blank=True, max_length=MAX_URL_LENGTH)
+    events = _events_field(required=False)
+    event_types = _events_field(required=False, help_text="Deprecated alias of `events`.")
+    description = StrictCharField(
+        required=False, allow_blank=True, max_length=MAX_DESCRIPTION_LENGTH
+    )
+
+    def to_internal_value(self, data: Any) -> Any:
+        """The alias is `events` under its old name: checked, and reported, as `events`."""
+        if isinstance(data, Mapping) and EVENT_ALIAS in data:
+            if "events" in data:
+                message = f"Send `events` or its alias `{EVENT_ALIAS}`, not both."
+                both = {"events": [message], EVENT_ALIAS: [message]}
+                raise ApiError(422, ErrorCode.CONFLICTING_FIELDS, message, fields=both)
+            data = {**data, "events": data[EVENT_ALIAS]}
+            del data[EVENT_ALIAS]
+        return super().to_internal_value(data)
+
+
+class BulkRedeliveryInput(serializers.Serializer[Any]):
+    status = serializers.ChoiceField(
+        choices=DeliveryStatus.choices, required=False, allow_null=True
+    )
+    event = serializers.ChoiceField(choices=EVENT_CHOICES, required=False, allow_null=True)
+    since = AwareDateTimeField(required=False, allow_null=True)
+    until = AwareDateTimeField(required=False, allow_null=True)
+    dry_run = StrictBooleanField(required=False, default=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        since, until = attrs.get("since"), attrs.get("until")
+        if since is not None and until is not None and since >= until:
+            raise serializers.ValidationError({"until": ["Must be later than since."]})
+        return attrs
+
+
+def _valid(serializer_class: type[serializers.Serializer[Any]], data: Any) -> dict[str, Any]:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def _query_choice(params: QueryDict, name: str, allowed: list[str]) -> str | None:
+    value = params.get(name) or None
+    if value is not None and value not in allowed:
+        raise invalid_request(
+            "The filters are not valid.", {name: ["Must be one of: " + ", ".join(allowed) + "."]}
+        )
+    return value
+
+
+def delivery_filters(params: QueryDict) -> dict[str, Any]:
+    """`status`, `event`, `server_id` of the history's query string; empty means unfiltered."""
+    status_value = _query_choice(params, "status", list(DeliveryStatus.values))
+    event_value = _query_choice(params, "event", [name for name, _ in EVENT_CHOICES])
+    return {
+        "status": DeliveryStatus(status_value) if status_value else None,
+        "event": Event(event_value) if event_value else None,
+        "server_id": params.get("server_id") or None,
+    }
+
+
+def idempotency_key(request: Request) -> str | None:
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is None:
+        return None
+    if not (0 < len(key) <= MAX_IDEMPOTENCY_KEY_LENGTH and key.isascii() and key.isprintable()):
+        message = f"1 to {MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters."
+        raise invalid_request(
+            "The Idempotency-Key header is not valid.", {IDEMPOTENCY_HEADER: [message]}
+        )
+    return key
+
+
+# --- views --------------------------------------------------------------------------------------
+
+PAGE_PARAMETERS = [
+    OpenApiParameter("limit", int, description="1-100, default 50."),
+    OpenApiParameter("cursor", str, description="From the `next` or `previous` link."),
+]
+DELIVERY_FILTER_PARAMETERS = [
+    OpenApiParameter("status", str, enum=list(DeliveryStatus.values)),
+    OpenApiParameter("event", str, enum=[name for name, _ in EVENT_CHOICES]),
+    OpenApiParameter("server_id", str),
+]
+IDEMPOTENCY_PARAMETER = OpenApiParameter(
+    IDEMPOTENCY_HEADER,
+    str,
+    location=OpenApiParameter.HEADER,
+    description="A repeat with the same key answers the first count and queues nothing new.",
+)
+
+
+class _WebhookRoutes(viewsets.GenericViewSet[Any]):
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, WebhookRequestRefused):
+            exc = refusal_error(exc)
+        return super().handle_exception(exc)
+
+    def _webhook(self, request: Request, webhook_id: str) -> Webhook:
+        return webhook_get_for_org(calling_key(request).organization_id, webhook_id)
+
+
+class WebhookViewSet(_WebhookRoutes):
+    serializer_class = WebhookOutput
+    scopes = {
+        "list": Scope.WEBHOOKS_READ,
+        "create": Scope.WEBHOOKS_WRITE,
+        "retrieve": Scope.WEBHOOKS_READ,
+        "partial_update": Scope.WEBHOOKS_MANAGE,
+        "destroy": Scope.WEBHOOKS_WRITE,
+        "test": Scope.WEBHOOKS_MANAGE,
+    }
+
+    @extend_schema(operation_id="webhooks_list", parameters=PAGE_PARAMETERS)
+    def list(self, request: Request) -> Response:
+        webhooks = webhook_list_for_org(calling_key(request).organization_id)
+        page = self.paginate_queryset(webhooks) or []
+        return self.get_paginated_response([webhook_json(webhook) for webhook in page])
+
+    @extend_schema(
+        operation_id="webhooks_create",
+        request=WebhookCreateInput,
+        responses={201: WebhookCreatedOutput},
+    )
+    def create(self, request: Request) -> Response:
+        data = _valid(WebhookCreateInput, request.data)
+        organization = Organization.objects.get(pk=calling_key(request).organization_id)
+        webhook, secret = webhook_create(organization=organization, **data)
+        body = {**webhook_json(webhook), "signing_secret": secret}
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(operation_id="webhooks_retrieve")
+    def retrieve(self, request: Request, webhook_id: str) -> Response:
+        return Response(webhook_json(self._webhook(request, webhook_id)))
+
+    @extend_schema(operation_id="webhooks_update", request=WebhookUpdateInput)
+    def partial_update(self, request: Request, webhook_id: str) -> Response:
+        webhook = self._webhook(request, webhook_id)
+        data = _valid(WebhookUpdateInput, request.data)
+        return Response(webhook_json(webhook_update(webhook=webhook, **data)))
+
+    @extend_schema(operation_id="webhooks_delete", responses={204: None})
+    def destroy(self, request: Request, webhook_id: str) -> Response:
+        webhook_delete(webhook=self._webhook(request, webhook_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(operation_id="webhooks_test", request=None, responses=PingResultOutput)
+    def test(self, request: Request, webhook_id: str) -> Response:
+        result = webhook_send_test(webhook=self._webhook(request, webhook_id))
+        return Response(PingResultOutput(result).data)
+
+
+class DeliveryViewSet(_WebhookRoutes):
+    serializer_class = DeliveryOutput
+    scopes = {
+        "list": Scope.WEBHOOKS_READ,
+        "retrieve": Scope.WEBHOOKS_READ,
+        "redeliver": Scope.WEBHOOKS_MANAGE,
+        "bulk_redeliver": Scope.WEBHOOKS_MANAGE,
+    }
+
+    @extend_schema(
+        operation_id="webhooks_deliveries_list",
+        parameters=[*PAGE_PARAMETERS, *DELIVERY_FILTER_PARAMETERS],
+    )
+    def list(self, request: Request, webhook_id: str) -> Response:
+        webhook = self._webhook(request, webhook_id)
+        filters = delivery_filters(request.query_params)
+        deliveries = delivery_list_for_webhook(webhook, **filters).prefetch_related("attempts")
+        page = self.paginate_queryset(deliveries) or []
+        return self.get_paginated_response([delivery_json(delivery) for delivery in page])
+
+    @extend_schema(operation_id="webhooks_deliveries_retrieve")
+    def retrieve(self, request: Request, webhook_id: str, delivery_id: str) -> Response:
+        delivery = delivery_get_for_webhook(self._webhook(request, webhook_id), delivery_id)
+        return Response(delivery_json(delivery))
+
+    @extend_schema(
+        operation_id="webhooks_deliveries_redeliver",
+        request=None,
+        responses={202: DeliveryOutput},
+    )
+    def redeliver(self, request: Request, webhook_id: str, delivery_id: str) -> Response:
+        delivery = delivery_get_for_webhook(self._webhook(request, webhook_id), delivery_id)
+        delivery = delivery_request_redelivery(delivery=delivery)
+        return Response(delivery_json(delivery), status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        operation_id="webhooks_deliveries_bulk_redeliver",
+        request=BulkRedeliveryInput,
+        responses={202: CountOutput},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    def bulk_redeliver(self, request: Request, webhook_id: str) -> Response:
+        webhook = self._webhook(request, webhook_id)
+        data = _valid(BulkRedeliveryInput, request.data)
+        count = deliveries_request_bulk_redelivery(
+            webhook=webhook,
+            status=DeliveryStatus(data["status"]) if data.get("status") else None,
+            event=Event(data["event"]) if data.get("event") else None,
+            since=data.get("since"),
+            until=data.get("until"),
+            dry_run=data["dry_run"],
+            idempotency_key=idempotency_key(request),
+        )
+        return Response({"count": count}, status=status.HTTP_202_ACCEPTED)

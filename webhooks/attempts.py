@@ -1,0 +1,233 @@
+"""One attempt on the wire: the URL re-check, the secret, the signed request, the answer.
+
+Nothing here touches the database, so it can run on any sender thread. The process shares one
+``WebhookSender`` (keep-alive pools, one cached SSL context); it is rebuilt only when the
+settings it was made from change, which in practice means in tests.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final
+
+from django.conf import settings
+from django.utils import timezone
+
+from gshost.ids import format_timestamp
+from webhooks.models import AttemptError
+from webhooks.secrets import decrypt_secret
+from webhooks.sender import (
+    CONNECTION_ERROR,
+    TLS_ERROR,
+    USER_AGENT,
+    AttemptResult,
+    IPNetwork,
+    Resolver,
+    WebhookSender,
+    _Outcome,
+    _Target,
+)
+from webhooks.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_headers
+from webhooks.url_safety import UnsafeWebhookUrl, check_webhook_url
+
+if TYPE_CHECKING:
+    from webhooks.claims import Claim
+    from webhooks.models import Webhook
+
+EVENT_HEADER: Final = "X-Webhook-Event"
+DELIVERY_HEADER: Final = "X-Webhook-Delivery"
+# Failures that no retry can fix: the delivery fails at once.
+FINAL_ERRORS: Final = frozenset(
+    {AttemptError.ADDRESS_REJECTED.value, AttemptError.SIGNING_SECRET_UNUSABLE.value}
+)
+# Kept pooled per (host, port, address); above this, extra connections are closed after use.
+CONNECTIONS_PER_HOST: Final = 32
+# A transport failure this quick is a dead pooled connection, not a slow or failing receiver.
+STALE_CONNECTION_SECONDS: Final = 0.25
+_STALE_CONNECTION_ERRORS: Final = frozenset({CONNECTION_ERROR, TLS_ERROR})
+
+
+# --- the process's sender ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SenderConfig:
+    ca_bundle: str | None
+    timeout: float
+    allowed_networks: tuple[IPNetwork, ...]
+
+    @classmethod
+    def from_settings(cls) -> SenderConfig:
+        return cls(
+            ca_bundle=settings.WEBHOOK_CA_BUNDLE,
+            timeout=float(settings.WEBHOOK_TIMEOUT_SECONDS),
+            allowed_networks=tuple(
+                ipaddress.ip_network(network, strict=False)
+                for network in settings.WEBHOOK_ALLOWED_NETWORKS
+            ),
+        )
+
+
+class KeepAliveSender(WebhookSender):
+    """Tries once more, within the same deadline, when a pooled connection turns out dead.
+
+    A receiver may close an idle keep-alive connection just as a request is written on it
+    (Node's default keep-alive timeout is 5 s); the request then fails at once with "remote
+    end closed connection without response" or a TLS EOF. Such a fast transport failure is
+    repeated on a new connection, as browsers do, instead of costing a retry a minute later.
+    The receiver can see the request at most twice, which the retry plan allows anyway.
+    """
+
+    def _attempt(
+        self, target: _Target, body: bytes, headers: dict[str, str], deadline: float
+    ) -> _Outcome:
+        started = time.monotonic()
+        outcome = super()._attempt(target, body, headers, deadline)
+        if (
+            outcome.error in _STALE_CONNECTION_ERRORS
+            and time.monotonic() - started < STALE_CONNECTION_SECONDS
+        ):
+            return super()._attempt(target, body, headers, deadline)
+        return outcome
+
+
+def build_sender(config: SenderConfig, resolve: Resolver | None = None) -> WebhookSender:
+    return KeepAliveSender(
+        ca_bundle=config.ca_bundle,
+        timeout=config.timeout,
+        allowed_networks=config.allowed_networks,
+        resolve=resolve,
+        max_connections_per_host=CONNECTIONS_PER_HOST,
+    )
+
+
+SenderFactory = Callable[[SenderConfig], WebhookSender]
+
+# Tests (and the benchmark's worker) replace this to resolve their receiver's name to loopback.
+sender_factory: SenderFactory = build_sender
+
+_sender_lock = threading.Lock()
+_sender: tuple[tuple[object, ...], WebhookSender] | None = None
+
+
+def get_sender() -> WebhookSender:
+    """The process-wide sender for the current settings (never one inherited across fork)."""
+    global _sender
+    key = (
+        os.getpid(),
+        settings.WEBHOOK_CA_BUNDLE,
+        settings.WEBHOOK_TIMEOUT_SECONDS,
+        tuple(settings.WEBHOOK_ALLOWED_NETWORKS),
+        sender_factory,
+    )
+    current = _sender
+    if current is not None and current[0] == key:
+        return current[1]
+    with _sender_lock:
+        current = _sender
+        if current is not None and current[0] == key:
+            return current[1]
+        sender = sender_factory(SenderConfig.from_settings())
+        _sender = (key, sender)
+    if current is not None and current[0][0] == os.getpid():
+        current[1].close()
+    return sender
+
+
+def forget_sender() -> None:
+    """Close the shared sender (tests, and process shutdown)."""
+    global _sender
+    with _sender_lock:
+        current, _sender = _sender, None
+    if current is not None and current[0][0] == os.getpid():
+        current[1].close()
+
+
+# --- requests ---------------------------------------------------------------------------------
+
+
+def compact_json(payload: object) -> str:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def signed_headers(secret: str, body: bytes) -> dict[str, str]:
+    """Content-Type, signature, timestamp and User-Agent, in the order of SPEC §6."""
+    signed = signature_headers(secret, body)
+    return {
+        "Content-Type": "application/json",
+        SIGNATURE_HEADER: signed[SIGNATURE_HEADER],
+        TIMESTAMP_HEADER: signed[TIMESTAMP_HEADER],
+        "User-Agent": USER_AGENT,
+    }
+
+
+def refused(error: AttemptError) -> AttemptResult:
+    """The record of an attempt stopped before anything was sent."""
+    return AttemptResult(
+        started_at=datetime.now(UTC),
+        duration_ms=0,
+        status_code=None,
+        response_body="",
+        request_headers={},
+        response_headers={},
+        error=error.value,
+    )
+
+
+def _usable_secret(url: str, encrypted_secret: str) -> str | AttemptResult:
+    """The decrypted secret, or the refusal when the URL or the secret forbids sending."""
+    try:
+        check_webhook_url(url)
+    except UnsafeWebhookUrl:
+        return refused(AttemptError.ADDRESS_REJECTED)
+    secret = decrypt_secret(encrypted_secret)
+    if secret is None:
+        return refused(AttemptError.SIGNING_SECRET_UNUSABLE)
+    return secret
+
+
+def _send(url: str, body: bytes, headers: dict[str, str]) -> AttemptResult:
+    try:
+        return get_sender().send(url=url, body=body, headers=headers)
+    except ValueError:
+        # The sender could not make a target of a URL the static check accepted.
+        return refused(AttemptError.ADDRESS_REJECTED)
+
+
+def send_delivery(claim: Claim) -> AttemptResult:
+    """One attempt of a claimed delivery: fresh timestamp and signature, the stored body."""
+    secret = _usable_secret(claim.url, claim.encrypted_secret)
+    if isinstance(secret, AttemptResult):
+        return secret
+    body = claim.body.encode()
+    headers = {
+        **signed_headers(secret, body),
+        EVENT_HEADER: claim.event,
+        DELIVERY_HEADER: claim.delivery_id,
+    }
+    return _send(claim.url, body, headers)
+
+
+def ping_body(webhook_id: str) -> bytes:
+    payload = {
+        "type": "ping",
+        "webhook_id": webhook_id,
+        "occurred_at": format_timestamp(timezone.now()),
+    }
+    return compact_json(payload).encode()
+
+
+def send_ping(webhook: Webhook) -> AttemptResult:
+    """The test ping: signed like a delivery, without the event and delivery headers."""
+    secret = _usable_secret(webhook.url, webhook.encrypted_secret)
+    if isinstance(secret, AttemptResult):
+        return secret
+    body = ping_body(webhook.id)
+    return _send(webhook.url, body, signed_headers(secret, body))

@@ -1,0 +1,17 @@
+"""The eight events. Subscribing to any other name is refused at registration."""
+
+from enum import StrEnum
+
+
+class Event(StrEnum):
+    SERVER_STARTED = "server.started"
+    SERVER_STOPPED = "server.stopped"
+    SERVER_RESTARTED = "server.restarted"
+    SERVER_CRASHED = "server.crashed"
+    CONSOLE_COMMAND_SENT = "console.command_sent"
+    COMMAND_SCHEDULE_EXECUTED = "command_schedule.executed"
+    COMMAND_SCHEDULE_ALERT = "command_schedule.alert"
+    SERVER_MIGRATED = "server.migrated"
+
+
+EVENT_NAMES: frozenset[str] = frozenset(event.value for event in Event)

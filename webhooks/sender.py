@@ -1,0 +1,457 @@
+"""One HTTPS delivery attempt of a signed webhook: DNS-pinned, deadline-bound, pooled.
+
+Every attempt resolves the host, requires every resolved address to be allowed, and connects to
+a checked address while SNI, certificate verification and the ``Host`` header keep using the
+URL's name, so a DNS answer that changes after the check cannot steer the request elsewhere.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import logging
+import os
+import socket
+import ssl
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final, TypeAlias
+from urllib.parse import quote, urlsplit
+
+import certifi
+import idna
+import urllib3
+from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import NewConnectionError
+from urllib3.exceptions import SSLError as Urllib3SSLError
+from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
+from urllib3.util import SKIP_HEADER
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer, WriteableBuffer
+
+logger = logging.getLogger(__name__)
+
+IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
+Resolver: TypeAlias = Callable[[str, int], list[IPAddress]]
+AddressPolicy: TypeAlias = Callable[[IPAddress], bool]
+
+USER_AGENT: Final = "Service-Webhooks/1"
+MAX_READ_BYTES: Final = 64 * 1024
+MAX_STORED_BYTES: Final = 16 * 1024
+DEFAULT_TIMEOUT_SECONDS: Final = 10.0
+_READ_CHUNK_BYTES: Final = 16 * 1024
+_DEFAULT_PORT: Final = 443
+# Characters left as they are when re-quoting the request target (as requests does).
+_SAFE_TARGET_CHARS: Final = "!$%&'()*+,/:;=?@[]~"
+# Framing headers are the sender's job; letting callers set them could desynchronise the body.
+_SENDER_HEADERS: Final = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
+)
+
+TIMEOUT: Final = "timeout"
+CONNECTION_ERROR: Final = "connection_error"
+TLS_ERROR: Final = "tls_error"
+REDIRECT: Final = "redirect"
+ADDRESS_REJECTED: Final = "address_rejected"
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    started_at: datetime
+    duration_ms: int
+    status_code: int | None
+    response_body: str
+    request_headers: dict[str, str]
+    response_headers: dict[str, str]
+    error: str | None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.error is None and self.status_code is not None and 200 <= self.status_code < 300
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    error: str | None
+    status_code: int | None = None
+    response_body: str = ""
+    response_headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Target:
+    host: str  # lower-case ASCII (IDNA), IPv6 literals without brackets
+    port: int
+    request_target: str
+    literal: IPAddress | None
+
+    @property
+    def host_header(self) -> str:
+        name = f"[{self.host}]" if ":" in self.host else self.host
+        return name if self.port == _DEFAULT_PORT else f"{name}:{self.port}"
+
+
+def parse_target(url: str) -> _Target:
+    """Split a webhook URL into what the sender needs; raises ValueError for unusable URLs."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "https":
+        raise ValueError("webhook URLs must use https")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("webhook URLs must not contain credentials")
+    host = parts.hostname or ""
+    if not host:
+        raise ValueError("webhook URL has no host")
+    if not host.isascii():
+        host = idna.encode(host, uts46=True).decode("ascii")
+    port = _DEFAULT_PORT if parts.port is None else parts.port
+    if port == 0:
+        raise ValueError("webhook URL port must not be 0")
+    target = quote(parts.path or "/", safe=_SAFE_TARGET_CHARS)
+    if parts.query:
+        target += "?" + quote(parts.query, safe=_SAFE_TARGET_CHARS)
+    return _Target(host=host, port=port, request_target=target, literal=_ip_literal(host))
+
+
+def _ip_literal(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+def resolve_host(host: str, port: int) -> list[IPAddress]:
+    """Resolve ``host`` with the system resolver, keeping getaddrinfo's preference order."""
+    addresses: list[IPAddress] = []
+    for *_, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        address = ipaddress.ip_address(str(sockaddr[0]))
+        if address not in addresses:
+            addresses.append(address)
+    return addresses
+
+
+def _is_global_unicast(address: IPAddress) -> bool:
+    """Fallback policy, only used while ``webhooks.url_safety`` is unavailable."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return _is_global_unicast(address.ipv4_mapped)
+    return address.is_global and not address.is_multicast
+
+
+def _default_address_policy() -> AddressPolicy:
+    try:
+        from webhooks.url_safety import is_public_ip
+    except ModuleNotFoundError as exc:
+        if exc.name != "webhooks.url_safety":
+            raise  # a broken dependency of url_safety must not silently weaken the check
+        return _is_global_unicast
+    return is_public_ip
+
+
+# --- wall-clock deadline ------------------------------------------------------------------------
+
+_attempt_state = threading.local()
+
+
+def _remaining_seconds() -> float | None:
+    deadline: float | None = getattr(_attempt_state, "deadline", None)
+    if deadline is None:
+        return None
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError("webhook attempt deadline exceeded")
+    return remaining
+
+
+class _DeadlineSSLSocket(ssl.SSLSocket):
+    """Re-arms the socket timeout with the attempt's remaining time before each TLS operation.
+
+    A plain per-operation timeout restarts on every byte, so a peer trickling its status line,
+    headers or body could hold an attempt indefinitely. Attempts run on one thread, so the
+    deadline travels in a thread-local; outside an attempt the socket behaves normally.
+    """
+
+    def _arm(self) -> None:
+        remaining = _remaining_seconds()
+        if remaining is not None:
+            self.settimeout(remaining)
+
+    def do_handshake(self, block: bool = False) -> None:
+        self._arm()
+        super().do_handshake(block)
+
+    def read(self, len: int = 1024, buffer: WriteableBuffer | None = None) -> bytes:
+        self._arm()
+        return super().read(len, buffer)
+
+    def send(self, data: ReadableBuffer, flags: int = 0) -> int:
+        self._arm()
+        return super().send(data, flags)
+
+
+def ssl_context_for(ca_bundle: str | None) -> ssl.SSLContext:
+    """Shared client context for a CA bundle (certifi's when None); building one costs ~25 ms."""
+    path = ca_bundle or certifi.where()
+    stat = os.stat(path)
+    return _build_ssl_context(os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _build_ssl_context(path: str, _mtime_ns: int, _size: int) -> ssl.SSLContext:
+    # Only the given bundle is trusted: SSL_CERT_FILE and friends are never consulted because
+    # load_default_certs() is not called when a cafile is given.
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=path)
+    context.check_hostname = True
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.hostname_checks_common_name = False
+    context.sslsocket_class = _DeadlineSSLSocket
+    return context
+
+
+# --- connection pools ---------------------------------------------------------------------------
+
+
+class _PoolCache:
+    """Thread-safe LRU of keep-alive pools keyed by (host, port, pinned address)."""
+
+    def __init__(self, context: ssl.SSLContext, max_pools: int, per_host: int) -> None:
+        self._context = context
+        self._max_pools = max_pools
+        self._per_host = per_host
+        self._pools: OrderedDict[tuple[str, int, IPAddress], urllib3.HTTPSConnectionPool] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    def get(self, target: _Target, address: IPAddress) -> urllib3.HTTPSConnectionPool:
+        key = (target.host, target.port, address)
+        evicted = None
+        with self._lock:
+            pool = self._pools.get(key)
+            if pool is not None:
+                self._pools.move_to_end(key)
+                return pool
+            pool = self._new_pool(target, address)
+            self._pools[key] = pool
+            if len(self._pools) > self._max_pools:
+                _, evicted = self._pools.popitem(last=False)
+        if evicted is not None:
+            evicted.close()  # connections still in use are closed when they are returned
+        return pool
+
+    def _new_pool(self, target: _Target, address: IPAddress) -> urllib3.HTTPSConnectionPool:
+        return urllib3.HTTPSConnectionPool(
+            host=str(address),
+            port=target.port,
+            maxsize=self._per_host,
+            block=False,
+            retries=False,
+            cert_reqs="CERT_REQUIRED",
+            ssl_context=self._context,
+            server_hostname=target.host,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            pools = list(self._pools.values())
+            self._pools.clear()
+        for pool in pools:
+            pool.close()
+
+
+# --- the sender ---------------------------------------------------------------------------------
+
+
+class WebhookSender:
+    """Sends delivery attempts; one instance is meant to be shared by many sender threads."""
+
+    def __init__(
+        self,
+        *,
+        ca_bundle: str | None,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        allowed_networks: Sequence[IPNetwork] = (),
+        resolve: Resolver | None = None,
+        address_allowed: AddressPolicy | None = None,
+        max_pools: int = 256,
+        max_connections_per_host: int = 4,
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        self._timeout = timeout
+        self._allowed_networks = tuple(allowed_networks)
+        self._resolve = resolve or resolve_host
+        self._address_allowed = address_allowed or _default_address_policy()
+        self._pools = _PoolCache(ssl_context_for(ca_bundle), max_pools, max_connections_per_host)
+
+    def __enter__(self) -> WebhookSender:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._pools.close()
+
+    def send(self, *, url: str, body: bytes, headers: Mapping[str, str]) -> AttemptResult:
+        """Make one attempt; transport failures are reported in the result, never raised."""
+        target = parse_target(url)
+        request_headers = _request_headers(target, body, headers)
+        started_at = datetime.now(UTC)
+        start = time.monotonic()
+        outcome = self._attempt(target, body, request_headers, start + self._timeout)
+        return AttemptResult(
+            started_at=started_at,
+            duration_ms=int((time.monotonic() - start) * 1000),
+            status_code=outcome.status_code,
+            response_body=outcome.response_body,
+            request_headers=request_headers,
+            response_headers=outcome.response_headers,
+            error=outcome.error,
+        )
+
+    def _attempt(
+        self, target: _Target, body: bytes, headers: dict[str, str], deadline: float
+    ) -> _Outcome:
+        addresses = self._checked_addresses(target)
+        if not addresses:
+            return _Outcome(error=ADDRESS_REJECTED)
+        _attempt_state.deadline = deadline
+        try:
+            return self._exchange(target, addresses, body, headers)
+        except (Urllib3Error, OSError) as exc:
+            error = _classify(exc)
+            logger.debug(
+                "Webhook attempt to %s failed: %s (%s)", target.host, error, type(exc).__name__
+            )
+            return _Outcome(error=error)
+        finally:
+            _attempt_state.deadline = None
+
+    def _checked_addresses(self, target: _Target) -> list[IPAddress]:
+        """Addresses to try, or an empty list when the attempt must not connect at all."""
+        if target.literal is not None:
+            candidates = [target.literal]
+        else:
+            try:
+                candidates = self._resolve(target.host, target.port)
+            except (OSError, UnicodeError):
+                logger.debug("Webhook host %s did not resolve", target.host)
+                return []
+        if all(self._is_permitted(address) for address in candidates):
+            return candidates
+        logger.info("Webhook host %s resolved to a disallowed address", target.host)
+        return []
+
+    def _is_permitted(self, address: IPAddress) -> bool:
+        if any(address in network for network in self._allowed_networks):
+            return True
+        return self._address_allowed(address)
+
+    def _exchange(
+        self, target: _Target, addresses: list[IPAddress], body: bytes, headers: dict[str, str]
+    ) -> _Outcome:
+        wire_headers = {**headers, "Accept-Encoding": SKIP_HEADER}
+        for index, address in enumerate(addresses):
+            remaining = _remaining_seconds()
+            try:
+                response = self._pools.get(target, address).urlopen(
+                    "POST",
+                    target.request_target,
+                    body=body,
+                    headers=wire_headers,
+                    retries=False,
+                    redirect=False,
+                    assert_same_host=False,
+                    timeout=urllib3.Timeout(connect=remaining, read=remaining),
+                    preload_content=False,
+                    decode_content=False,
+                    release_conn=False,
+                )
+            except NewConnectionError:
+                # Nothing was sent yet, so another checked address can be tried safely.
+                if index == len(addresses) - 1:
+                    raise
+                continue
+            return _read_response(response)
+        raise AssertionError("unreachable: addresses is never empty")
+
+
+def _request_headers(target: _Target, body: bytes, headers: Mapping[str, str]) -> dict[str, str]:
+    built = {"Host": target.host_header}
+    built.update(
+        (name, value) for name, value in headers.items() if name.lower() not in _SENDER_HEADERS
+    )
+    if not any(name.lower() == "user-agent" for name in built):
+        built["User-Agent"] = USER_AGENT
+    built["Content-Length"] = str(len(body))
+    return built
+
+
+def _read_response(response: urllib3.BaseHTTPResponse) -> _Outcome:
+    complete = False
+    try:
+        raw, complete = _read_capped(response)
+    finally:
+        if not complete:
+            response.close()  # unread bytes would corrupt the next request on this connection
+        response.release_conn()
+    status = response.status
+    return _Outcome(
+        error=REDIRECT if 300 <= status < 400 else None,
+        status_code=status,
+        response_body=_stored_text(raw),
+        response_headers=dict(response.headers),
+    )
+
+
+def _read_capped(response: urllib3.BaseHTTPResponse) -> tuple[bytes, bool]:
+    """Read at most MAX_READ_BYTES; report whether the body ended within that."""
+    buffer = bytearray()
+    while len(buffer) < MAX_READ_BYTES:
+        _remaining_seconds()
+        wanted = min(_READ_CHUNK_BYTES, MAX_READ_BYTES - len(buffer))
+        chunk = response.read(wanted, decode_content=False)
+        if not chunk:
+            return bytes(buffer), True
+        buffer += chunk
+    return bytes(buffer), response.closed
+
+
+def _stored_text(raw: bytes) -> str:
+    # PostgreSQL text columns reject NUL characters.
+    return raw[:MAX_STORED_BYTES].decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+
+
+def _classify(exc: BaseException) -> str:
+    chain = list(_exception_chain(exc))
+    if any(_is_timeout(error) for error in chain):
+        return TIMEOUT
+    if any(isinstance(error, (ssl.SSLError, Urllib3SSLError)) for error in chain):
+        return TLS_ERROR
+    return CONNECTION_ERROR
+
+
+def _is_timeout(error: BaseException) -> bool:
+    # urllib3 derives NewConnectionError (refused, unreachable) from its ConnectTimeoutError.
+    if isinstance(error, NewConnectionError):
+        return False
+    return isinstance(error, (TimeoutError, Urllib3TimeoutError))
+
+
+def _exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """The exception, its causes and contexts, and exceptions carried in args (urllib3 wraps)."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        linked = (current.__cause__, current.__context__, *current.args)
+        pending.extend(item for item in linked if isinstance(item, BaseException))

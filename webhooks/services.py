@@ -1,0 +1,318 @@
+"""Writes for webhooks and their deliveries.
+
+Each function owns its transaction and, given a PanelContext, writes the panel audit row inside
+it; `publish_event` alone runs in its caller's transaction, so that the deliveries commit (or
+vanish) with the change that caused them. Attempts are never made here: rows are written or
+marked, and `dispatch.request_attempts` queues "look at these rows" once the data commits.
+"""
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.models import Organization
+from audit.services import PanelAction, PanelContext, audit_panel_action
+from webhooks import dispatch
+from webhooks.engine import send_test_ping
+from webhooks.events import EVENT_NAMES, Event
+from webhooks.models import BulkRedelivery, Delivery, DeliveryStatus, Webhook, WebhookStatus
+from webhooks.payloads import event_body
+from webhooks.secrets import encrypt_secret, new_signing_secret
+from webhooks.selectors import delivery_list_for_webhook
+from webhooks.sender import AttemptResult
+from webhooks.url_safety import UnsafeWebhookUrl, UrlRejection, check_webhook_url
+
+MAX_URL_LENGTH = 2048
+MAX_DESCRIPTION_LENGTH = 500
+BULK_CHUNK = 500
+
+
+class WebhookRequestRefused(Exception):
+    """A webhook request the rules refuse; subclasses say which contract error it is."""
+
+
+class InvalidWebhookRequest(WebhookRequestRefused):
+    """400 invalid_request: `fields` maps each field at fault to its messages."""
+
+    def __init__(self, fields: dict[str, list[str]]) -> None:
+        super().__init__("; ".join(f"{name}: {' '.join(m)}" for name, m in fields.items()))
+        self.fields = fields
+
+
+class WebhookUrlRefused(WebhookRequestRefused):
+    """422 invalid_webhook_url, naming the first rule the URL breaks."""
+
+    def __init__(self, reason: UrlRejection, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class UnknownEvents(WebhookRequestRefused):
+    """422 unknown_event: `names` are the subscribed names outside the eight."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__("Unknown event names: " + ", ".join(names))
+        self.names = names
+
+
+def _clean_url(url: str) -> str:
+    if len(url) > MAX_URL_LENGTH:
+        raise InvalidWebhookRequest({"url": [f"At most {MAX_URL_LENGTH} characters."]})
+    try:
+        check_webhook_url(url)
+    except UnsafeWebhookUrl as unsafe:
+        raise WebhookUrlRefused(unsafe.reason, unsafe.message) from None
+    return url  # stored exactly as given
+
+
+def _clean_events(events: Sequence[str]) -> list[str]:
+    if not events:
+        raise InvalidWebhookRequest({"events": ["Subscribe to at least one event."]})
+    unique = list(dict.fromkeys(events))
+    unknown = [name for name in unique if name not in EVENT_NAMES]
+    if unknown:
+        raise UnknownEvents(unknown)
+    return unique
+
+
+def _clean_description(description: str) -> str:
+    if len(description) > MAX_DESCRIPTION_LENGTH:
+        message = f"At most {MAX_DESCRIPTION_LENGTH} characters."
+        raise InvalidWebhookRequest({"description": [message]})
+    return description
+
+
+def _audit(webhook: Webhook, context: PanelContext | None, action: PanelAction) -> None:
+    if context is not None:
+        audit_panel_action(organization_id=webhook.organization_id, context=context, action=action)
+
+
+def webhook_create(
+    *,
+    organization: Organization,
+    url: str,
+    events: Sequence[str],
+    description: str = "",
+    context: PanelContext | None = None,
+) -> tuple[Webhook, str]:
+    """A new webhook and its signing secret, which nobody can read again after this."""
+    url = _clean_url(url)
+    subscribed = _clean_events(events)
+    description = _clean_description(description)
+    secret = new_signing_secret()
+    now = timezone.now()
+    with transaction.atomic():
+        webhook = Webhook.objects.create(
+            organization=organization,
+            url=url,
+            events=subscribed,
+            description=description,
+            encrypted_secret=encrypt_secret(secret),
+            created_at=now,
+            updated_at=now,
+        )
+        _audit(webhook, context, PanelAction.WEBHOOK_CREATE)
+    return webhook, secret
+
+
+def _changes(
+    events: Sequence[str] | None, url: str | None, description: str | None
+) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    if url is not None:
+        changes["url"] = _clean_url(url)
+    if events is not None:
+        changes["events"] = _clean_events(events)
+    if description is not None:
+        changes["description"] = _clean_description(description)
+    return changes
+
+
+def webhook_update(
+    *,
+    webhook: Webhook,
+    events: Sequence[str] | None = None,
+    url: str | None = None,
+    description: str | None = None,
+    context: PanelContext | None = None,
+) -> Webhook:
+    """Change what is given (None leaves a field as it is); a new URL is checked again."""
+    changes = _changes(events, url, description)
+    with transaction.atomic():
+        if changes:
+            changes["updated_at"] = timezone.now()
+            Webhook.objects.filter(pk=webhook.pk).update(**changes)
+            for name, value in changes.items():
+                setattr(webhook, name, value)
+        _audit(webhook, context, PanelAction.WEBHOOK_UPDATE)
+    return webhook
+
+
+def webhook_delete(*, webhook: Webhook, context: PanelContext | None = None) -> None:
+    """Remove the webhook with its deliveries and their attempts.
+
+    Pending deliveries go with it, which is what cancels them: the engine finds no row to
+    attempt.
+    """
+    with transaction.atomic():
+        _audit(webhook, context, PanelAction.WEBHOOK_DELETE)
+        Webhook.objects.filter(pk=webhook.pk).delete()
+
+
+def webhook_send_test(*, webhook: Webhook, context: PanelContext | None = None) -> AttemptResult:
+    """Send the test ping now and return its result; nothing about it is stored but the audit."""
+    result = send_test_ping(webhook)
+    if context is not None:
+        with transaction.atomic():
+            _audit(webhook, context, PanelAction.WEBHOOK_TEST)
+    return result
+
+
+def _subscribed_webhook_ids(organization_id: str, event: Event) -> list[str]:
+    # The subscription list is JSON; SQLite cannot search inside it, and an organization has
+    # few webhooks, so the match is made here.
+    active = Webhook.objects.filter(organization_id=organization_id, status=WebhookStatus.ACTIVE)
+    return [pk for pk, events in active.values_list("pk", "events") if event.value in events]
+
+
+def _pending_delivery(
+    webhook_id: str, now: datetime, *, organization_id: str, event: Event, **body: Any
+) -> Delivery:
+    delivery = Delivery(
+        webhook_id=webhook_id,
+        organization_id=organization_id,
+        event=event.value,
+        server_id=body["server_id"],
+        status=DeliveryStatus.PENDING,
+        created_at=now,
+        next_attempt_at=now,
+    )
+    delivery.body = event_body(event=event, delivery_id=delivery.id, **body)
+    return delivery
+
+
+def publish_event(
+    *,
+    organization_id: str,
+    server_id: str,
+    server_name: str,
+    event: Event,
+    data: dict[str, Any],
+    occurred_at: datetime | None = None,
+) -> list[Delivery]:
+    """One pending delivery per active webhook of the organization subscribed to `event`.
+
+    Runs in the caller's transaction: the rows commit with the change that caused the event,
+    and their first attempts are queued only then. The body is fixed here, once.
+    """
+    now = timezone.now()
+    deliveries = [
+        _pending_delivery(
+            webhook_id,
+            now,
+            organization_id=organization_id,
+            event=event,
+            occurred_at=occurred_at or now,
+            server_id=server_id,
+            server_name=server_name,
+            data=data,
+        )
+        for webhook_id in _subscribed_webhook_ids(organization_id, event)
+    ]
+    if deliveries:
+        Delivery.objects.bulk_create(deliveries)
+        dispatch.request_attempts([delivery.id for delivery in deliveries])
+    return deliveries
+
+
+def delivery_request_redelivery(
+    *, delivery: Delivery, context: PanelContext | None = None
+) -> Delivery:
+    """Ask for one extra attempt now; the engine makes it (trigger `redelivery`)."""
+    now = timezone.now()
+    with transaction.atomic():
+        Delivery.objects.filter(pk=delivery.pk).update(redelivery_requested_at=now)
+        delivery.redelivery_requested_at = now
+        if context is not None:
+            audit_panel_action(
+                organization_id=delivery.organization_id,
+                context=context,
+                action=PanelAction.WEBHOOK_REDELIVER,
+                server_id=delivery.server_id,
+            )
+        dispatch.request_attempts([delivery.id])
+    return delivery
+
+
+def _matching_ids(
+    webhook: Webhook,
+    status: DeliveryStatus | None,
+    event: Event | None,
+    since: datetime | None,
+    until: datetime | None,
+) -> list[str]:
+    deliveries = delivery_list_for_webhook(webhook, status=status, event=event)
+    if since is not None:
+        deliveries = deliveries.filter(created_at__gte=since)
+    if until is not None:
+        deliveries = deliveries.filter(created_at__lt=until)
+    return list(deliveries.values_list("pk", flat=True))
+
+
+def _claim_idempotency_key(webhook: Webhook, key: str) -> BulkRedelivery | None:
+    """The earlier request made with `key`, or None after reserving the key for this one.
+
+    A concurrent request with the same key waits on the unique constraint and then sees the
+    row the first one committed.
+    """
+    try:
+        with transaction.atomic():
+            BulkRedelivery.objects.create(webhook=webhook, idempotency_key=key, count=0)
+    except IntegrityError:
+        return BulkRedelivery.objects.get(webhook=webhook, idempotency_key=key)
+    return None
+
+
+def _mark_for_redelivery(ids: list[str], moment: datetime) -> None:
+    # In chunks: SQLite limits the parameters of one statement, and each chunk is one task.
+    for start in range(0, len(ids), BULK_CHUNK):
+        chunk = ids[start : start + BULK_CHUNK]
+        Delivery.objects.filter(pk__in=chunk).update(redelivery_requested_at=moment)
+        dispatch.request_attempts(chunk)
+
+
+def deliveries_request_bulk_redelivery(
+    *,
+    webhook: Webhook,
+    status: DeliveryStatus | None = None,
+    event: Event | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    dry_run: bool = False,
+    idempotency_key: str | None = None,
+    context: PanelContext | None = None,
+) -> int:
+    """Ask for one extra attempt of every delivery in the history that matches; how many.
+
+    `since` is inclusive and `until` exclusive (on `created_at`). `dry_run` only counts and
+    records nothing. A repeated `idempotency_key` answers the count of the first request and
+    queues nothing new.
+    """
+    if dry_run:
+        return len(_matching_ids(webhook, status, event, since, until))
+    with transaction.atomic():
+        if idempotency_key is not None:
+            earlier = _claim_idempotency_key(webhook, idempotency_key)
+            if earlier is not None:
+                return earlier.count
+        ids = _matching_ids(webhook, status, event, since, until)
+        _mark_for_redelivery(ids, timezone.now())
+        if idempotency_key is not None:
+            BulkRedelivery.objects.filter(webhook=webhook, idempotency_key=idempotency_key).update(
+                count=len(ids)
+            )
+        _audit(webhook, context, PanelAction.WEBHOOK_REDELIVER)
+    return len(ids)

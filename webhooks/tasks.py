@@ -1,0 +1,20 @@
+"""django-q2 entry points: thin, they load nothing themselves and call the engine."""
+
+from collections.abc import Sequence
+
+from webhooks import engine
+
+
+def attempt_deliveries(delivery_ids: Sequence[str]) -> None:
+    """Queued after commit by ``dispatch.request_attempts``: "look at these rows now"."""
+    engine.attempt_deliveries(delivery_ids)
+
+
+def sweep_deliveries() -> None:
+    """Scheduled every minute: ~60 s of polling for due rows and expired leases."""
+    engine.sweep()
+
+
+def purge_delivery_history() -> int:
+    """Scheduled hourly: drop deliveries older than the 7-day history."""
+    return engine.purge_delivery_history()
