@@ -6,7 +6,7 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/gshost
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint typecheck test-postgres test-sqlite bench clean
+.PHONY: install run test lint typecheck test-postgres test-sqlite bench bench-deliveries clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ test: lint typecheck test-postgres test-sqlite
 bench: install
 	./scripts/ensure-services.sh
 	$(BIN)/python bench/auth.py
+	$(BIN)/python bench/deliveries.py
+
+bench-deliveries: install
+	./scripts/ensure-services.sh
+	$(BIN)/python bench/deliveries.py
 
 clean:
 	rm -rf $(VENV) staticfiles db.sqlite3*

@@ -3,7 +3,7 @@
 from typing import Any
 
 from django.utils import timezone
-from rest_framework import viewsets
+from rest_framework import serializers, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -15,6 +15,7 @@ from accounts.scopes import Scope
 from accounts.selectors import api_key_get, api_key_list_live
 from accounts.services import api_key_revoke
 from accounts.usage import last_use
+from gshost.api.fields import TimestampField
 from gshost.ids import format_timestamp
 
 
@@ -28,7 +29,29 @@ def key_record_json(record: KeyRecord) -> dict[str, Any]:
     }
 
 
+class KeyRecordSerializer(serializers.Serializer[ApiKey]):
+    """The key record's shape, for the OpenAPI schema (views build it with key_record_json)."""
+
+    id = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    prefix = serializers.CharField()
+    status = serializers.ChoiceField(choices=["active", "expired", "revoked"])
+    scopes = serializers.ListField(child=serializers.CharField())
+    unrecognized_scopes = serializers.ListField(child=serializers.CharField())
+    server_restrictions = serializers.ListField(child=serializers.CharField())
+    allowed_ips = serializers.ListField(child=serializers.CharField())
+    expires_at = TimestampField(allow_null=True)
+    created_at = TimestampField()
+    created_by = serializers.EmailField(allow_null=True)
+    last_used_at = TimestampField(allow_null=True)
+    last_used_ip = serializers.IPAddressField(allow_null=True)
+    replaced_by = serializers.CharField(allow_null=True)
+    revoked_at = TimestampField(allow_null=True)
+
+
 class KeyViewSet(viewsets.GenericViewSet[ApiKey]):
+    serializer_class = KeyRecordSerializer
     scopes = {
         "current": NO_SCOPE_REQUIRED,
         "list": Scope.KEYS_READ,

@@ -3,7 +3,7 @@ from datetime import datetime
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
-from rest_framework import viewsets
+from rest_framework import serializers, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -12,6 +12,7 @@ from accounts.scopes import Scope
 from audit.models import ActorType, AuditRecord
 from audit.selectors import AuditFilters, audit_list
 from gshost.api.errors import invalid_request
+from gshost.api.fields import TimestampField
 from gshost.ids import format_timestamp
 
 _STATUS_CODE = re.compile(r"[0-9]{3}")  # ASCII only: str.isdigit() also passes "²⁰⁰"
@@ -73,7 +74,28 @@ def parse_filters(params: Any) -> AuditFilters:
     )
 
 
+class AuditRecordSerializer(serializers.Serializer[AuditRecord]):
+    """The audit record's shape, for the OpenAPI schema (views use audit_record_json)."""
+
+    id = serializers.CharField()
+    occurred_at = TimestampField()
+    source = serializers.ChoiceField(choices=["api", "panel"])  # type: ignore[assignment]
+    actor = serializers.DictField(
+        help_text='{"type": "api_key", "key_id"} or {"type": "user", "email"}'
+    )
+    method = serializers.CharField()
+    path = serializers.CharField()
+    action = serializers.CharField()
+    status_code = serializers.IntegerField(allow_null=True)
+    error_code = serializers.CharField(allow_null=True)
+    server_id = serializers.CharField(allow_null=True)
+    ip = serializers.IPAddressField(allow_null=True)
+    user_agent = serializers.CharField()
+    request_id = serializers.CharField(allow_null=True)
+
+
 class AuditViewSet(viewsets.GenericViewSet[AuditRecord]):
+    serializer_class = AuditRecordSerializer
     scopes = {"list": Scope.AUDIT_READ}
     ordering_field = "occurred_at"
 

@@ -121,7 +121,9 @@ Q_CLUSTER = {
     "max_attempts": 1,
     "catch_up": False,
     "poll": 0.2,
-    "save_limit": 250,
+    # Successful results are not stored: saving one (with django-q2 pruning to a limit) costs
+    # more than the webhook tasks themselves. Failures are still stored.
+    "save_limit": -1,
     "ack_failures": True,
     # A recycled worker first finishes its in-flight deliveries; do that rarely.
     "recycle": 5000,

@@ -1,11 +1,14 @@
 from datetime import datetime
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from gshost.ids import format_timestamp
 
 
+@extend_schema_field(OpenApiTypes.DATETIME)
 class TimestampField(serializers.Field):
     """ISO 8601 UTC with milliseconds and `Z`."""
 

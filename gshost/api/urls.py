@@ -1,5 +1,6 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.negotiation import DefaultContentNegotiation
 
 from accounts.api import KeyViewSet
 from audit.api import AuditViewSet
@@ -10,8 +11,11 @@ from webhooks.api import DeliveryViewSet, WebhookViewSet
 
 
 class PublicSchemaView(SpectacularAPIView):
+    """YAML by default; JSON with `?format=json` or `Accept: application/vnd.oai.openapi+json`."""
+
     authentication_classes = []
     permission_classes = []
+    content_negotiation_class = DefaultContentNegotiation
 
 
 class PublicDocsView(SpectacularSwaggerView):

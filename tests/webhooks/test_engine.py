@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
@@ -413,3 +418,81 @@ def test_it_attempts_only_the_given_rows(hooks: Hooks, receiver: HttpsReceiver) 
 
     assert deliver_due_now([wanted.id]) == 1
     assert [r.header("X-Webhook-Delivery") for r in receiver.requests] == [wanted.id]
+
+
+class DroppingServer:
+    """Reads each request; closes the first ``drops`` connections without answering (after
+    ``delay`` seconds), as a receiver closing an idle keep-alive connection does; answers 200
+    on later connections."""
+
+    def __init__(self, drops: int, delay: float = 0.0) -> None:
+        self.ca = trustme.CA()
+        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.ca.issue_cert(HOST).configure_cert(self.context)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.drops, self.delay, self.requests = drops, delay, 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                raw, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.context.wrap_socket(raw, server_side=True) as conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                self.requests += 1
+                if self.requests <= self.drops:
+                    time.sleep(self.delay)
+                    continue
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def dropping_server(settings: object, tmp_path: object) -> Iterator[Callable[..., DroppingServer]]:
+    servers: list[DroppingServer] = []
+
+    def make(drops: int, delay: float = 0.0) -> DroppingServer:
+        server = DroppingServer(drops, delay)
+        pem = f"{tmp_path}/dropping-{len(servers)}.pem"
+        server.ca.cert_pem.write_to_path(pem)
+        settings.WEBHOOK_CA_BUNDLE = pem  # type: ignore[attr-defined]
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.close()
+
+
+def test_a_connection_closed_without_an_answer_is_tried_once_more_at_once(
+    hooks: Hooks, dropping_server: Callable[..., DroppingServer]
+) -> None:
+    server = dropping_server(drops=1)
+    delivery = hooks.delivery(hooks.webhook(url=f"https://{HOST}:{server.port}/hook"))
+
+    deliver_due_now()
+
+    assert reload(delivery).status == DeliveryStatus.SUCCESS
+    assert server.requests == 2
+    assert DeliveryAttempt.objects.get(delivery=delivery).status_code == 200
+
+
+def test_a_slow_connection_failure_is_not_repeated(
+    hooks: Hooks, dropping_server: Callable[..., DroppingServer]
+) -> None:
+    server = dropping_server(drops=2, delay=0.5)
+    delivery = hooks.delivery(hooks.webhook(url=f"https://{HOST}:{server.port}/hook"))
+
+    deliver_due_now()
+
+    assert reload(delivery).status == DeliveryStatus.RETRY_SCHEDULED
+    assert DeliveryAttempt.objects.get(delivery=delivery).error == "connection_error"
+    assert server.requests == 1
