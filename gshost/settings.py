@@ -111,8 +111,8 @@ else:
 
 Q_CLUSTER = {
     "name": "gshost",
-    # One worker is usually inside the webhook sweep (a task polling for ~60 s); the other takes
-    # the short "attempt these deliveries" tasks, which hand rows to its sender threads.
+    # One worker is usually inside the webhook sweep (a task polling for ~60 s); the others take
+    # short tasks such as "attempt these deliveries", which hand rows to sender threads.
     "workers": env.int("Q_WORKERS", default=4),
     # The sweep runs ~60 s: timeout leaves it room, and retry (ORM broker re-delivery of an
     # unacknowledged task) must exceed timeout so a running sweep is never handed out twice.
@@ -210,6 +210,8 @@ WEBHOOK_LEASE_MARGIN_SECONDS = env.float("WEBHOOK_LEASE_MARGIN_SECONDS", default
 WEBHOOK_SENDER_THREADS = env.int("WEBHOOK_SENDER_THREADS", default=64)  # per worker process
 WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK = env.int("WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK", default=4)
 SIMULATED_RUNTIME_DELAY_SECONDS = env.float("SIMULATED_RUNTIME_DELAY_SECONDS", default=2.0)
+# Dotted path of the servers.runtime.Runtime that acts on hosts; empty = the simulated one.
+SERVER_RUNTIME = env.str("SERVER_RUNTIME", default="") or "servers.runtime.SimulatedRuntime"
 
 LOGGING = {
     "version": 1,

@@ -49,8 +49,9 @@ FINAL_ERRORS: Final = frozenset(
 )
 # Kept pooled per (host, port, address); above this, extra connections are closed after use.
 CONNECTIONS_PER_HOST: Final = 32
-# A transport failure this quick is a dead pooled connection, not a slow or failing receiver.
-STALE_CONNECTION_SECONDS: Final = 0.25
+# A transport failure this quick is taken for a dead pooled connection (it takes a round trip,
+# more on a busy worker), not a slow or failing receiver. The second try keeps the deadline.
+STALE_CONNECTION_SECONDS: Final = 1.0
 _STALE_CONNECTION_ERRORS: Final = frozenset({CONNECTION_ERROR, TLS_ERROR})
 
 

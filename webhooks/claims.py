@@ -9,7 +9,7 @@ recorded, so a claim that is never finished simply becomes due again when its le
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -57,7 +57,7 @@ class Claim:
     delivery_id: str
     webhook_id: str
     url: str
-    encrypted_secret: str
+    encrypted_secret: str = field(repr=False)  # never in a log line, even encrypted
     event: str
     body: str
     trigger: AttemptTrigger

@@ -6,12 +6,13 @@ How a delivery moves (state lives in the rows; the queue only says "look at row 
    task ``attempt_deliveries(ids)``. The task hands the ids to this process's delivery pool and
    returns at once.
 2. The pool's dispatcher claims rows with a lease (``SELECT … FOR UPDATE SKIP LOCKED`` on
-   PostgreSQL, compare-and-set elsewhere), never more than it has free senders for, and at
-   most ``WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK`` per webhook, so leases never wait in a queue and
-   a dead endpoint cannot take every sender.
+   PostgreSQL, compare-and-set elsewhere), never more than it has idle sender threads for, and
+   at most ``WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK`` on the network per webhook, so leases never
+   wait in a queue and a dead endpoint cannot take every sender.
 3. A sender thread makes the attempt; a recorder thread writes the attempt row and the new
-   state in one transaction and gives the lease back.
-4. ``sweep`` (a task scheduled every minute, looping ~60 s) polls every second for anything due
+   state in one transaction and gives the lease back. A worker that dies loses nothing: its
+   leases (timeout + ``WEBHOOK_LEASE_MARGIN_SECONDS``) expire and the sweep takes the rows.
+4. ``sweep`` (a task scheduled every minute, looping ~58 s) polls every second for anything due
    — retries, redeliveries, rows whose task was lost, rows whose worker died (lease expired) —
    and feeds them to the same pool, so a retry starts within seconds of its due time although
    django-q2's scheduler only ticks every 30 s.
@@ -25,7 +26,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Final
 
-from django.db import transaction
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from webhooks import attempts, claims
@@ -62,6 +63,7 @@ def sweep(duration: float = SWEEP_SECONDS, interval: float = SWEEP_INTERVAL_SECO
     pool = get_pool()
     deadline = time.monotonic() + duration
     while True:
+        close_old_connections()  # a broken or aged-out connection is replaced, once a round
         try:
             pool.offer_due()
         except Exception:

@@ -1,17 +1,21 @@
 """The process-wide delivery pool: what picks work is kept apart from what waits on the network.
 
-- a **dispatcher** thread claims rows, only as many as there are free senders and never more
-  than ``per_webhook`` in flight for one webhook, taking webhooks round-robin; rows it cannot
-  take yet wait in memory (bounded) without a lease, so a lease never waits in a queue;
+- a **dispatcher** thread claims rows: only as many as there are idle sender threads, never more
+  than ``per_webhook`` on the network for one webhook, webhooks taken round-robin. Rows it
+  cannot take yet wait in memory (bounded) without a lease, so a lease never waits in a queue
+  and a dead endpoint (or a backlog for one webhook) cannot take every sender;
 - **sender** threads (a long-lived ``ThreadPoolExecutor``) make the attempts over the shared
-  keep-alive ``WebhookSender`` and never touch the database;
-- a **recorder** thread writes finished attempts in batches, one transaction per batch, and
-  frees their slots, which wakes the dispatcher.
+  keep-alive ``WebhookSender`` and never touch the database; a finished attempt frees its
+  thread and webhook slot at once;
+- a **recorder** thread writes finished attempts in batches (one transaction each) and so gives
+  the leases back. Claimed-but-unrecorded rows are capped at ``UNRECORDED_PER_THREAD`` per
+  sender thread, which is the backpressure when the database is the slow part.
 
-So a dead endpoint holds at most ``per_webhook`` senders for one timeout each, and the database
-sees two connections per process however many senders there are. Every structure is bounded:
-slots by the thread count, waiting ids by ``max_waiting``; the per-webhook counters drop to
-nothing when a webhook has nothing in flight.
+The dispatcher and the recorder gather work for ``LINGER_SECONDS`` before each round trip: on
+a busy worker a claim or a batch then covers many rows for the cost of one. The database sees
+two connections per process however many senders there are. Every structure is bounded (slots
+by the thread count, waiting ids by ``max_waiting``) and per-webhook counters are dropped when
+a webhook has nothing on the network, so memory stays flat.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ logger = logging.getLogger(__name__)
 
 RECORD_BATCH: Final = 200
 MAX_WAITING: Final = 10_000
-RECORDERS: Final = 1
+RECORDERS: Final = 1  # more did not help: the GIL, not the database, is the limit
 # How long the dispatcher and the recorders gather work before a round trip to the database.
 LINGER_SECONDS: Final = 0.01
 # Claimed rows whose attempt is over but not yet recorded, per sender thread: lets the recorders

@@ -488,7 +488,7 @@ def test_a_connection_closed_without_an_answer_is_tried_once_more_at_once(
 def test_a_slow_connection_failure_is_not_repeated(
     hooks: Hooks, dropping_server: Callable[..., DroppingServer]
 ) -> None:
-    server = dropping_server(drops=2, delay=0.5)
+    server = dropping_server(drops=2, delay=1.2)
     delivery = hooks.delivery(hooks.webhook(url=f"https://{HOST}:{server.port}/hook"))
 
     deliver_due_now()

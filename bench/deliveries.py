@@ -1,0 +1,440 @@
+"""Benchmark: webhook deliveries through the real worker, against a bare keep-alive loop.
+
+Runs, in one go on this machine:
+  - a local HTTPS receiver (trustme certificate for *.bench.example.com) in its own process,
+    so it does not share a GIL with anything measured;
+  - the real worker: `qcluster` (tests/webhooks/loopback_qcluster.py: the stock command with the
+    engine resolving *.bench.example.com to 127.0.0.1) on PostgreSQL with the Redis broker;
+  - this process publishes events (webhooks.services.publish_event) fanning out to 50 webhooks.
+
+Phases:
+  1. warm-up; a bare keep-alive `requests.Session` loop posting the same signed bodies to the
+     same receiver, one after another (deliveries/s);
+  2. twice 10,000 deliveries published as fast as possible: deliveries/s from the first
+     publish until every row is settled; worker memory (RSS) before, after 10,000 and after
+     20,000 (it must stay flat); then the bare loop again (the faster bare run is compared);
+  3. paced events (EVENTS_PER_SECOND): event -> first attempt p50/p99 (receiver clock minus
+     publish time, both CLOCK_MONOTONIC);
+  4. the same with 10 more webhooks whose endpoints never answer: the healthy ones' latency.
+Targets: rate >= 0.8 x bare, p50 < 250 ms, p99 < 1 s, healthy p99 with dead endpoints < 1 s
+and < 1 s above the figure without them, worker memory growth over the second 10,000 < 10 %.
+Exits 1 when a target is missed. Not part of `make test`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import multiprocessing
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+PYTHON = ROOT / ".venv" / "bin" / "python"
+DB_NAME = "gshost_bench_deliveries"
+REDIS_DB = "12"
+DOMAIN = "bench.example.com"
+HEALTHY_WEBHOOKS = 50
+DEAD_WEBHOOKS = 10
+BATCH_DELIVERIES = int(os.environ.get("BENCH_DELIVERIES", "10000"))
+EVENTS_PER_SECOND = float(os.environ.get("BENCH_EVENTS_PER_SECOND", "4"))
+LATENCY_SECONDS = float(os.environ.get("BENCH_LATENCY_SECONDS", "15"))
+BARE_REQUESTS = int(os.environ.get("BENCH_BARE_REQUESTS", "3000"))
+
+ENV = {
+    **os.environ,
+    "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
+    "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
+    "DEBUG": "false",
+    "SECRET_KEY": "bench-secret-key-not-for-production",
+    "WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
+    "LOG_LEVEL": "WARNING",
+}
+
+
+# --- the receiver, in its own process ----------------------------------------------------------
+
+
+def _serve(conn: Connection, dead_paths: list[str]) -> None:
+    from tests.webhooks.receiver import HttpsReceiver, ReceivedRequest
+
+    class CompactReceiver(HttpsReceiver):
+        """Keeps (delivery id, arrival) only: tens of thousands of full records would make its
+        garbage collector, and so its answers, slower as the run goes on."""
+
+        arrivals: list[tuple[str | None, float]] = []
+
+        def _record(self, request: ReceivedRequest) -> None:
+            self.arrivals.append((request.header("X-Webhook-Delivery"), request.received_at))
+
+    receiver = CompactReceiver(names=(f"*.{DOMAIN}",))
+    receiver.start()
+    for path in dead_paths:
+        receiver.set_behaviour(path=path, hang=True)
+    conn.send((receiver.port, receiver.ca_pem_path))
+    while True:
+        command = conn.recv()
+        if command == "drain":
+            taken, receiver.arrivals = receiver.arrivals, []  # list swap: atomic under the GIL
+            conn.send(taken)
+        elif command == "stop":
+            conn.send(None)
+            os._exit(0)  # hanging handler threads would keep a clean stop waiting
+
+
+class Receiver:
+    def __init__(self, dead_paths: list[str]) -> None:
+        self._conn, child = multiprocessing.Pipe()
+        self._process = multiprocessing.get_context("fork").Process(
+            target=_serve, args=(child, dead_paths), daemon=True
+        )
+        self._process.start()
+        _roles["receiver"] = self._process.pid or 0
+        self.port, self.ca_pem_path = self._conn.recv()
+        self.seen: dict[str, float] = {}  # delivery id -> first arrival
+
+    def drain(self) -> None:
+        self._conn.send("drain")
+        for delivery_id, received_at in self._conn.recv():
+            if delivery_id and delivery_id not in self.seen:
+                self.seen[delivery_id] = received_at
+
+    def stop(self) -> None:
+        self._conn.send("stop")
+        self._process.join(timeout=5)
+
+
+# --- the worker --------------------------------------------------------------------------------
+
+
+def start_worker(ca_pem_path: str) -> subprocess.Popen[bytes]:
+    env = {**ENV, "WEBHOOK_CA_BUNDLE": ca_pem_path}
+    return subprocess.Popen(
+        [str(PYTHON), "-m", "tests.webhooks.loopback_qcluster"],
+        cwd=ROOT, env=env, start_new_session=True,
+    )  # fmt: skip
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU time used so far by the worker group, the receiver, PostgreSQL, Redis and this one."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    totals: dict[str, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        pgrp, used = int(fields[2]), (int(fields[11]) + int(fields[12])) / ticks
+        if pgrp == _roles.get("worker"):
+            role = "worker"
+        elif int(entry) == _roles.get("receiver"):
+            role = "receiver"
+        elif int(entry) == os.getpid():
+            role = "bench"
+        elif name.startswith(("postgres", "redis")):
+            role = name.split(":")[0].split("-")[0]
+        else:
+            continue
+        totals[role] = totals.get(role, 0.0) + used
+    return totals
+
+
+_roles: dict[str, int] = {}
+
+
+def group_memory_mb(pgid: int) -> float:
+    """Resident memory (RSS) summed over the worker's process group.
+
+    RSS, not PSS: pages shared with the parent since the fork are counted in each process, but
+    that part is constant; PSS would rise as Python's reference counting and garbage collector
+    write to inherited pages (copy-on-write), which is no leak.
+    """
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[2]) != pgid:
+                continue
+            for line in Path(f"/proc/{entry}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 1024
+
+
+# --- set-up and publishing -----------------------------------------------------------------------
+
+
+def prepare_database() -> None:
+    for sql in (f"DROP DATABASE IF EXISTS {DB_NAME}", f"CREATE DATABASE {DB_NAME}"):
+        subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc", sql], check=True)
+    subprocess.run(["redis-cli", "-n", REDIS_DB, "flushdb"], check=True, capture_output=True)
+    subprocess.run(
+        [str(PYTHON), "manage.py", "migrate", "--noinput"],
+        cwd=ROOT, env=ENV, check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def setup_django() -> None:
+    os.environ.update(ENV)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gshost.settings")
+    import django
+
+    django.setup()
+
+
+def resolve_bench_names_to_loopback() -> None:
+    """For the bare loop in this process: *.bench.example.com is the local receiver."""
+    original = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(host, str) and host.endswith(DOMAIN):
+            host = "127.0.0.1"
+        return original(host, *args, **kwargs)
+
+    socket.getaddrinfo = getaddrinfo  # type: ignore[assignment]
+
+
+@dataclass
+class Bench:
+    organization_id: str
+    port: int
+    healthy_ids: set[str]
+
+
+def create_webhooks(port: int, prefix: str, count: int, path: str) -> tuple[str, list[str]]:
+    from accounts.models import Organization
+    from webhooks.services import webhook_create
+
+    organization, _ = Organization.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
+    ids = []
+    for n in range(count):
+        webhook, _secret = webhook_create(
+            organization=organization,
+            url=f"https://{prefix}-{n}.{DOMAIN}:{port}{path}/{n}",
+            events=["server.crashed"],
+        )
+        ids.append(webhook.id)
+    return organization.id, ids
+
+
+def publish(organization_id: str) -> tuple[float, list[tuple[str, str]]]:
+    """One event; returns the publish time and (delivery id, webhook id) of its deliveries."""
+    from django.db import transaction
+
+    from webhooks.events import Event
+    from webhooks.services import publish_event
+
+    started = time.monotonic()
+    with transaction.atomic():
+        deliveries = publish_event(
+            organization_id=organization_id,
+            server_id="srv_bench",
+            server_name="Bench world",
+            event=Event.SERVER_CRASHED,
+            data={"reason": "exited", "exit_code": 1},
+        )
+    return started, [(d.id, d.webhook_id) for d in deliveries]
+
+
+def unsettled() -> int:
+    """Rows still waiting for an attempt (the index on status makes this cheap)."""
+    from webhooks.models import Delivery, DeliveryStatus
+
+    open_statuses = [DeliveryStatus.PENDING, DeliveryStatus.RETRY_SCHEDULED]
+    return Delivery.objects.filter(status__in=open_statuses).count()
+
+
+def wait_until(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+# --- phases --------------------------------------------------------------------------------------
+
+
+def burst(organization_id: str, deliveries: int) -> float:
+    """Publish ``deliveries`` (fan-out 50) as fast as possible; deliveries/s until recorded."""
+    events = deliveries // HEALTHY_WEBHOOKS
+    cpu_before = cpu_seconds()
+    started = time.monotonic()
+    for _ in range(events):
+        publish(organization_id)
+    wait_until(lambda: unsettled() == 0, 300, "the burst to be delivered")
+    elapsed = time.monotonic() - started
+    if os.environ.get("BENCH_CPU"):
+        used = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_seconds().items()}
+        print(f"  burst of {deliveries} in {elapsed:.1f} s; CPU s: " + ", ".join(
+            f"{k} {v:.1f}" for k, v in sorted(used.items())))  # fmt: skip
+    return deliveries / elapsed
+
+
+def paced(organization_id: str, receiver: Receiver, healthy: set[str]) -> list[float]:
+    """Publish at EVENTS_PER_SECOND for LATENCY_SECONDS; latencies (ms) of healthy deliveries."""
+    published: dict[str, float] = {}
+    interval = 1 / EVENTS_PER_SECOND
+    start = time.monotonic()
+    for n in range(int(LATENCY_SECONDS * EVENTS_PER_SECOND)):
+        time.sleep(max(0.0, start + n * interval - time.monotonic()))
+        at, deliveries = publish(organization_id)
+        published.update((d, at) for d, w in deliveries if w in healthy)
+        receiver.drain()
+    wait_until(
+        lambda: receiver.drain() or all(d in receiver.seen for d in published),
+        60,
+        "paced deliveries to arrive",
+    )
+    return [(receiver.seen[d] - at) * 1000 for d, at in published.items()]
+
+
+def bare_loop(port: int, ca_pem_path: str, secret: str) -> float:
+    import requests
+
+    from webhooks.models import Delivery
+
+    bodies = [b.encode() for b in Delivery.objects.values_list("body", flat=True)[:BARE_REQUESTS]]
+    url = f"https://hook-0.{DOMAIN}:{port}/h/0"
+    session = requests.Session()
+    session.verify = ca_pem_path
+    session.trust_env = False
+    started = time.monotonic()
+    for body in bodies:
+        timestamp = str(int(time.time()))
+        signature = hmac.new(
+            secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256
+        ).hexdigest()
+        headers = {
+            "Content-Type": "application/json",
+            "X-Webhook-Signature": signature,
+            "X-Webhook-Timestamp": timestamp,
+            "User-Agent": "Service-Webhooks/1",
+        }
+        session.post(url, data=body, headers=headers, timeout=10).raise_for_status()
+    return len(bodies) / (time.monotonic() - started)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    prepare_database()
+    dead_paths = [f"/dead/{n}" for n in range(DEAD_WEBHOOKS)]
+    receiver = Receiver(dead_paths)
+    setup_django()
+    resolve_bench_names_to_loopback()
+    organization_id, healthy_list = create_webhooks(receiver.port, "hook", HEALTHY_WEBHOOKS, "/h")
+    healthy = set(healthy_list)
+    worker = start_worker(receiver.ca_pem_path)
+    _roles["worker"] = worker.pid
+    failures: list[str] = []
+    try:
+        results = run_phases(organization_id, receiver, healthy, worker.pid)
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+        receiver.stop()
+    report(results, failures)
+    if failures:
+        print("\nMISSED: " + "; ".join(failures))
+        raise SystemExit(1)
+    print("\nAll targets met.")
+
+
+def run_phases(
+    organization_id: str, receiver: Receiver, healthy: set[str], pgid: int
+) -> dict[str, float]:
+    time.sleep(3)  # the cluster starting
+    burst(organization_id, 1000)  # warm-up: workers, thread pools, connections
+    bare_before = bare(receiver)
+    mem_before = group_memory_mb(pgid)
+    rate = burst(organization_id, BATCH_DELIVERIES)
+    mem_after = group_memory_mb(pgid)
+    second_rate = burst(organization_id, BATCH_DELIVERIES)
+    mem_after_second = group_memory_mb(pgid)
+    bare_after = bare(receiver)
+    receiver.drain()
+    latencies = paced(organization_id, receiver, healthy)
+    create_webhooks(receiver.port, "dead", DEAD_WEBHOOKS, "/dead")
+    with_dead = paced(organization_id, receiver, healthy)
+    return {
+        "rate": min(rate, second_rate),
+        "bare": max(bare_before, bare_after),
+        "p50": statistics.median(latencies),
+        "p99": percentile(latencies, 0.99),
+        "dead_p50": statistics.median(with_dead),
+        "dead_p99": percentile(with_dead, 0.99),
+        "dead_max": max(with_dead),
+        "mem_before": mem_before,
+        "mem_after": mem_after,
+        "mem_after_second": mem_after_second,
+        "samples": len(latencies),
+    }
+
+
+def bare(receiver: Receiver) -> float:
+    """The bare loop, posting to the first webhook's URL with its own secret."""
+    from webhooks.models import Webhook
+    from webhooks.secrets import decrypt_secret
+
+    webhook = Webhook.objects.get(url__contains="//hook-0.")
+    secret = decrypt_secret(webhook.encrypted_secret) or ""
+    rate = bare_loop(receiver.port, receiver.ca_pem_path, secret)
+    receiver.drain()
+    return rate
+
+
+def report(r: dict[str, float], failures: list[str]) -> None:
+    ratio = r["rate"] / r["bare"]
+    growth = (r["mem_after_second"] - r["mem_after"]) / r["mem_after"]
+    added = r["dead_p99"] - r["p99"]
+    lines = [
+        f"Webhook deliveries ({BATCH_DELIVERIES} per burst, fan-out {HEALTHY_WEBHOOKS})",
+        f"  worker deliveries/s     {r['rate']:7.0f}   (the slower of two bursts)",
+        f"  bare requests loop /s   {r['bare']:7.0f}   (the faster of two runs)",
+        f"  ratio                   {ratio:7.2f}   (target >= 0.80)",
+        f"  event -> first attempt  p50 {r['p50']:.0f} ms (< 250), p99 {r['p99']:.0f} ms (< 1000)"
+        f"  [{int(r['samples'])} deliveries at {EVENTS_PER_SECOND:g} events/s]",
+        f"  with {DEAD_WEBHOOKS} dead endpoints  p50 {r['dead_p50']:.0f} ms, "
+        f"p99 {r['dead_p99']:.0f} ms, max {r['dead_max']:.0f} ms (p99 {added:+.0f} ms)",
+        f"  worker memory (RSS)     {r['mem_before']:.0f} MB -> {r['mem_after']:.0f} MB after "
+        f"{BATCH_DELIVERIES} -> {r['mem_after_second']:.0f} MB after {2 * BATCH_DELIVERIES} "
+        f"({growth:+.1%} over the second batch, target < 10%)",
+    ]
+    print("\n".join(lines))
+    checks = [
+        (ratio >= 0.8, f"rate ratio {ratio:.2f} < 0.80"),
+        (r["p50"] < 250, f"p50 {r['p50']:.0f} ms >= 250"),
+        (r["p99"] < 1000, f"p99 {r['p99']:.0f} ms >= 1000"),
+        (r["dead_p99"] < 1000 and added < 1000, f"healthy p99 with dead {r['dead_p99']:.0f} ms"),
+        (growth < 0.10, f"worker memory grew {growth:.1%}"),
+    ]
+    failures.extend(message for ok, message in checks if not ok)
+
+
+if __name__ == "__main__":
+    main()
