@@ -125,6 +125,10 @@ def _ip_literal(host: str) -> IPAddress | None:
         return None
 
 
+class _Unresolved(Exception):
+    """The receiver's name gave no address this time."""
+
+
 def resolve_host(host: str, port: int) -> list[IPAddress]:
     """Resolve ``host`` with the system resolver, keeping getaddrinfo's preference order."""
     addresses: list[IPAddress] = []
@@ -317,7 +321,11 @@ class WebhookSender:
     def _attempt(
         self, target: _Target, body: bytes, headers: dict[str, str], deadline: float
     ) -> _Outcome:
-        addresses = self._checked_addresses(target)
+        try:
+            addresses = self._checked_addresses(target)
+        except _Unresolved:
+            # DNS trouble may pass: a retryable connection error, not a refused address.
+            return _Outcome(error=CONNECTION_ERROR)
         if not addresses:
             return _Outcome(error=ADDRESS_REJECTED)
         _attempt_state.deadline = deadline
@@ -339,9 +347,11 @@ class WebhookSender:
         else:
             try:
                 candidates = self._resolve(target.host, target.port)
-            except (OSError, UnicodeError):
+            except (OSError, UnicodeError) as exc:
                 logger.debug("Webhook host %s did not resolve", target.host)
-                return []
+                raise _Unresolved(target.host) from exc
+            if not candidates:
+                raise _Unresolved(target.host)
         if all(self._is_permitted(address) for address in candidates):
             return candidates
         logger.info("Webhook host %s resolved to a disallowed address", target.host)

@@ -318,7 +318,7 @@ def test_it_rejects_when_any_resolved_address_is_not_allowed(
 
 
 @pytest.mark.parametrize("failure", [[], socket.gaierror(socket.EAI_NONAME, "unknown")])
-def test_it_rejects_a_name_that_does_not_resolve(
+def test_it_counts_a_name_that_does_not_resolve_as_a_retryable_connection_error(
     https_receiver: HttpsReceiver, make_sender: SenderFactory, failure: Any
 ) -> None:
     def resolve(host: str, port: int) -> list[IPAddress]:
@@ -328,7 +328,8 @@ def test_it_rejects_a_name_that_does_not_resolve(
 
     result = post(make_sender(https_receiver, resolve=resolve), https_receiver.url())
 
-    assert result.error == "address_rejected"
+    assert result.error == "connection_error"
+    assert https_receiver.connections_accepted == 0
 
 
 def test_it_sends_to_a_loopback_address_inside_allowed_networks(
