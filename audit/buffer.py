@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 
-from audit.models import AuditRecord
+from audit.models import AuditRecord, new_audit_id
 
 logger = logging.getLogger(__name__)
 
@@ -80,21 +80,28 @@ class AuditBuffer:
             close_old_connections()
 
 
+def _row_values(rows: list[dict[str, Any]], fields: list[Any]) -> list[list[Any]]:
+    """Column values in field order. psycopg's COPY adapts datetimes and addresses itself;
+    other backends get Django's preparation for the few fields that need it."""
+    defaults = {f.attname: f.get_default() for f in fields if f.attname != "id"}
+    prepared = [] if connection.vendor == "postgresql" else _prepared_fields(fields)
+    values = []
+    for row in rows:
+        full = {**defaults, "id": new_audit_id(), **row}
+        for f in prepared:
+            full[f.attname] = f.get_db_prep_save(full[f.attname], connection)
+        values.append([full[f.attname] for f in fields])
+    return values
+
+
+def _prepared_fields(fields: list[Any]) -> list[Any]:
+    return [f for f in fields if f.get_internal_type() in _PREPARED_TYPES]
+
+
 def _insert(rows: list[dict[str, Any]]) -> None:
     """Write rows without building model instances: COPY on PostgreSQL, else multi-row INSERT."""
     fields = list(AuditRecord._meta.concrete_fields)
-    prepared = {f.attname for f in fields if f.get_internal_type() in _PREPARED_TYPES}
-    values = [
-        [
-            f.get_db_prep_save(row.get(f.attname, f.get_default()), connection)
-            if f.attname in prepared
-            else row[f.attname]
-            if f.attname in row
-            else f.get_default()
-            for f in fields
-        ]
-        for row in rows
-    ]
+    values = _row_values(rows, fields)
     table = connection.ops.quote_name(AuditRecord._meta.db_table)
     columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)
     with transaction.atomic(), connection.cursor() as cursor:

@@ -48,6 +48,7 @@ class RateLimitState:
         }
 
 
+@cache
 def parse_rate(rate: str) -> int:
     """`300/min` -> 300 (settings validate the shape at start-up)."""
     return int(rate.partition("/")[0])
