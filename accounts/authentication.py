@@ -19,7 +19,7 @@ from accounts.models import KeyStatus
 from accounts.usage import note_key_used
 from gshost.api import rate_limits
 from gshost.api.client_ip import client_ip
-from gshost.api.errors import WWW_AUTHENTICATE, ApiError, ErrorCode
+from gshost.api.errors import WWW_AUTHENTICATE, ApiError, ErrorCode, rate_limited
 
 RATE_TIER_REALTIME = "realtime"
 
@@ -51,12 +51,7 @@ def _invalid_token(request: HttpRequest) -> ApiError:
     state = rate_limits.hit(f"authfail:{client_ip(request)}", limit)
     request.rate_limit_state = state  # type: ignore[attr-defined]
     if state.exceeded:
-        return ApiError(
-            429,
-            ErrorCode.RATE_LIMITED,
-            retry_after=state.retry_after,
-            headers={"Retry-After": str(state.retry_after)},
-        )
+        return rate_limited(state.retry_after)
     return ApiError(401, ErrorCode.INVALID_TOKEN)
 
 
@@ -87,12 +82,7 @@ def _enforce_rate_limit(request: HttpRequest, record: KeyRecord, view: Any) -> N
     state = rate_limits.hit(f"key:{record.key_id}:{route}", rate_limits.parse_rate(rate))
     request.rate_limit_state = state  # type: ignore[attr-defined]
     if state.exceeded:
-        raise ApiError(
-            429,
-            ErrorCode.RATE_LIMITED,
-            retry_after=state.retry_after,
-            headers={"Retry-After": str(state.retry_after)},
-        )
+        raise rate_limited(state.retry_after)
 
 
 class BearerKeyAuthentication(BaseAuthentication):

@@ -1,6 +1,10 @@
 from django.db.models import QuerySet
 
-from accounts.models import ApiKey, Membership
+from accounts.models import ApiKey, Membership, Organization
+
+
+def organization_get_by_slug(slug: str) -> Organization | None:
+    return Organization.objects.filter(slug=slug).first()
 
 
 def api_key_list_live(organization_id: str) -> QuerySet[ApiKey]:

@@ -10,6 +10,7 @@ from gshost.api.errors import not_found, server_not_found
 from servers.configuration import effective
 from servers.models import (
     Backup,
+    ConfigEvent,
     Job,
     JobKind,
     JobState,
@@ -128,3 +129,11 @@ def schedule_get_for_server(server: Server, schedule_id: str) -> Schedule:
 
 def setting_changes_for_server(server: Server) -> QuerySet[SettingChange]:
     return SettingChange.objects.filter(server=server)
+
+
+def config_event_get_for_server(server: Server, event_id: str) -> ConfigEvent:
+    event = ConfigEvent.objects.filter(id=event_id, server=server).first()
+    if event is None:
+        raise not_found("No such config event on this server.")
+    event.server = server
+    return event

@@ -307,6 +307,9 @@ class _WebhookRoutes(viewsets.GenericViewSet[Any]):
     def _webhook(self, request: Request, webhook_id: str) -> Webhook:
         return webhook_get_for_org(calling_key(request).organization_id, webhook_id)
 
+    def _delivery(self, request: Request, webhook_id: str, delivery_id: str) -> Delivery:
+        return delivery_get_for_webhook(self._webhook(request, webhook_id), delivery_id)
+
 
 class WebhookViewSet(_WebhookRoutes):
     serializer_class = WebhookOutput
@@ -380,7 +383,7 @@ class DeliveryViewSet(_WebhookRoutes):
 
     @extend_schema(operation_id="webhooks_deliveries_retrieve")
     def retrieve(self, request: Request, webhook_id: str, delivery_id: str) -> Response:
-        delivery = delivery_get_for_webhook(self._webhook(request, webhook_id), delivery_id)
+        delivery = self._delivery(request, webhook_id, delivery_id)
         return Response(delivery_json(delivery))
 
     @extend_schema(
@@ -389,7 +392,7 @@ class DeliveryViewSet(_WebhookRoutes):
         responses={202: DeliveryOutput},
     )
     def redeliver(self, request: Request, webhook_id: str, delivery_id: str) -> Response:
-        delivery = delivery_get_for_webhook(self._webhook(request, webhook_id), delivery_id)
+        delivery = self._delivery(request, webhook_id, delivery_id)
         delivery = delivery_request_redelivery(delivery=delivery)
         return Response(delivery_json(delivery), status=status.HTTP_202_ACCEPTED)
 

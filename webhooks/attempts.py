@@ -11,7 +11,6 @@ import ipaddress
 import json
 import os
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,17 +22,7 @@ from django.utils import timezone
 from gshost.ids import format_timestamp
 from webhooks.models import AttemptError
 from webhooks.secrets import decrypt_secret
-from webhooks.sender import (
-    CONNECTION_ERROR,
-    TLS_ERROR,
-    USER_AGENT,
-    AttemptResult,
-    IPNetwork,
-    Resolver,
-    WebhookSender,
-    _Outcome,
-    _Target,
-)
+from webhooks.sender import USER_AGENT, AttemptResult, IPNetwork, Resolver, WebhookSender
 from webhooks.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_headers
 from webhooks.url_safety import UnsafeWebhookUrl, check_webhook_url
 
@@ -49,10 +38,6 @@ FINAL_ERRORS: Final = frozenset(
 )
 # Kept pooled per (host, port, address); above this, extra connections are closed after use.
 CONNECTIONS_PER_HOST: Final = 32
-# A transport failure this quick is taken for a dead pooled connection (it takes a round trip,
-# more on a busy worker), not a slow or failing receiver. The second try keeps the deadline.
-STALE_CONNECTION_SECONDS: Final = 1.0
-_STALE_CONNECTION_ERRORS: Final = frozenset({CONNECTION_ERROR, TLS_ERROR})
 
 
 # --- the process's sender ---------------------------------------------------------------------
@@ -76,31 +61,8 @@ class SenderConfig:
         )
 
 
-class KeepAliveSender(WebhookSender):
-    """Tries once more, within the same deadline, when a pooled connection turns out dead.
-
-    A receiver may close an idle keep-alive connection just as a request is written on it
-    (Node's default keep-alive timeout is 5 s); the request then fails at once with "remote
-    end closed connection without response" or a TLS EOF. Such a fast transport failure is
-    repeated on a new connection, as browsers do, instead of costing a retry a minute later.
-    The receiver can see the request at most twice, which the retry plan allows anyway.
-    """
-
-    def _attempt(
-        self, target: _Target, body: bytes, headers: dict[str, str], deadline: float
-    ) -> _Outcome:
-        started = time.monotonic()
-        outcome = super()._attempt(target, body, headers, deadline)
-        if (
-            outcome.error in _STALE_CONNECTION_ERRORS
-            and time.monotonic() - started < STALE_CONNECTION_SECONDS
-        ):
-            return super()._attempt(target, body, headers, deadline)
-        return outcome
-
-
 def build_sender(config: SenderConfig, resolve: Resolver | None = None) -> WebhookSender:
-    return KeepAliveSender(
+    return WebhookSender(
         ca_bundle=config.ca_bundle,
         timeout=config.timeout,
         allowed_networks=config.allowed_networks,

@@ -23,20 +23,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Final
 
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from webhooks import attempts, claims
-from webhooks.models import Delivery, DeliveryAttempt, Webhook
+from webhooks.models import DELIVERY_HISTORY, Delivery, DeliveryAttempt, Webhook
 from webhooks.pool import get_pool
 from webhooks.sender import AttemptResult
 
 logger = logging.getLogger(__name__)
 
-HISTORY_RETENTION: Final = timedelta(days=7)
 # A little under the schedule's minute (its ticks come every ~30.5 s): sweeps rarely overlap,
 # and the gap between two stays a few seconds, well inside the 10 s allowed for a retry.
 SWEEP_SECONDS: Final = 58.0
@@ -88,7 +86,7 @@ def deliver_due_now(delivery_ids: Sequence[str] | None = None) -> int:
 
 def purge_delivery_history() -> int:
     """Delete deliveries (and their attempts) older than the history window, in batches."""
-    cutoff = timezone.now() - HISTORY_RETENTION
+    cutoff = timezone.now() - DELIVERY_HISTORY
     purged = 0
     while True:
         ids = list(

@@ -1,9 +1,14 @@
+from datetime import timedelta
+
 from django.db import models
 from django.utils import timezone
 
 from accounts.models import Organization
 from gshost.ids import new_id
 from webhooks.events import Event
+
+# Deliveries (with their attempts) are shown for this long, then purged.
+DELIVERY_HISTORY = timedelta(days=7)
 
 
 def new_webhook_id() -> str:

@@ -7,7 +7,6 @@ redeliver. Another organization's webhook is a 404, like one that does not exist
 
 import json
 from collections.abc import Callable
-from functools import wraps
 from typing import Any, Concatenate, ParamSpec
 
 from django.contrib import messages
@@ -19,7 +18,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.models import Membership
-from accounts.panel.access import MemberView, member_required
+from accounts.panel.access import MemberView, member_required, needs_scope
 from accounts.scopes import Scope
 from audit.services import PanelContext
 from gshost.api.errors import ApiError
@@ -47,24 +46,6 @@ GET_OR_POST = ["GET", "POST"]
 DELIVERIES_PER_PAGE = 50
 
 
-def needs_scope(scope: Scope) -> Callable[[MemberView[P]], MemberView[P]]:
-    """Refuse (403) a person whose membership does not hold `scope`."""
-
-    def decorate(view: MemberView[P]) -> MemberView[P]:
-        @wraps(view)
-        def wrapper(
-            request: HttpRequest, membership: Membership, *args: P.args, **kwargs: P.kwargs
-        ) -> HttpResponse:
-            if scope not in membership.held_scopes:
-                context = {"scope": scope}
-                return render(request, "webhooks/forbidden.html", context, status=403)
-            return view(request, membership, *args, **kwargs)
-
-        return wrapper
-
-    return decorate
-
-
 def member_view(
     scope: Scope,
 ) -> Callable[[MemberView[P]], Callable[Concatenate[HttpRequest, P], HttpResponse]]:
@@ -83,9 +64,12 @@ def _webhook_or_404(membership: Membership, webhook_id: str) -> Webhook:
         raise Http404("No such webhook in this organization.") from None
 
 
-def _delivery_or_404(webhook: Webhook, delivery_id: str) -> Delivery:
+def _delivery_or_404(
+    membership: Membership, webhook_id: str, delivery_id: str
+) -> tuple[Webhook, Delivery]:
+    webhook = _webhook_or_404(membership, webhook_id)
     try:
-        return delivery_get_for_webhook(webhook, delivery_id)
+        return webhook, delivery_get_for_webhook(webhook, delivery_id)
     except ApiError:
         raise Http404("No such delivery in the last 7 days.") from None
 
@@ -206,14 +190,13 @@ def _pretty(payload: Any) -> str:
 def delivery_detail(
     request: HttpRequest, membership: Membership, webhook_id: str, delivery_id: str
 ) -> HttpResponse:
-    webhook = _webhook_or_404(membership, webhook_id)
-    delivery = _delivery_or_404(webhook, delivery_id)
+    webhook, delivery = _delivery_or_404(membership, webhook_id, delivery_id)
     payload = parse_body(delivery.body)
     context = {
         "webhook": webhook,
         "delivery": delivery,
         "payload": payload if isinstance(payload, str) else _pretty(payload),
-        "attempts": sorted(delivery.attempts.all(), key=lambda attempt: attempt.number),
+        "attempts": delivery.attempts.all(),  # in number order (the model's ordering)
     }
     return render(request, "webhooks/delivery.html", context)
 
@@ -223,8 +206,7 @@ def delivery_detail(
 def delivery_redeliver(
     request: HttpRequest, membership: Membership, webhook_id: str, delivery_id: str
 ) -> HttpResponse:
-    webhook = _webhook_or_404(membership, webhook_id)
-    delivery = _delivery_or_404(webhook, delivery_id)
+    webhook, delivery = _delivery_or_404(membership, webhook_id, delivery_id)
     delivery_request_redelivery(delivery=delivery, context=PanelContext.from_request(request))
     messages.success(request, f"Delivery {delivery.id} will be sent again in a moment.")
     return redirect("webhooks_panel:delivery", webhook_id=webhook.id, delivery_id=delivery.id)

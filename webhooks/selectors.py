@@ -4,16 +4,14 @@ Another organization's webhook or delivery is simply not found: the same 404 as 
 never existed.
 """
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from gshost.api.errors import not_found
 from webhooks.events import Event
-from webhooks.models import Delivery, DeliveryStatus, Webhook
-
-HISTORY_WINDOW = timedelta(days=7)
+from webhooks.models import DELIVERY_HISTORY, Delivery, DeliveryStatus, Webhook
 
 
 def webhook_list_for_org(organization_id: str) -> QuerySet[Webhook]:
@@ -28,7 +26,7 @@ def webhook_get_for_org(organization_id: str, webhook_id: str) -> Webhook:
 
 
 def history_starts_at(now: datetime | None = None) -> datetime:
-    return (now or timezone.now()) - HISTORY_WINDOW
+    return (now or timezone.now()) - DELIVERY_HISTORY
 
 
 def delivery_list_for_webhook(

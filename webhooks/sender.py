@@ -59,6 +59,10 @@ CONNECTION_ERROR: Final = "connection_error"
 TLS_ERROR: Final = "tls_error"
 REDIRECT: Final = "redirect"
 ADDRESS_REJECTED: Final = "address_rejected"
+# A transport failure this quick is taken for a dead pooled connection (it takes a round trip,
+# more on a busy worker), not a slow or failing receiver. The second try keeps the deadline.
+STALE_CONNECTION_SECONDS: Final = 1.0
+_STALE_CONNECTION_ERRORS: Final = frozenset({CONNECTION_ERROR, TLS_ERROR})
 
 
 @dataclass(frozen=True)
@@ -271,7 +275,16 @@ class _PoolCache:
 
 
 class WebhookSender:
-    """Sends delivery attempts; one instance is meant to be shared by many sender threads."""
+    """Sends delivery attempts; one instance is meant to be shared by many sender threads.
+
+    With ``retry_stale_connections``, a request that fails on the transport within
+    ``STALE_CONNECTION_SECONDS`` is tried once more, within the same deadline. A receiver may
+    close an idle keep-alive connection just as a request is written on it (Node's default
+    keep-alive timeout is 5 s); the request then fails at once with "remote end closed
+    connection without response" or a TLS EOF. Repeating it on a new connection, as browsers
+    do, spares a retry a minute later; the receiver sees the request at most twice, which the
+    retry plan allows anyway.
+    """
 
     def __init__(
         self,
@@ -283,6 +296,7 @@ class WebhookSender:
         address_allowed: AddressPolicy | None = None,
         max_pools: int = 256,
         max_connections_per_host: int = 4,
+        retry_stale_connections: bool = True,
     ) -> None:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
@@ -291,6 +305,7 @@ class WebhookSender:
         self._resolve = resolve or resolve_host
         self._address_allowed = address_allowed or _default_address_policy()
         self._pools = _PoolCache(ssl_context_for(ca_bundle), max_pools, max_connections_per_host)
+        self._retry_stale_connections = retry_stale_connections
 
     def __enter__(self) -> WebhookSender:
         return self
@@ -330,6 +345,22 @@ class WebhookSender:
             return _Outcome(error=ADDRESS_REJECTED)
         _attempt_state.deadline = deadline
         try:
+            started = time.monotonic()
+            outcome = self._try_exchange(target, addresses, body, headers)
+            if (
+                self._retry_stale_connections
+                and outcome.error in _STALE_CONNECTION_ERRORS
+                and time.monotonic() - started < STALE_CONNECTION_SECONDS
+            ):
+                outcome = self._try_exchange(target, addresses, body, headers)
+            return outcome
+        finally:
+            _attempt_state.deadline = None
+
+    def _try_exchange(
+        self, target: _Target, addresses: list[IPAddress], body: bytes, headers: dict[str, str]
+    ) -> _Outcome:
+        try:
             return self._exchange(target, addresses, body, headers)
         except (Urllib3Error, OSError) as exc:
             error = _classify(exc)
@@ -337,8 +368,6 @@ class WebhookSender:
                 "Webhook attempt to %s failed: %s (%s)", target.host, error, type(exc).__name__
             )
             return _Outcome(error=error)
-        finally:
-            _attempt_state.deadline = None
 
     def _checked_addresses(self, target: _Target) -> list[IPAddress]:
         """Addresses to try, or an empty list when the attempt must not connect at all."""

@@ -29,3 +29,25 @@ def member_required(view: MemberView[P]) -> Callable[Concatenate[HttpRequest, P]
         return view(request, membership, *args, **kwargs)
 
     return login_required(wrapper)
+
+
+def scope_refused(request: HttpRequest, scope: str) -> HttpResponse:
+    """403 page: the person's membership does not hold `scope`."""
+    return render(request, "accounts/scope_refused.html", {"scope": scope}, status=403)
+
+
+def needs_scope(scope: str) -> Callable[[MemberView[P]], MemberView[P]]:
+    """Refuse (403) a person whose membership does not hold `scope`."""
+
+    def decorate(view: MemberView[P]) -> MemberView[P]:
+        @wraps(view)
+        def wrapper(
+            request: HttpRequest, membership: Membership, *args: P.args, **kwargs: P.kwargs
+        ) -> HttpResponse:
+            if scope not in membership.held_scopes:
+                return scope_refused(request, scope)
+            return view(request, membership, *args, **kwargs)
+
+        return wrapper
+
+    return decorate

@@ -3,6 +3,7 @@ from typing import Any
 from django.http import HttpRequest
 
 from accounts.panel.organization import current_membership
+from accounts.selectors import memberships_of
 
 
 def current_organization(request: HttpRequest) -> dict[str, Any]:
@@ -14,7 +15,5 @@ def current_organization(request: HttpRequest) -> dict[str, Any]:
     return {
         "current_membership": membership,
         "current_organization": membership.organization if membership else None,
-        "memberships": list(
-            user.memberships.select_related("organization").order_by("organization__name")
-        ),
+        "memberships": list(memberships_of(user.pk).order_by("organization__name")),
     }

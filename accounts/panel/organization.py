@@ -3,6 +3,7 @@
 from django.http import HttpRequest
 
 from accounts.models import Membership
+from accounts.selectors import memberships_of
 
 SESSION_KEY = "organization_id"
 
@@ -12,12 +13,11 @@ def _user_id(request: HttpRequest) -> int:
 
 
 def current_membership(request: HttpRequest) -> Membership | None:
-    cached = getattr(request, "_current_membership", None)
-    if cached is not None:
+    """Looked up once per request; "no membership" is remembered too."""
+    if hasattr(request, "_current_membership"):
+        cached: Membership | None = request._current_membership
         return cached
-    memberships = Membership.objects.filter(user_id=_user_id(request)).select_related(
-        "organization", "user"
-    )
+    memberships = memberships_of(_user_id(request)).select_related("user")
     chosen = request.session.get(SESSION_KEY)
     membership = memberships.filter(organization_id=chosen).first() if chosen else None
     membership = membership or memberships.order_by("organization__name").first()
@@ -27,10 +27,9 @@ def current_membership(request: HttpRequest) -> Membership | None:
 
 def switch_organization(request: HttpRequest, organization_id: str) -> bool:
     """Switch only to an organization the person belongs to."""
-    if not Membership.objects.filter(
-        user_id=_user_id(request), organization_id=organization_id
-    ).exists():
+    if not memberships_of(_user_id(request)).filter(organization_id=organization_id).exists():
         return False
     request.session[SESSION_KEY] = organization_id
-    request._current_membership = None  # type: ignore[attr-defined]
+    if hasattr(request, "_current_membership"):
+        del request._current_membership
     return True

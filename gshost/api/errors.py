@@ -77,6 +77,15 @@ def not_found(what: str = "Not found.") -> ApiError:
     return ApiError(404, ErrorCode.NOT_FOUND, what)
 
 
+def rate_limited(retry_after: int) -> ApiError:
+    return ApiError(
+        429,
+        ErrorCode.RATE_LIMITED,
+        retry_after=retry_after,
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
 def invalid_request(message: str, fields: dict[str, list[str]] | None = None) -> ApiError:
     if fields is None:
         return ApiError(400, ErrorCode.INVALID_REQUEST, message)
@@ -114,10 +123,7 @@ def as_api_error(exc: Exception) -> ApiError:
     if isinstance(exc, exceptions.PermissionDenied):
         return ApiError(403, ErrorCode.INSUFFICIENT_SCOPE, str(exc.detail))
     if isinstance(exc, exceptions.Throttled):
-        wait = int(getattr(exc, "wait", None) or 1)
-        return ApiError(
-            429, ErrorCode.RATE_LIMITED, retry_after=wait, headers={"Retry-After": str(wait)}
-        )
+        return rate_limited(int(getattr(exc, "wait", None) or 1))
     if isinstance(exc, exceptions.APIException):
         return ApiError(exc.status_code, ErrorCode.INVALID_REQUEST, str(exc.detail))
     return ApiError(500, ErrorCode.INTERNAL_ERROR)

@@ -52,6 +52,7 @@ class PublicApiMiddleware:
         response = self.get_response(request)
         self._add_rate_limit_headers(request, response)
         self._add_deprecation_headers(request, response)
+        _drop_options_from_allow(response)
         record_api_call(request, response)
         return response
 
@@ -78,6 +79,14 @@ class PublicApiMiddleware:
         response["Deprecation"] = f"@{int(key.rotated_at.timestamp())}"
         if key.expires_at is not None:
             response["Sunset"] = format_datetime(key.expires_at, usegmt=True)
+
+
+def _drop_options_from_allow(response: HttpResponse) -> None:
+    """The API offers no OPTIONS (no view declares a scope for it, so it is 405), but DRF lists
+    it in `Allow` on every view; say what is actually allowed."""
+    allow = response.get("Allow")
+    if allow is not None:
+        response["Allow"] = ", ".join(m for m in allow.split(", ") if m != "OPTIONS")
 
 
 def envelope(request: HttpRequest, error: ApiError) -> JsonResponse:

@@ -3,13 +3,14 @@ scope the API would ask of a key. Another organization's server is a 404."""
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Concatenate, ParamSpec
+from typing import Concatenate, ParamSpec, TypeVar
 
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from accounts.models import Membership
-from accounts.panel.access import member_required
+from accounts.panel.access import member_required, scope_refused
 from accounts.scopes import Scope
 from audit.services import PanelContext
 from gshost.api.errors import ApiError
@@ -19,6 +20,7 @@ from servers.models import Server
 from servers.selectors import server_list_for_organization
 
 P = ParamSpec("P")
+T = TypeVar("T")
 ServerView = Callable[Concatenate[HttpRequest, Membership, Server, P], HttpResponse]
 PanelView = Callable[Concatenate[HttpRequest, str, P], HttpResponse]
 
@@ -36,7 +38,7 @@ def server_page(
             **kwargs: P.kwargs,
         ) -> HttpResponse:
             if scope not in membership.held_scopes:
-                return render(request, "servers/forbidden.html", {"scope": scope}, status=403)
+                return forbidden(request, scope)
             servers = server_list_for_organization(membership.organization_id)
             server = servers.filter(id=server_id).first()
             if server is None:
@@ -44,10 +46,10 @@ def server_page(
             if capability is not None:
                 try:
                     capability_require(server, capability)
-                except ApiError as refused:
-                    context = {"server": server, "error": refused}
+                except ApiError as refusal:
+                    context = {"server": server, "error": refusal}
                     return render(
-                        request, "servers/unavailable.html", context, status=refused.status_code
+                        request, "servers/unavailable.html", context, status=refusal.status_code
                     )
             return view(request, membership, server, *args, **kwargs)
 
@@ -62,3 +64,22 @@ def person(request: HttpRequest) -> Actor:
 
 def back_to(name: str, server: Server) -> HttpResponse:
     return redirect(name, server_id=server.id)
+
+
+def forbidden(request: HttpRequest, scope: Scope) -> HttpResponse:
+    return scope_refused(request, scope)
+
+
+def refused(request: HttpRequest, refusal: ApiError | ValueError) -> None:
+    """A service's refusal, shown as a message on the page the person goes back to."""
+    messages.error(request, refusal.message if isinstance(refusal, ApiError) else str(refusal))
+
+
+def found_or_404(get: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """A selector's 404 (an ApiError) as the panel's 404 page."""
+    try:
+        return get(*args, **kwargs)
+    except ApiError as missing:
+        if missing.status_code != 404:
+            raise
+        raise Http404(missing.message) from None

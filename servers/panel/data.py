@@ -7,7 +7,7 @@ config events) servers:power, since they take effect when the server (re)starts.
 """
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -22,21 +22,28 @@ from servers.config_events import (
 )
 from servers.configuration import desired_settings, settings_update
 from servers.jobs import backup_create, backup_restore, maintenance_start
-from servers.models import ConfigEvent, JobKind, Server
-from servers.panel.access import back_to, person, server_page
+from servers.models import JobKind, Server
+from servers.panel.access import (
+    back_to,
+    forbidden,
+    found_or_404,
+    person,
+    refused,
+    server_page,
+)
 from servers.panel.forms import BackupForm, ConfigEventForm, MaintenanceForm, SettingsForm
 from servers.panel.views import server_context
 from servers.readings import settings_drift
-from servers.selectors import backup_get_for_server, backup_list_for_server
+from servers.selectors import (
+    backup_get_for_server,
+    backup_list_for_server,
+    config_event_get_for_server,
+)
 
 GET_OR_POST = ["GET", "POST"]
 BACKUPS = "servers_panel:backups"
 SETTINGS = "servers_panel:settings"
 CONFIG_EVENTS = "servers_panel:config_events"
-
-
-def _refused(request: HttpRequest, refused: ApiError | ValueError) -> None:
-    messages.error(request, refused.message if isinstance(refused, ApiError) else str(refused))
 
 
 @require_GET
@@ -69,14 +76,11 @@ def backup_create_page(
 def backup_restore_page(
     request: HttpRequest, membership: Membership, server: Server, backup_id: str
 ) -> HttpResponse:
-    try:
-        backup = backup_get_for_server(server, backup_id)
-    except ApiError:
-        raise Http404("No such backup on this server.") from None
+    backup = found_or_404(backup_get_for_server, server, backup_id)
     try:
         job = backup_restore(server=server, backup=backup, actor=person(request))
-    except ApiError as refused:
-        _refused(request, refused)
+    except ApiError as refusal:
+        refused(request, refusal)
     else:
         messages.success(request, f"Restoring {backup.name} (job {job.id}).")
     return back_to(BACKUPS, server)
@@ -92,15 +96,11 @@ def maintenance_page(request: HttpRequest, membership: Membership, server: Serve
     kind = JobKind(form.cleaned_data["action"])
     try:
         job = maintenance_start(server=server, kind=kind, actor=person(request))
-    except ApiError as refused:
-        _refused(request, refused)
+    except ApiError as refusal:
+        refused(request, refusal)
     else:
         messages.success(request, f"{kind.label} started (job {job.id}).")
     return back_to(BACKUPS, server)
-
-
-def _forbidden(request: HttpRequest, scope: Scope) -> HttpResponse:
-    return render(request, "servers/forbidden.html", {"scope": scope}, status=403)
 
 
 @require_http_methods(GET_OR_POST)
@@ -110,7 +110,7 @@ def settings_page(request: HttpRequest, membership: Membership, server: Server) 
     form = SettingsForm(initial=desired_settings(server), game=server.game)
     if request.method == "POST":
         if not may_change:
-            return _forbidden(request, Scope.SERVERS_POWER)
+            return forbidden(request, Scope.SERVERS_POWER)
         form = SettingsForm(request.POST, game=server.game)
         if _save_settings(request, server, form):
             return back_to(SETTINGS, server)
@@ -129,19 +129,11 @@ def _save_settings(request: HttpRequest, server: Server, form: SettingsForm) -> 
         return False
     try:
         changed = settings_update(server=server, values=form.values(), actor=person(request))
-    except ValueError as refused:
-        form.add_error(None, str(refused))
+    except ValueError as refusal:
+        form.add_error(None, str(refusal))
         return False
     messages.success(request, f"{len(changed)} setting(s) changed.")
     return True
-
-
-def _event_or_404(server: Server, event_id: str) -> ConfigEvent:
-    event = ConfigEvent.objects.filter(id=event_id, server=server).first()
-    if event is None:
-        raise Http404("No such config event on this server.")
-    event.server = server
-    return event
 
 
 @require_http_methods(GET_OR_POST)
@@ -154,7 +146,7 @@ def config_events_page(
     status = 200
     if request.method == "POST":
         if not may_change:
-            return _forbidden(request, Scope.SERVERS_POWER)
+            return forbidden(request, Scope.SERVERS_POWER)
         form = ConfigEventForm(request.POST, game=server.game)
         if form.is_valid() and _create_event(request, membership, server, form):
             return back_to(CONFIG_EVENTS, server)
@@ -179,8 +171,8 @@ def _create_event(
             created_by=membership.user,
             actor=person(request),
         )
-    except ValueError as refused:
-        form.add_error(None, str(refused))
+    except ValueError as refusal:
+        form.add_error(None, str(refusal))
         return False
     messages.success(request, f"Config event “{event.name}” is scheduled.")
     return True
@@ -192,7 +184,7 @@ def config_event_end_page(
     request: HttpRequest, membership: Membership, server: Server, event_id: str
 ) -> HttpResponse:
     """Cancel a scheduled event, or revert an applied one now."""
-    event = _event_or_404(server, event_id)
+    event = found_or_404(config_event_get_for_server, server, event_id)
     actor = person(request)
     if config_event_cancel(event=event, actor=actor):
         messages.success(request, f"“{event.name}” is cancelled.")

@@ -4,15 +4,15 @@ Looking needs schedules:read; changing or running needs schedules:execute.
 """
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.models import Membership
 from accounts.scopes import Scope
 from servers.capabilities import Capability
-from servers.models import Schedule, ScheduleRun, Server
-from servers.panel.access import back_to, person, server_page
+from servers.models import RunStatus, Schedule, ScheduleRun, Server
+from servers.panel.access import back_to, found_or_404, person, server_page
 from servers.panel.forms import ScheduleForm
 from servers.panel.views import server_context
 from servers.schedules import (
@@ -22,18 +22,10 @@ from servers.schedules import (
     schedule_set_enabled,
     schedule_update,
 )
-from servers.selectors import schedule_list_for_server
+from servers.selectors import schedule_get_for_server, schedule_list_for_server
 
 GET_OR_POST = ["GET", "POST"]
 LIST = "servers_panel:schedules"
-
-
-def _schedule_or_404(server: Server, schedule_id: str) -> Schedule:
-    schedule = schedule_list_for_server(server).filter(id=schedule_id).first()
-    if schedule is None:
-        raise Http404("No such schedule on this server.")
-    schedule.server = server
-    return schedule
 
 
 @require_GET
@@ -64,23 +56,9 @@ def _render_form(
 def schedule_create_page(
     request: HttpRequest, membership: Membership, server: Server
 ) -> HttpResponse:
-    form = ScheduleForm(request.POST if request.method == "POST" else None)
-    if not form.is_bound:
-        return _render_form(request, membership, server, form)
-    if not form.is_valid():
-        return _render_form(request, membership, server, form, status=400)
-    try:
-        schedule = schedule_create(
-            server=server,
-            data=form.schedule_input(),
-            created_by=membership.user,
-            actor=person(request),
-        )
-    except ValueError as refused:
-        form.add_error(None, str(refused))
-        return _render_form(request, membership, server, form, status=400)
-    messages.success(request, f"Schedule “{schedule.name}” is saved.")
-    return back_to(LIST, server)
+    if request.method != "POST":
+        return _render_form(request, membership, server, ScheduleForm())
+    return _save(request, membership, server, None)
 
 
 @require_http_methods(GET_OR_POST)
@@ -88,23 +66,36 @@ def schedule_create_page(
 def schedule_edit_page(
     request: HttpRequest, membership: Membership, server: Server, schedule_id: str
 ) -> HttpResponse:
-    schedule = _schedule_or_404(server, schedule_id)
+    schedule = found_or_404(schedule_get_for_server, server, schedule_id)
     if request.method != "POST":
         initial = {
             field: getattr(schedule, field)
             for field in ("name", "cron", "command", "enabled", "alert_on", "alert_after_missed")
         }
         return _render_form(request, membership, server, ScheduleForm(initial=initial), schedule)
+    return _save(request, membership, server, schedule)
+
+
+def _save(
+    request: HttpRequest, membership: Membership, server: Server, schedule: Schedule | None
+) -> HttpResponse:
+    """Create (no schedule yet) or update from the posted form; the form again, 400, if refused."""
     form = ScheduleForm(request.POST)
-    if not form.is_valid():
-        return _render_form(request, membership, server, form, schedule, status=400)
-    try:
-        schedule_update(schedule=schedule, data=form.schedule_input(), actor=person(request))
-    except ValueError as refused:
-        form.add_error(None, str(refused))
-        return _render_form(request, membership, server, form, schedule, status=400)
-    messages.success(request, f"Schedule “{schedule.name}” is saved.")
-    return back_to(LIST, server)
+    if form.is_valid():
+        data, actor = form.schedule_input(), person(request)
+        try:
+            if schedule is None:
+                saved = schedule_create(
+                    server=server, data=data, created_by=membership.user, actor=actor
+                )
+            else:
+                saved = schedule_update(schedule=schedule, data=data, actor=actor)
+        except ValueError as refusal:
+            form.add_error(None, str(refusal))
+        else:
+            messages.success(request, f"Schedule “{saved.name}” is saved.")
+            return back_to(LIST, server)
+    return _render_form(request, membership, server, form, schedule, status=400)
 
 
 @require_POST
@@ -112,7 +103,7 @@ def schedule_edit_page(
 def schedule_toggle_page(
     request: HttpRequest, membership: Membership, server: Server, schedule_id: str
 ) -> HttpResponse:
-    schedule = _schedule_or_404(server, schedule_id)
+    schedule = found_or_404(schedule_get_for_server, server, schedule_id)
     enabled = not schedule.enabled
     schedule_set_enabled(schedule=schedule, enabled=enabled, actor=person(request))
     state = "enabled" if enabled else "disabled"
@@ -125,9 +116,9 @@ def schedule_toggle_page(
 def schedule_run_page(
     request: HttpRequest, membership: Membership, server: Server, schedule_id: str
 ) -> HttpResponse:
-    schedule = _schedule_or_404(server, schedule_id)
+    schedule = found_or_404(schedule_get_for_server, server, schedule_id)
     run = schedule_run_now(schedule=schedule, actor=person(request))
-    level = messages.success if run.status == "succeeded" else messages.warning
+    level = messages.success if run.status == RunStatus.SUCCEEDED else messages.warning
     level(request, f"Run {run.id} of “{schedule.name}”: {run.status}. {run.output}")
     return back_to(LIST, server)
 
@@ -137,7 +128,7 @@ def schedule_run_page(
 def schedule_delete_page(
     request: HttpRequest, membership: Membership, server: Server, schedule_id: str
 ) -> HttpResponse:
-    schedule = _schedule_or_404(server, schedule_id)
+    schedule = found_or_404(schedule_get_for_server, server, schedule_id)
     schedule_delete(schedule=schedule, actor=person(request))
     messages.success(request, f"Schedule “{schedule.name}” is deleted.")
     return back_to(LIST, server)

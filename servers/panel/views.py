@@ -20,7 +20,7 @@ from gshost.api.errors import ApiError
 from servers.capabilities import Capability, is_enabled, is_supported
 from servers.lifecycle import REQUESTS, allowed_triggers
 from servers.models import Server
-from servers.panel.access import back_to, person, server_page
+from servers.panel.access import back_to, forbidden, person, refused, server_page
 from servers.panel.forms import ConsoleForm, PowerForm
 from servers.readings import players_read, stats_read
 from servers.selectors import server_list_for_organization
@@ -47,7 +47,7 @@ def server_context(server: Server, membership: Membership, tab: str) -> dict[str
 @member_required
 def server_list(request: HttpRequest, membership: Membership) -> HttpResponse:
     if Scope.SERVERS_READ not in membership.held_scopes:
-        return render(request, "servers/forbidden.html", {"scope": Scope.SERVERS_READ}, status=403)
+        return forbidden(request, Scope.SERVERS_READ)
     servers = server_list_for_organization(membership.organization_id).order_by("name", "id")
     return render(request, "servers/list.html", {"servers": servers})
 
@@ -91,8 +91,8 @@ def server_power_page(request: HttpRequest, membership: Membership, server: Serv
     action = PowerAction(form.cleaned_data["action"])
     try:
         server = server_power(server=server, action=action, actor=person(request))
-    except ApiError as refused:
-        messages.error(request, refused.message)
+    except ApiError as refusal:
+        refused(request, refusal)
     else:
         messages.success(
             request, f"{POWER_LABELS[action]} requested: the server is {server.state}."
@@ -113,8 +113,8 @@ def server_console_page(
         sent = server_send_command(
             server=server, command=form.cleaned_data["command"], actor=person(request)
         )
-    except (ApiError, ValueError) as refused:
-        messages.error(request, refused.message if isinstance(refused, ApiError) else str(refused))
+    except (ApiError, ValueError) as refusal:
+        refused(request, refusal)
     else:
         messages.success(request, f"Sent “{sent.command}”. {sent.output}")
     return back_to("servers_panel:detail", server)

@@ -243,6 +243,20 @@ def test_a_405_names_the_allowed_methods(make_key):
     assert "GET" in response["Allow"]
 
 
+def test_options_is_method_not_allowed_and_not_listed_in_allow(make_key):
+    response = client_for(make_key(["keys:read"])).options(f"{API}/account/keys")
+    assert response.status_code == 405
+    assert error_of(response)["code"] == "method_not_allowed"
+    assert "OPTIONS" not in response["Allow"]
+    assert "GET" in response["Allow"]
+
+
+def test_no_api_response_lists_options_in_allow(make_key):
+    response = client_for(make_key(["keys:read"])).get(f"{API}/account/keys")
+    assert response.status_code == 200
+    assert "OPTIONS" not in response.get("Allow", "")
+
+
 # The envelope
 
 

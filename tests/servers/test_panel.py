@@ -181,6 +181,13 @@ def test_a_person_edits_a_schedule(alice_client, acme_server, schedule):
     assert Schedule.objects.get().command == "say hello"
 
 
+def test_another_servers_schedule_is_404_in_the_panel(alice_client, acme_other_server, schedule):
+    url = f"{PANEL}{acme_other_server.id}/schedules/{schedule.id}/edit"
+    page(alice_client, url, status=404)
+    assert alice_client.post(url, SCHEDULE).status_code == 404
+    assert Schedule.objects.get().command == "save-all"
+
+
 def test_a_person_disables_and_enables_a_schedule(alice_client, acme_server, schedule):
     url = f"{PANEL}{acme_server.id}/schedules/{schedule.id}/toggle"
     alice_client.post(url)

@@ -481,3 +481,48 @@ def test_it_records_an_aware_utc_start_time(
     result = post(make_sender(https_receiver), https_receiver.url())
 
     assert result.started_at.utcoffset() == timedelta(0)
+
+
+class ClosingListener:
+    """Accepts TCP connections and closes each at once, as a dead pooled connection fails."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.connections = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def closing_listener() -> Iterator[ClosingListener]:
+    listener = ClosingListener()
+    yield listener
+    listener.close()
+
+
+@pytest.mark.parametrize(("retry", "connections"), [(True, 2), (False, 1)])
+def test_it_tries_once_more_at_once_after_a_fast_transport_failure(
+    https_receiver: HttpsReceiver,
+    make_sender: SenderFactory,
+    closing_listener: ClosingListener,
+    retry: bool,
+    connections: int,
+) -> None:
+    sender = make_sender(https_receiver, retry_stale_connections=retry)
+
+    result = post(sender, f"https://localhost:{closing_listener.port}/hook")
+
+    assert result.error in {"connection_error", "tls_error"}
+    assert closing_listener.connections == connections

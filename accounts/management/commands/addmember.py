@@ -8,7 +8,8 @@ from django.core.validators import validate_email
 from django.db import transaction
 
 from accounts import scopes as scope_catalogue
-from accounts.models import Membership, Organization, Role
+from accounts.models import Membership, Role
+from accounts.selectors import organization_get_by_slug
 from accounts.services import member_add
 
 
@@ -37,7 +38,7 @@ class Command(BaseCommand):
         if options["owner"] and options["scopes"] is not None:
             raise CommandError("Give --owner or --scopes, not both: an owner holds every scope.")
         member_scopes = parse_scopes(options["scopes"] or "")
-        organization = Organization.objects.filter(slug=options["slug"]).first()
+        organization = organization_get_by_slug(options["slug"])
         if organization is None:
             raise CommandError(f"No organization with slug {options['slug']!r}.")
         with transaction.atomic():

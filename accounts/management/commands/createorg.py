@@ -8,6 +8,7 @@ from django.core.validators import validate_slug
 from django.db import IntegrityError, transaction
 
 from accounts.models import Organization
+from accounts.selectors import organization_get_by_slug
 from accounts.services import organization_create
 
 
@@ -20,7 +21,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         slug, name = _checked_slug(options["slug"]), _checked_name(options["name"])
-        if Organization.objects.filter(slug=slug).exists():
+        if organization_get_by_slug(slug) is not None:
             raise CommandError(f"An organization with slug {slug!r} already exists.")
         try:
             with transaction.atomic():

@@ -15,6 +15,7 @@ from django.db import transaction
 
 from accounts.models import Organization, User
 from accounts.scopes import Scope
+from accounts.selectors import organization_get_by_slug
 from accounts.services import member_add, organization_create
 from servers.demo import ensure_demo_extras
 from servers.models import Game, Server
@@ -83,7 +84,7 @@ class Command(BaseCommand):
 
 
 def _ensure(demo: DemoOrganization) -> tuple[Organization, list[Server]]:
-    organization = Organization.objects.filter(slug=demo.slug).first()
+    organization = organization_get_by_slug(demo.slug)
     if organization is None:
         organization = organization_create(slug=demo.slug, name=demo.name)
     member_add(organization=organization, email=demo.owner, password=DEMO_PASSWORD, owner=True)

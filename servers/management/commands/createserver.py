@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from accounts.models import Organization
+from accounts.selectors import organization_get_by_slug
 from servers.models import Game, Server
 from servers.services import server_create
 
@@ -20,7 +20,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         name = _checked_name(options["name"])
-        organization = Organization.objects.filter(slug=options["slug"]).first()
+        organization = organization_get_by_slug(options["slug"])
         if organization is None:
             raise CommandError(f"No organization with slug {options['slug']!r}.")
         try:
