@@ -7,6 +7,7 @@ settings it was made from change, which in practice means in tests.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
@@ -144,11 +145,18 @@ def refused(error: AttemptError) -> AttemptResult:
     )
 
 
-def _usable_secret(url: str, encrypted_secret: str) -> str | AttemptResult:
-    """The decrypted secret, or the refusal when the URL or the secret forbids sending."""
+@functools.lru_cache(maxsize=4096)  # the static check depends on the URL alone
+def _passes_static_check(url: str) -> bool:
     try:
         check_webhook_url(url)
     except UnsafeWebhookUrl:
+        return False
+    return True
+
+
+def _usable_secret(url: str, encrypted_secret: str) -> str | AttemptResult:
+    """The decrypted secret, or the refusal when the URL or the secret forbids sending."""
+    if not _passes_static_check(url):
         return refused(AttemptError.ADDRESS_REJECTED)
     secret = decrypt_secret(encrypted_secret)
     if secret is None:

@@ -8,10 +8,11 @@ recorded, so a claim that is never finished simply becomes due again when its le
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Any, Final
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
@@ -40,6 +41,7 @@ _CLAIM_FIELDS: Final = (
     "webhook__url",
     "webhook__encrypted_secret",
 )
+_JSON_COLUMNS: Final = frozenset({"request_headers", "response_headers"})
 _STATE_FIELDS: Final = (
     "status",
     "next_attempt_at",
@@ -218,10 +220,10 @@ def record_attempts(finished: Sequence[Finished]) -> list[tuple[str, str]]:
             if row is None:
                 continue  # deleted meanwhile (webhook deleted, history purged)
             row.attempt_count += 1  # type: ignore[attr-defined]
-            new_attempts.append(_attempt_row(done, row.attempt_count))  # type: ignore[attr-defined]
+            new_attempts.append(_attempt_values(done, row.attempt_count))  # type: ignore[attr-defined]
             if _apply_outcome(row, done, now):
                 changed[row.id] = row
-        DeliveryAttempt.objects.bulk_create(new_attempts)
+        _insert_attempts(new_attempts)
         _save_states(changed.values())
     return [(row.id, row.webhook_id) for row in changed.values() if _due_again(row, now)]
 
@@ -262,20 +264,46 @@ def _locked_with_attempt_counts(ids: Collection[str]) -> QuerySet[Delivery]:
     )
 
 
-def _attempt_row(done: Finished, number: int) -> DeliveryAttempt:
+def _attempt_values(done: Finished, number: int) -> dict[str, Any]:
     result = done.result
-    return DeliveryAttempt(
-        delivery_id=done.claim.delivery_id,
-        number=number,
-        trigger=done.claim.trigger,
-        started_at=result.started_at,
-        duration_ms=result.duration_ms,
-        status_code=result.status_code,
-        response_body=result.response_body,
-        request_headers=result.request_headers,
-        response_headers=result.response_headers,
-        error=result.error or "",
-    )
+    return {
+        "delivery_id": done.claim.delivery_id,
+        "number": number,
+        "trigger": done.claim.trigger.value,
+        "started_at": result.started_at,
+        "duration_ms": result.duration_ms,
+        "status_code": result.status_code,
+        "response_body": result.response_body,
+        "request_headers": result.request_headers,
+        "response_headers": result.response_headers,
+        "error": result.error or "",
+    }
+
+
+def _insert_attempts(attempts: list[dict[str, Any]]) -> None:
+    """COPY on PostgreSQL: building and compiling model instances was most of a recorded batch's
+    cost. Elsewhere a plain ``bulk_create``."""
+    if not attempts:
+        return
+    if connection.vendor != "postgresql":
+        DeliveryAttempt.objects.bulk_create(DeliveryAttempt(**values) for values in attempts)
+        return
+    columns = list(attempts[0])
+    table = DeliveryAttempt._meta.db_table
+    quoted = ", ".join(connection.ops.quote_name(column) for column in columns)
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(
+            f"COPY {connection.ops.quote_name(table)} ({quoted}) FROM STDIN"
+        ) as copy,
+    ):
+        for values in attempts:
+            copy.write_row(
+                [
+                    json.dumps(value) if column in _JSON_COLUMNS else value
+                    for column, value in values.items()
+                ]
+            )
 
 
 def _apply_outcome(row: Delivery, done: Finished, now: datetime) -> bool:

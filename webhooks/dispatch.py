@@ -8,8 +8,9 @@ from django.db import transaction
 from django_q.tasks import async_task
 
 
-def request_attempts(delivery_ids: Sequence[str]) -> None:
-    """Queue "attempt these rows now" once the current transaction commits."""
-    ids = list(delivery_ids)
-    if ids:
-        transaction.on_commit(lambda: async_task("webhooks.tasks.attempt_deliveries", ids))
+def request_attempts(deliveries: Sequence[tuple[str, str]]) -> None:
+    """Queue "attempt these rows now", as (delivery id, webhook id), once the current
+    transaction commits. The webhook lets the worker share out its senders without a query."""
+    pairs = list(deliveries)
+    if pairs:
+        transaction.on_commit(lambda: async_task("webhooks.tasks.attempt_deliveries", pairs))

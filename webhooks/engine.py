@@ -3,8 +3,8 @@
 How a delivery moves (state lives in the rows; the queue only says "look at row N now"):
 
 1. ``publish_event`` writes the row (pending, due now) and, after commit, queues the django-q2
-   task ``attempt_deliveries(ids)``. The task hands the ids to this process's delivery pool and
-   returns at once.
+   task ``attempt_deliveries`` naming (delivery id, webhook id) pairs. The task hands them to
+   this process's delivery pool and returns at once.
 2. The pool's dispatcher claims rows with a lease (``SELECT … FOR UPDATE SKIP LOCKED`` on
    PostgreSQL, compare-and-set elsewhere), never more than it has idle sender threads for, and
    at most ``WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK`` on the network per webhook, so leases never
@@ -47,10 +47,11 @@ def send_test_ping(webhook: Webhook) -> AttemptResult:
     return attempts.send_ping(webhook)
 
 
-def attempt_deliveries(delivery_ids: Sequence[str]) -> None:
-    """Hand these rows to the process's sender pool; returns without waiting for them."""
-    if delivery_ids:
-        get_pool().request(list(delivery_ids))
+def attempt_deliveries(deliveries: Sequence[tuple[str, str]]) -> None:
+    """Hand these rows, (delivery id, webhook id), to the process's sender pool; returns
+    without waiting for them. Rows no longer due when the pool claims them are skipped."""
+    if deliveries:
+        get_pool().offer(deliveries, urgent=True)
 
 
 def sweep(duration: float = SWEEP_SECONDS, interval: float = SWEEP_INTERVAL_SECONDS) -> None:

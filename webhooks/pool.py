@@ -81,10 +81,10 @@ class DeliveryPool:
         self._on_wire: dict[str, int] = {}  # webhook id -> attempts on the network now
         self._busy = 0  # sender threads taken (attempts on the network)
         self._unrecorded = 0  # claimed rows not yet recorded (the leases this process holds)
-        self._incoming: list[str] = []  # ids from tasks; their webhook is not known yet
         self._waiting: OrderedDict[str, deque[str]] = OrderedDict()  # webhook id -> ids
         self._waiting_ids: set[str] = set()
         self._changed = False  # a slot was freed or work arrived since the last round
+        self._urgent = False  # new work from a task arrived since the last round
         self._stopping = False
         self._results: queue.SimpleQueue[Finished | object] = queue.SimpleQueue()
         self._senders = ThreadPoolExecutor(threads, thread_name_prefix="webhook-sender")
@@ -101,18 +101,14 @@ class DeliveryPool:
 
     # --- feeding work ---------------------------------------------------------------------
 
-    def request(self, delivery_ids: Iterable[str]) -> None:
-        """Attempt these rows as soon as there is room (those still due when claimed)."""
-        with self._cond:
-            room = self._max_waiting - len(self._incoming) - len(self._waiting_ids)
-            self._incoming.extend(list(delivery_ids)[: max(room, 0)])
-            self._cond.notify_all()
-
-    def offer(self, due: Iterable[tuple[str, str]]) -> None:
-        """Like ``request`` for rows whose webhook is known: (delivery id, webhook id)."""
+    def offer(self, due: Iterable[tuple[str, str]], *, urgent: bool = False) -> None:
+        """Attempt these rows, (delivery id, webhook id), as soon as there is room; those no
+        longer due when claimed are skipped. ``urgent`` (new work from a task) skips the
+        gathering pause before the next claim."""
         with self._cond:
             self._enqueue(due)
             self._changed = True
+            self._urgent = self._urgent or urgent
             self._cond.notify_all()
 
     def offer_due(self) -> int:
@@ -139,12 +135,9 @@ class DeliveryPool:
 
     def _dispatch_loop(self) -> None:
         try:
-            while True:
-                incoming = self._next_round()
-                if incoming is None:
-                    return
+            while self._next_round():
                 try:
-                    self._dispatch(incoming)
+                    self._dispatch()
                 except Exception:
                     logger.exception("Webhook dispatcher round failed")
                     connection.close()
@@ -152,33 +145,22 @@ class DeliveryPool:
         finally:
             connection.close()
 
-    def _next_round(self) -> list[str] | None:
-        """Wait for something to do; returns the new task ids, or None when stopping.
+    def _next_round(self) -> bool:
+        """Wait for something to do; False when stopping.
 
         Freed slots are gathered for a moment before claiming: one claim for many rows costs
-        about what a claim for one row does.
+        about what a claim for one row does. New work from a task is claimed at once.
         """
         with self._cond:
-            while not self._stopping and not self._incoming and not self._changed:
+            while not self._stopping and not self._changed:
                 self._cond.wait(_IDLE_WAIT_SECONDS)
-            if not self._incoming and not self._stopping:
+            if not self._urgent and not self._stopping:
                 self._cond.wait(LINGER_SECONDS)
-            if self._stopping:
-                return None
-            incoming, self._incoming = self._incoming, []
-            self._changed = False
-            return incoming
+            self._changed = self._urgent = False
+            return not self._stopping
 
-    def _dispatch(self, incoming: list[str]) -> None:
+    def _dispatch(self) -> None:
         _refresh_connection()
-        if incoming:
-            try:
-                due = due_candidates(ids=incoming)
-            except Exception:
-                self.request(incoming)  # try again after the pause
-                raise
-            with self._cond:
-                self._enqueue(due)
         picks = self._reserve()
         if not picks:
             return

@@ -7,7 +7,7 @@ be rotated; without it a key is derived from SECRET_KEY. A secret that cannot be
 
 import base64
 import hashlib
-from functools import cache
+from functools import cache, lru_cache
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -42,7 +42,14 @@ def encrypt_secret(secret: str) -> str:
 
 def decrypt_secret(token: str) -> str | None:
     """The secret, or None when no configured key can decrypt it."""
+    return _decrypt(_cipher(), token)
+
+
+# Every attempt needs its webhook's secret; decrypting costs more than signing. Keyed by the
+# cipher too, so a change of encryption keys is never answered from the cache.
+@lru_cache(maxsize=4096)
+def _decrypt(cipher: MultiFernet, token: str) -> str | None:
     try:
-        return _cipher().decrypt(token.encode()).decode()
+        return cipher.decrypt(token.encode()).decode()
     except (InvalidToken, ValueError):
         return None

@@ -101,6 +101,7 @@ class _Target:
         return name if self.port == _DEFAULT_PORT else f"{name}:{self.port}"
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of the URL, asked for on every attempt
 def parse_target(url: str) -> _Target:
     """Split a webhook URL into what the sender needs; raises ValueError for unusable URLs."""
     parts = urlsplit(url)

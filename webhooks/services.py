@@ -224,7 +224,7 @@ def publish_event(
     ]
     if deliveries:
         Delivery.objects.bulk_create(deliveries)
-        dispatch.request_attempts([delivery.id for delivery in deliveries])
+        dispatch.request_attempts([(delivery.id, delivery.webhook_id) for delivery in deliveries])
     return deliveries
 
 
@@ -243,7 +243,7 @@ def delivery_request_redelivery(
                 action=PanelAction.WEBHOOK_REDELIVER,
                 server_id=delivery.server_id,
             )
-        dispatch.request_attempts([delivery.id])
+        dispatch.request_attempts([(delivery.id, delivery.webhook_id)])
     return delivery
 
 
@@ -276,12 +276,12 @@ def _claim_idempotency_key(webhook: Webhook, key: str) -> BulkRedelivery | None:
     return None
 
 
-def _mark_for_redelivery(ids: list[str], moment: datetime) -> None:
+def _mark_for_redelivery(webhook: Webhook, ids: list[str], moment: datetime) -> None:
     # In chunks: SQLite limits the parameters of one statement, and each chunk is one task.
     for start in range(0, len(ids), BULK_CHUNK):
         chunk = ids[start : start + BULK_CHUNK]
         Delivery.objects.filter(pk__in=chunk).update(redelivery_requested_at=moment)
-        dispatch.request_attempts(chunk)
+        dispatch.request_attempts([(delivery_id, webhook.id) for delivery_id in chunk])
 
 
 def deliveries_request_bulk_redelivery(
@@ -309,7 +309,7 @@ def deliveries_request_bulk_redelivery(
             if earlier is not None:
                 return earlier.count
         ids = _matching_ids(webhook, status, event, since, until)
-        _mark_for_redelivery(ids, timezone.now())
+        _mark_for_redelivery(webhook, ids, timezone.now())
         if idempotency_key is not None:
             BulkRedelivery.objects.filter(webhook=webhook, idempotency_key=idempotency_key).update(
                 count=len(ids)

@@ -206,7 +206,7 @@ def test_it_redelivers_one_delivery_and_answers_202_with_it(
     assert set(response.json()) == DELIVERY_FIELDS
     assert response.json()["id"] == delivery.id
     assert Delivery.objects.get().redelivery_requested_at == moment
-    assert queued == [("webhooks.tasks.attempt_deliveries", [delivery.id])]
+    assert queued == [("webhooks.tasks.attempt_deliveries", [(delivery.id, webhook.id)])]
 
 
 def test_it_queues_nothing_for_a_redelivery_that_does_not_commit(
@@ -236,7 +236,7 @@ def test_it_redelivers_every_failed_delivery(
     marks = redelivery_marks()
     assert all(marks[delivery.id] is not None for delivery in failed)
     assert marks[kept.id] is None
-    assert [sorted(task_ids) for _, task_ids in queued] == [sorted(d.id for d in failed)]
+    assert [sorted(pairs) for _, pairs in queued] == [sorted((d.id, webhook.id) for d in failed)]
 
 
 def test_it_redelivers_within_since_and_until(admin, webhook):

@@ -117,7 +117,9 @@ def test_it_queues_the_attempts_once_the_caller_commits(
     with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
         deliveries = publish(acme)
         assert queued == []
-    assert [sorted(ids) for _, ids in queued] == [sorted(d.id for d in deliveries)]
+    assert [sorted(pairs) for _, pairs in queued] == [
+        sorted((d.id, d.webhook_id) for d in deliveries)
+    ]
     assert queued[0][0] == "webhooks.tasks.attempt_deliveries"
 
 

@@ -41,7 +41,7 @@ def test_the_task_hands_rows_to_the_pool_which_delivers_and_records_them(
     webhooks = [hooks.webhook(f"/hook/{n}") for n in range(5)]
     deliveries = [hooks.delivery(webhooks[n % 5]) for n in range(20)]
 
-    tasks.attempt_deliveries([delivery.id for delivery in deliveries])
+    tasks.attempt_deliveries([(d.id, d.webhook_id) for d in deliveries])
 
     wait_for(lambda: settled(*deliveries))
     assert len(receiver.requests) == 20
@@ -56,7 +56,7 @@ def test_it_keeps_at_most_four_attempts_in_flight_per_webhook(
     dead = hooks.webhook("/dead")
     deliveries = [hooks.delivery(dead) for _ in range(10)]
 
-    engine.attempt_deliveries([delivery.id for delivery in deliveries])
+    engine.attempt_deliveries([(d.id, d.webhook_id) for d in deliveries])
 
     wait_for(lambda: len(receiver.requests) >= 4)
     time.sleep(0.5)
@@ -73,7 +73,7 @@ def test_ten_black_hole_endpoints_do_not_delay_healthy_deliveries(
     for n in range(10):
         receiver.set_behaviour(path=f"/dead/{n}", hang=True)
         dead = hooks.webhook(f"/dead/{n}")
-        dead_ids += [hooks.delivery(dead).id for _ in range(6)]
+        dead_ids += [(hooks.delivery(dead).id, dead.id) for _ in range(6)]
     engine.attempt_deliveries(dead_ids)
     wait_for(lambda: len(receiver.requests) >= 40)
 
@@ -82,7 +82,7 @@ def test_ten_black_hole_endpoints_do_not_delay_healthy_deliveries(
     for _ in range(3):
         batch = [hooks.delivery(webhook) for webhook in healthy]
         started = time.monotonic()
-        engine.attempt_deliveries([delivery.id for delivery in batch])
+        engine.attempt_deliveries([(d.id, d.webhook_id) for d in batch])
         wait_for(lambda batch=batch: all(requests_for(receiver, d.id) for d in batch))  # type: ignore[misc]
         delays.append(max(requests_for(receiver, d.id)[0].received_at for d in batch) - started)
 
@@ -154,8 +154,8 @@ def test_two_claimers_never_take_the_same_row(hooks: Hooks) -> None:
 def test_the_pool_forgets_everything_once_idle(hooks: Hooks, receiver: HttpsReceiver) -> None:
     webhooks = [hooks.webhook(f"/hook/{n}") for n in range(3)]
     deliveries = [hooks.delivery(webhooks[n % 3]) for n in range(30)]
-    engine.attempt_deliveries([delivery.id for delivery in deliveries])
-    engine.attempt_deliveries(["dlv_gone"])
+    engine.attempt_deliveries([(d.id, d.webhook_id) for d in deliveries])
+    engine.attempt_deliveries([("dlv_gone", webhooks[0].id)])
 
     wait_for(lambda: settled(*deliveries))
     current = pool.get_pool()
