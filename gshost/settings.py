@@ -1,5 +1,6 @@
 """Settings, all read from the environment (see .env.example for every variable)."""
 
+import os
 from pathlib import Path
 
 import environ
@@ -112,8 +113,9 @@ else:
 Q_CLUSTER = {
     "name": "gshost",
     # One worker is usually inside the webhook sweep (a task polling for ~60 s); the others take
-    # short tasks such as "attempt these deliveries", which hand rows to sender threads.
-    "workers": env.int("Q_WORKERS", default=4),
+    # short tasks such as "attempt these deliveries", which hand rows to sender threads. One per
+    # core (as django-q2's own default): more processes than cores only compete for them.
+    "workers": env.int("Q_WORKERS", default=max(2, os.cpu_count() or 2)),
     # The sweep runs ~60 s: timeout leaves it room, and retry (ORM broker re-delivery of an
     # unacknowledged task) must exceed timeout so a running sweep is never handed out twice.
     "timeout": 90,

@@ -120,7 +120,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = False
-    request_queue_size = 64  # the default backlog of 5 drops SYNs when sender threads burst
+    # The default backlog of 5 (and even 64) drops SYNs when a few hundred sender threads open
+    # connections at once; each dropped SYN costs the sender a 1 s+ retransmission.
+    request_queue_size = 1024
     block_on_close = True  # server_close() joins every handler thread
 
     def __init__(self, receiver: HttpsReceiver, bind: str) -> None:
