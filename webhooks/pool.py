@@ -4,7 +4,7 @@
   than ``per_webhook`` on the network for one webhook, webhooks taken round-robin. Rows it
   cannot take yet wait in memory (bounded) without a lease, so a lease never waits in a queue
   and a dead endpoint (or a backlog for one webhook) cannot take every sender;
-- **sender** threads (a long-lived ``ThreadPoolExecutor``) make the attempts over the shared
+- **sender** threads (long-lived, fed by a queue) make the attempts over the shared
   keep-alive ``WebhookSender`` and never touch the database; a finished attempt frees its
   thread and webhook slot at once;
 - a **recorder** thread writes finished attempts in batches (one transaction each) and so gives
@@ -28,7 +28,6 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 from django.conf import settings
@@ -90,7 +89,12 @@ class DeliveryPool:
         self._urgent = False  # new work from a task arrived since the last round
         self._stopping = False
         self._results: queue.SimpleQueue[Finished | object] = queue.SimpleQueue()
-        self._senders = ThreadPoolExecutor(threads, thread_name_prefix="webhook-sender")
+        # Plain threads on a queue, not a ThreadPoolExecutor: no Future and lock per attempt.
+        self._claims: queue.SimpleQueue[Claim | object] = queue.SimpleQueue()
+        self._senders = [
+            threading.Thread(target=self._send_loop, name=f"webhook-sender-{n}", daemon=True)
+            for n in range(threads)
+        ]
         self._dispatcher = threading.Thread(
             target=self._dispatch_loop, name="webhook-dispatcher", daemon=True
         )
@@ -98,9 +102,8 @@ class DeliveryPool:
             threading.Thread(target=self._record_loop, name=f"webhook-recorder-{n}", daemon=True)
             for n in range(recorders)
         ]
-        self._dispatcher.start()
-        for recorder in self._recorders:
-            recorder.start()
+        for thread in (self._dispatcher, *self._senders, *self._recorders):
+            thread.start()
 
     # --- feeding work ---------------------------------------------------------------------
 
@@ -175,7 +178,7 @@ class DeliveryPool:
         except Exception as error:
             claimed, failure = [], error
         for claim in claimed:
-            self._senders.submit(self._attempt, claim)
+            self._claims.put(claim)
         taken = {claim.delivery_id for claim in claimed}
         untaken = [pick for pick in picks if pick[0] not in taken]
         self._release_wire(webhook_id for _, webhook_id in untaken)
@@ -231,6 +234,11 @@ class DeliveryPool:
                 self._cond.notify_all()
 
     # --- senders --------------------------------------------------------------------------
+
+    def _send_loop(self) -> None:
+        while (claim := self._claims.get()) is not _STOP:
+            assert isinstance(claim, Claim)
+            self._attempt(claim)
 
     def _attempt(self, claim: Claim) -> None:
         try:
@@ -320,7 +328,10 @@ class DeliveryPool:
             self._stopping = True
             self._cond.notify_all()
         self._dispatcher.join()
-        self._senders.shutdown(wait=True)
+        for _ in self._senders:
+            self._claims.put(_STOP)  # after every claim already queued
+        for sender in self._senders:
+            sender.join()
         for _ in self._recorders:
             self._results.put(_STOP)
         for recorder in self._recorders:
@@ -376,7 +387,7 @@ def _register_exit_hook() -> None:
     """Drain the pool before the interpreter joins threads, in django-q2 workers too.
 
     ``threading._register_atexit`` runs when a process (a forked worker included) shuts down
-    its threads, before the executor stops taking work: in-flight attempts are recorded
+    its threads: in-flight attempts are recorded
     instead of being repeated after their lease. A worker killed outright records nothing;
     its leases expire and the sweep attempts those rows again.
     """
