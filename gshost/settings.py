@@ -112,10 +112,11 @@ else:
 
 Q_CLUSTER = {
     "name": "gshost",
-    # One worker is usually inside the webhook sweep (a task polling for ~60 s); the others take
-    # short tasks such as "attempt these deliveries", which hand rows to sender threads. One per
-    # core (as django-q2's own default): more processes than cores only compete for them.
-    "workers": env.int("Q_WORKERS", default=max(2, os.cpu_count() or 2)),
+    # One worker is usually inside the webhook sweep (a task polling for ~60 s), and for a few
+    # seconds a minute two sweeps may overlap; the others take short tasks such as "attempt
+    # these deliveries", which hand rows to sender threads. So: one per core, plus one, and at
+    # least 3. Many more processes than cores only compete for them (4 on 2 cores: -30 %).
+    "workers": env.int("Q_WORKERS", default=max(3, (os.cpu_count() or 2) + 1)),
     # The sweep runs ~60 s: timeout leaves it room, and retry (ORM broker re-delivery of an
     # unacknowledged task) must exceed timeout so a running sweep is never handed out twice.
     "timeout": 90,
