@@ -4,6 +4,7 @@ Order of checks (contract §1): token -> key state -> IP allowlist -> rate limit
 next, in `accounts.permissions`.
 """
 
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -55,18 +56,18 @@ def _invalid_token(request: HttpRequest) -> ApiError:
     return ApiError(401, ErrorCode.INVALID_TOKEN)
 
 
-def verify_key(request: HttpRequest, token: str) -> KeyRecord:
+def verify_key(request: HttpRequest, token: str, now: datetime) -> KeyRecord:
     """The key behind `token`, refused with the contract's error when it cannot be used."""
     parsed = keys.parse_key(token)
     if parsed is None:  # typo or foreign string: no database read, attributed to no key
         raise _invalid_token(request)
-    record = key_records.get_key_record(parsed.key_id)
+    record = key_records.get_key_record(parsed.key_id, now)
     if record is None:
         raise _invalid_token(request)
     request.audit_key = record  # type: ignore[attr-defined]
     if not keys.secret_matches(parsed.secret, record.secret_hash, _pepper()):
         raise _invalid_token(request)
-    status = record.status_at(timezone.now())
+    status = record.status_at(now)
     if status == KeyStatus.REVOKED:
         raise ApiError(401, ErrorCode.TOKEN_REVOKED)
     if status == KeyStatus.EXPIRED:
@@ -88,7 +89,8 @@ def _enforce_rate_limit(request: HttpRequest, record: KeyRecord, view: Any) -> N
 class BearerKeyAuthentication(BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[KeyRecord, KeyRecord]:
         django_request = request._request
-        record = verify_key(django_request, _bearer_token(django_request))
+        now = timezone.now()
+        record = verify_key(django_request, _bearer_token(django_request), now)
         # Secret and state verified: from here on every answer, refusals included, may tell the
         # holder about the key (Deprecation and Sunset while it is rotated out).
         django_request.api_key_record = record  # type: ignore[attr-defined]
@@ -97,7 +99,7 @@ class BearerKeyAuthentication(BaseAuthentication):
             raise ApiError(403, ErrorCode.IP_NOT_ALLOWED, "This key may not be used from here.")
         view = (request.parser_context or {}).get("view")
         _enforce_rate_limit(django_request, record, view)
-        note_key_used(record, ip)
+        note_key_used(record, ip, now)
         return record, record
 
     def authenticate_header(self, request: Request) -> str:

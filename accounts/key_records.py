@@ -8,7 +8,7 @@ import ipaddress
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 from django.conf import settings
@@ -114,15 +114,15 @@ _cache: dict[str, KeyRecord] = {}
 _lock = threading.Lock()
 
 
-def _ttl() -> timedelta:
-    return timedelta(seconds=min(settings.API_KEY_CACHE_SECONDS, MAX_CACHE_SECONDS))
+@cache
+def _ttl(seconds: float) -> timedelta:
+    return timedelta(seconds=min(seconds, MAX_CACHE_SECONDS))
 
 
-def get_key_record(key_id: str) -> KeyRecord | None:
+def get_key_record(key_id: str, now: datetime) -> KeyRecord | None:
     """The key's snapshot, from this process's cache while fresh, else from the database."""
-    now = timezone.now()
     cached = _cache.get(key_id)
-    if cached is not None and now - cached.fetched_at < _ttl():
+    if cached is not None and now - cached.fetched_at < _ttl(settings.API_KEY_CACHE_SECONDS):
         return cached
     key = ApiKey.objects.select_related("created_by").filter(key_id=key_id).first()
     if key is None:

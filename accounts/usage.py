@@ -4,7 +4,6 @@ import threading
 from datetime import datetime, timedelta
 
 from django.db.models import Q
-from django.utils import timezone
 
 from accounts.key_records import KeyRecord
 from accounts.models import ApiKey
@@ -25,8 +24,7 @@ def _due(record: KeyRecord, ip: str | None, now: datetime) -> bool:
     return written_ip != ip or now - written_at >= COALESCE
 
 
-def note_key_used(record: KeyRecord, ip: str | None) -> None:
-    now = timezone.now()
+def note_key_used(record: KeyRecord, ip: str | None, now: datetime) -> None:
     if not _due(record, ip, now):
         return
     with _lock:

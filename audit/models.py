@@ -2,11 +2,15 @@ from django.db import models
 from django.utils import timezone
 
 from accounts.models import Organization
-from gshost.ids import new_id
+from gshost.ids import new_id, new_ids
 
 
 def new_audit_id() -> str:
     return new_id("aud")
+
+
+def new_audit_ids(count: int) -> list[str]:
+    return new_ids("aud", count)
 
 
 class Source(models.TextChoices):

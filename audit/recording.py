@@ -16,6 +16,12 @@ def _action(request: HttpRequest) -> str:
     return match.url_name
 
 
+def _storable(text: str) -> str:
+    """PostgreSQL text cannot hold NUL: a caller could otherwise make its row, and every row
+    buffered with it, unwritable. It is kept visible as U+FFFD."""
+    return text.replace("\x00", "\ufffd")
+
+
 def record_api_call(request: HttpRequest, response: HttpResponse) -> None:
     """Record the call if its token named a key of an organization, whatever the outcome."""
     key: KeyRecord | None = getattr(request, "audit_key", None)
@@ -31,13 +37,13 @@ def record_api_call(request: HttpRequest, response: HttpResponse) -> None:
             "actor_type": ActorType.API_KEY,
             "actor_key_id": key.key_id,
             "method": request.method or "",
-            "path": request.path[:500],
+            "path": _storable(request.path[:500]),
             "action": _action(request),
             "status_code": response.status_code,
             "error_code": getattr(request, "api_error_code", ""),
-            "server_id": server_id[:40],
+            "server_id": _storable(server_id[:40]),
             "ip": client_ip(request),
-            "user_agent": request.META.get("HTTP_USER_AGENT", "")[:500],
+            "user_agent": _storable(request.META.get("HTTP_USER_AGENT", "")[:500]),
             "request_id": getattr(request, "request_id", ""),
         }
     )

@@ -6,6 +6,10 @@ run on this machine, requests/s and p50/p99 latency of
   (b) GET /api/public/v1/account/keys/current with a valid key - authenticated, scope-checked,
       rate-limited and audited,
 then prints the ratio b/a (target >= 0.8). The load comes from `wrk` (Debian package `wrk`).
+
+The runs are interleaved in rounds, (a) then (b). On a shared 2-vCPU machine single runs swing
+by 20 % or more, so the ratio judged is the median of the rounds' own b/a ratios; the ratio of
+the best runs of each is printed beside it.
 The per-key limit is raised for the run so every request does the full work and none is 429.
 """
 
@@ -15,6 +19,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -25,9 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = ROOT / ".venv" / "bin" / "python"
 GUNICORN = ROOT / ".venv" / "bin" / "gunicorn"
 DB_NAME = "gshost_bench"
-DURATION = int(os.environ.get("BENCH_SECONDS", "10"))
+DURATION = int(os.environ.get("BENCH_SECONDS", "6"))
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "8"))
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 
 ENV = {
     **os.environ,
@@ -138,8 +143,11 @@ def main() -> None:
     report(best(runs["bare"]), best(runs["key"]), runs)
 
 
-def report(bare: dict[str, float], key: dict[str, float], runs: dict[str, object]) -> None:
-    ratio = key["rps"] / bare["rps"]
+def report(
+    bare: dict[str, float], key: dict[str, float], runs: dict[str, list[dict[str, float]]]
+) -> None:
+    round_ratios = [k["rps"] / b["rps"] for b, k in zip(runs["bare"], runs["key"], strict=True)]
+    ratio = statistics.median(round_ratios)
     print(f"gunicorn 2 sync workers, PostgreSQL + Redis, wrk 1 thread x {CONNECTIONS} connections")
     print(f"{'':44} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
     for label, figures in (
@@ -147,7 +155,11 @@ def report(bare: dict[str, float], key: dict[str, float], runs: dict[str, object
         ("(b) GET /account/keys/current (key, audited)", key),
     ):
         print(f"{label:44} {figures['rps']:9.0f} {figures['p50_ms']:8.2f} {figures['p99_ms']:8.2f}")
-    print(f"ratio b/a: {ratio:.2f}  (target >= 0.80)")
+    print(
+        f"ratio b/a: {ratio:.2f}  (median of the rounds: "
+        f"{', '.join(f'{r:.2f}' for r in round_ratios)}; best runs: "
+        f"{key['rps'] / bare['rps']:.2f}; target >= 0.80)"
+    )
     print("all runs: " + json.dumps(runs))
     sys.exit(0 if ratio >= 0.8 else 1)
 
