@@ -10,21 +10,12 @@ import pytest
 
 from accounts import keys
 from accounts.models import ApiKey
+from tests.base62 import base62
 from tests.conftest import API, client_for, error_of
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
-ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 SHAPE = re.compile(r"gsk_[0-9A-Za-z]{8}_[0-9A-Za-z]{43}")
-
-
-def base62(number: int) -> str:
-    """Most significant digit first; written here again so the test does not trust the code."""
-    digits = ""
-    while number > 0:
-        digits = ALPHABET[number % 62] + digits
-        number //= 62
-    return digits
 
 
 def expected_checksum(body: str) -> str:

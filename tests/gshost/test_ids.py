@@ -5,17 +5,7 @@ import re
 import pytest
 
 from gshost import ids
-
-ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-def base62(number: int) -> str:
-    """Most significant digit first; written here again so the test does not trust the code."""
-    digits = ""
-    while number > 0:
-        digits = ALPHABET[number % 62] + digits
-        number //= 62
-    return digits
+from tests.base62 import base62
 
 
 @pytest.fixture
