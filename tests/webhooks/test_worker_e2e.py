@@ -7,19 +7,13 @@ on PostgreSQL with REDIS_URL set.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
-from django.db import connection, transaction
-from django_q.brokers import get_broker
+from django.db import transaction
 
 from tests.webhooks.delivery_fixtures import (
     Hooks,
@@ -32,74 +26,43 @@ from tests.webhooks.delivery_fixtures import (
     wait_for,
 )
 from tests.webhooks.receiver import HttpsReceiver
+from tests.webhooks.worker_cluster import (
+    needs_postgres_and_redis,
+    purge_queued_tasks,
+    start_cluster,
+    stop_cluster,
+)
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus
 from webhooks.schedules import ensure_schedules
 from webhooks.services import publish_event
 
-ROOT = Path(__file__).resolve().parents[2]
-ON_POSTGRES = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
-
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        not (ON_POSTGRES and settings.REDIS_URL),
-        reason="end-to-end worker tests need DATABASE_URL on PostgreSQL and REDIS_URL",
-    ),
-]
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), needs_postgres_and_redis]
 
 Cluster = Callable[[], subprocess.Popen[bytes]]
-
-
-def worker_environment(receiver: HttpsReceiver) -> dict[str, str]:
-    db = connection.settings_dict
-    database_url = (
-        f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:"
-        f"{db['PORT'] or 5432}/{db['NAME']}"
-    )
-    return {
-        **os.environ,
-        "DATABASE_URL": database_url,  # the test database, which these tests commit to
-        "REDIS_URL": settings.REDIS_URL,
-        "SECRET_KEY": settings.SECRET_KEY,
-        "WEBHOOK_SECRET_KEYS": ",".join(settings.WEBHOOK_SECRET_KEYS),
-        "WEBHOOK_CA_BUNDLE": receiver.ca_pem_path,
-        "WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
-        "WEBHOOK_TIMEOUT_SECONDS": "5",
-        "WEBHOOK_LEASE_MARGIN_SECONDS": "1",
-        "Q_WORKERS": "2",
-        "LOG_LEVEL": "WARNING",
-    }
 
 
 @pytest.fixture(name="cluster")
 def cluster_fixture(receiver: HttpsReceiver, tmp_path: Path) -> Iterator[Cluster]:
     """Starts worker clusters (each in its own process group); stops them afterwards."""
-    get_broker().purge_queue()  # tasks other tests queued for rows that are gone
+    purge_queued_tasks()
     ensure_schedules()  # transactional tests empty every table, schedules included
     started: list[subprocess.Popen[bytes]] = []
 
     def start() -> subprocess.Popen[bytes]:
-        log = (tmp_path / f"qcluster-{len(started)}.log").open("wb")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tests.webhooks.loopback_qcluster"],
-            cwd=ROOT, env=worker_environment(receiver), stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
+        process = start_cluster(
+            receiver,
+            tmp_path / f"qcluster-{len(started)}.log",
+            WEBHOOK_TIMEOUT_SECONDS="5",
+            WEBHOOK_LEASE_MARGIN_SECONDS="1",
+            Q_WORKERS="2",
+        )
         started.append(process)
         return process
 
     yield start
     for process in started:
-        stop(process)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """Kill the cluster outright, workers included (its process group)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+        stop_cluster(process)
 
 
 def publish(hooks: Hooks) -> list[Delivery]:
@@ -145,7 +108,7 @@ def test_a_delivery_survives_its_worker_being_killed_mid_attempt(
 
     (delivery,) = publish(hooks)
     wait_for(lambda: len(requests_for(receiver, delivery.id)) == 1, timeout=30)
-    stop(first)  # mid-attempt: the receiver is still "thinking"
+    stop_cluster(first)  # mid-attempt: the receiver is still "thinking"
     assert Delivery.objects.get(pk=delivery.pk).lease_expires_at is not None
     cluster()
 
