@@ -1,7 +1,4 @@
-from typing import Any
-
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
 
 
 class ServersConfig(AppConfig):
@@ -9,21 +6,11 @@ class ServersConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        post_migrate.connect(register_periodic_tasks, sender=self, dispatch_uid="servers.tick")
+        from django_q.models import Schedule
 
+        from gshost.schedules import Definition, schedule_after_migrate
+        from servers.tasks import TICK_SCHEDULE_NAME
 
-def register_periodic_tasks(**kwargs: Any) -> None:
-    """The minute tick as a django-q2 schedule; migrating again changes nothing."""
-    from django_q.models import Schedule
-
-    from servers.tasks import TICK_SCHEDULE_NAME
-
-    Schedule.objects.using(kwargs.get("using", "default")).update_or_create(
-        name=TICK_SCHEDULE_NAME,
-        defaults={
-            "func": "servers.tasks.tick",
-            "schedule_type": Schedule.MINUTES,
-            "minutes": 1,
-            "repeats": -1,
-        },
-    )
+        schedule_after_migrate(
+            self, Definition(TICK_SCHEDULE_NAME, "servers.tasks.tick", Schedule.MINUTES, 1)
+        )

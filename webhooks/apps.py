@@ -1,5 +1,4 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
 
 
 class WebhooksConfig(AppConfig):
@@ -7,6 +6,16 @@ class WebhooksConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from webhooks.schedules import on_post_migrate
+        from django_q.models import Schedule
 
-        post_migrate.connect(on_post_migrate, sender=self, dispatch_uid="webhooks.schedules")
+        from gshost.schedules import Definition, schedule_after_migrate
+
+        schedule_after_migrate(
+            self,
+            # Every minute a ~60 s task polls for due deliveries and expired leases
+            # (see engine.sweep).
+            Definition("webhooks.sweep", "webhooks.tasks.sweep_deliveries", Schedule.MINUTES, 1),
+            Definition(
+                "webhooks.purge_history", "webhooks.tasks.purge_delivery_history", Schedule.HOURLY
+            ),
+        )

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 from freezegun import freeze_time
 
+from gshost.schedules import ensure_schedules
 from tests.webhooks.delivery_fixtures import (
     Hooks,
     engine_settings_fixture,  # noqa: F401
@@ -19,7 +20,6 @@ from tests.webhooks.delivery_fixtures import (
 )
 from webhooks import tasks
 from webhooks.models import Delivery, DeliveryAttempt
-from webhooks.schedules import ensure_schedules
 
 
 def test_it_purges_deliveries_and_attempts_older_than_seven_days(hooks: Hooks) -> None:
@@ -50,7 +50,7 @@ def test_it_purges_in_batches(hooks: Hooks, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.django_db
-def test_migrate_schedules_the_sweep_the_purges_and_the_audit_purge() -> None:
+def test_migrate_schedules_the_sweep_the_purges_and_the_servers_tick() -> None:
     schedules = {s.name: s for s in Schedule.objects.all()}
 
     sweep = schedules["webhooks.sweep"]
@@ -64,6 +64,12 @@ def test_migrate_schedules_the_sweep_the_purges_and_the_audit_purge() -> None:
     assert schedules["webhooks.purge_history"].schedule_type == Schedule.HOURLY
     assert schedules["audit.purge_expired"].func == "audit.services.audit_purge_expired"
     assert schedules["audit.purge_expired"].schedule_type == Schedule.HOURLY
+    tick = schedules["servers.tick"]
+    assert (tick.func, tick.schedule_type, tick.minutes) == (
+        "servers.tasks.tick",
+        Schedule.MINUTES,
+        1,
+    )
 
 
 @pytest.mark.django_db

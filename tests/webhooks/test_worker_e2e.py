@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from django.db import transaction
 
+from gshost.schedules import ensure_schedules
 from tests.webhooks.delivery_fixtures import (
     Hooks,
     engine_settings_fixture,  # noqa: F401
@@ -34,7 +35,6 @@ from tests.webhooks.worker_cluster import (
 )
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus
-from webhooks.schedules import ensure_schedules
 from webhooks.services import publish_event
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), needs_postgres_and_redis]
