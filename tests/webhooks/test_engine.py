@@ -412,6 +412,32 @@ def test_it_skips_rows_that_are_not_due(hooks: Hooks) -> None:
     assert deliver_due_now() == 0
 
 
+def test_a_claim_takes_exactly_the_rows_the_sweep_finds_due(hooks: Hooks) -> None:
+    # The PostgreSQL claim spells the due condition in SQL; the sweep uses the ORM's due_filter.
+    now = timezone.now()
+    webhook = hooks.webhook()
+    due = [
+        hooks.delivery(webhook),
+        hooks.delivery(webhook, status=DeliveryStatus.RETRY_SCHEDULED),
+        hooks.delivery(webhook, lease_expires_at=now - timedelta(seconds=1)),
+        hooks.delivery(webhook, status=DeliveryStatus.FAILED, redelivery_requested_at=now),
+    ]
+    not_due = [
+        hooks.delivery(webhook, next_attempt_at=now + timedelta(seconds=30)),
+        hooks.delivery(webhook, status=DeliveryStatus.SUCCESS),
+        hooks.delivery(webhook, status=DeliveryStatus.FAILED),
+        hooks.delivery(webhook, lease_expires_at=now + timedelta(seconds=30)),
+        hooks.delivery(
+            webhook, redelivery_requested_at=now, lease_expires_at=now + timedelta(seconds=30)
+        ),
+    ]
+    every_id = [delivery.id for delivery in due + not_due]
+    expected = sorted(delivery.id for delivery in due)
+
+    assert sorted(delivery_id for delivery_id, _ in claims.due_candidates(ids=every_id)) == expected
+    assert sorted(claim.delivery_id for claim in claims.claim_deliveries(every_id)) == expected
+
+
 def test_it_attempts_only_the_given_rows(hooks: Hooks, receiver: HttpsReceiver) -> None:
     webhook = hooks.webhook()
     wanted = hooks.delivery(webhook)
