@@ -13,6 +13,7 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
+from accounts.services import organization_create
 from audit.buffer import AuditBuffer, audit_buffer
 from audit.models import AuditRecord
 from tests.conftest import API, client_for
@@ -121,6 +122,40 @@ def test_a_batch_with_a_nul_character_is_refused_whole_and_kept(acme, settings, 
     assert [r.getMessage() for r in caplog.records] == [
         "Could not write 2 audit rows; keeping them for the next flush"
     ] * 2
+
+
+@pytest.mark.django_db(transaction=True)  # the old foreign key was checked only at commit
+def test_a_row_buffered_for_an_organization_deleted_since_does_not_hold_back_its_batch(settings):
+    settings.AUDIT_FLUSH_INTERVAL_SECONDS = 3600
+    deleted = organization_create(slug="deleted", name="Deleted")
+    kept = organization_create(slug="kept", name="Kept")
+    buffer = AuditBuffer()
+    buffer.add(row_for(deleted.id, actor_key_id="deletedA"))
+    buffer.add(row_for(kept.id, actor_key_id="keptKEYA"))
+    deleted.delete()
+    assert buffer.flush() == 2
+    assert AuditRecord.objects.filter(organization_id=kept.id).count() == 1
+
+
+def test_deleting_an_organization_deletes_its_audit_records(acme, globex, settings):
+    settings.AUDIT_FLUSH_INTERVAL_SECONDS = 3600
+    buffer = AuditBuffer()
+    buffer.add(row_for(acme.id))
+    buffer.add(row_for(globex.id))
+    buffer.flush()
+    acme.delete()
+    assert list(AuditRecord.objects.values_list("organization_id", flat=True)) == [globex.id]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's own index list")
+def test_writing_an_audit_row_maintains_only_the_primary_key_listing_and_purge_indexes(db):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = %s ORDER BY indexname",
+            [AuditRecord._meta.db_table],
+        )
+        columns = [re.search(r"\((.*)\)", row[0]).group(1) for row in cursor.fetchall()]
+    assert sorted(columns) == ["id", "occurred_at", "organization_id, occurred_at, id"]
 
 
 def test_a_flusher_that_died_is_replaced_by_the_next_row(settings, monkeypatch):
