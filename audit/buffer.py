@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 
 from audit.models import AuditRecord, new_audit_ids
+from gshost.pg_copy import copy_into
 
 logger = logging.getLogger(__name__)
 
@@ -147,23 +148,15 @@ def _insert(rows: list[dict[str, Any]]) -> None:
         _insert_values(fields, _row_values(rows, ids, fields))
 
 
-def _table_and_columns(fields: list[Any]) -> tuple[str, str]:
-    table = connection.ops.quote_name(AuditRecord._meta.db_table)
-    return table, ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)
-
-
 def _copy_in(fields: list[Any], block: str) -> None:
-    table, columns = _table_and_columns(fields)
-    with (
-        transaction.atomic(),
-        connection.cursor() as cursor,
-        cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy,
-    ):
+    with transaction.atomic(), copy_into(AuditRecord, [f.column for f in fields]) as copy:
         copy.write(block)
 
 
 def _insert_values(fields: list[Any], values: list[list[Any]]) -> None:
-    table, columns = _table_and_columns(fields)
+    quote = connection.ops.quote_name
+    table = quote(AuditRecord._meta.db_table)
+    columns = ", ".join(quote(f.column) for f in fields)
     one_row = "(" + ", ".join(["%s"] * len(fields)) + ")"
     with transaction.atomic(), connection.cursor() as cursor:
         for start in range(0, len(values), BATCH_SIZE):

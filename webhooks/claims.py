@@ -20,6 +20,7 @@ from django.db.models import Q, QuerySet
 from django.db.models.query import RawQuerySet
 from django.utils import timezone
 
+from gshost.pg_copy import copy_into
 from webhooks.attempts import FINAL_ERRORS
 from webhooks.models import (
     AttemptTrigger,
@@ -318,15 +319,7 @@ def _insert_attempts(attempts: list[dict[str, Any]]) -> None:
     if connection.vendor != "postgresql":
         DeliveryAttempt.objects.bulk_create(DeliveryAttempt(**values) for values in attempts)
         return
-    columns = list(attempts[0])
-    table = DeliveryAttempt._meta.db_table
-    quoted = ", ".join(connection.ops.quote_name(column) for column in columns)
-    with (
-        connection.cursor() as cursor,
-        cursor.cursor.copy(
-            f"COPY {connection.ops.quote_name(table)} ({quoted}) FROM STDIN"
-        ) as copy,
-    ):
+    with copy_into(DeliveryAttempt, list(attempts[0])) as copy:
         for values in attempts:
             copy.write_row(
                 [
