@@ -2,6 +2,7 @@
 
 from collections.abc import Iterable
 from datetime import datetime
+from typing import TypeVar
 
 from django.db.models import QuerySet
 
@@ -20,6 +21,8 @@ from servers.models import (
     ServerTransition,
     SettingChange,
 )
+
+OnServer = TypeVar("OnServer", Backup, Schedule, ConfigEvent)
 
 
 def server_ids_in_organization(organization_id: str, server_ids: Iterable[str]) -> set[str]:
@@ -104,11 +107,18 @@ def job_get_for_server(server: Server, job_id: str, kind: JobKind) -> Job:
     return job
 
 
+def _one_on_server(model: type[OnServer], server: Server, object_id: str, what: str) -> OnServer:
+    """The `model` row with this id on this server, else 404 (another server's is not found
+    either). Its `server` is set already, so reading it costs no query."""
+    found = model.objects.filter(id=object_id, server=server).first()
+    if found is None:
+        raise not_found(f"No such {what} on this server.")
+    found.server = server
+    return found
+
+
 def backup_get_for_server(server: Server, backup_id: str) -> Backup:
-    backup = Backup.objects.filter(id=backup_id, server=server).first()
-    if backup is None:
-        raise not_found("No such backup on this server.")
-    return backup
+    return _one_on_server(Backup, server, backup_id, "backup")
 
 
 def backup_list_for_server(server: Server) -> QuerySet[Backup]:
@@ -120,11 +130,7 @@ def schedule_list_for_server(server: Server) -> QuerySet[Schedule]:
 
 
 def schedule_get_for_server(server: Server, schedule_id: str) -> Schedule:
-    schedule = Schedule.objects.filter(id=schedule_id, server=server).first()
-    if schedule is None:
-        raise not_found("No such schedule on this server.")
-    schedule.server = server
-    return schedule
+    return _one_on_server(Schedule, server, schedule_id, "schedule")
 
 
 def setting_changes_for_server(server: Server) -> QuerySet[SettingChange]:
@@ -132,8 +138,4 @@ def setting_changes_for_server(server: Server) -> QuerySet[SettingChange]:
 
 
 def config_event_get_for_server(server: Server, event_id: str) -> ConfigEvent:
-    event = ConfigEvent.objects.filter(id=event_id, server=server).first()
-    if event is None:
-        raise not_found("No such config event on this server.")
-    event.server = server
-    return event
+    return _one_on_server(ConfigEvent, server, event_id, "config event")

@@ -38,7 +38,7 @@ def server_page(
             **kwargs: P.kwargs,
         ) -> HttpResponse:
             if scope not in membership.held_scopes:
-                return forbidden(request, scope)
+                return scope_refused(request, scope)
             servers = server_list_for_organization(membership.organization_id)
             server = servers.filter(id=server_id).first()
             if server is None:
@@ -64,10 +64,6 @@ def person(request: HttpRequest) -> Actor:
 
 def back_to(name: str, server: Server) -> HttpResponse:
     return redirect(name, server_id=server.id)
-
-
-def forbidden(request: HttpRequest, scope: Scope) -> HttpResponse:
-    return scope_refused(request, scope)
 
 
 def refused(request: HttpRequest, refusal: ApiError | ValueError) -> None:

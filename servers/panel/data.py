@@ -12,6 +12,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.models import Membership
+from accounts.panel.access import scope_refused
 from accounts.scopes import Scope
 from gshost.api.errors import ApiError
 from servers.capabilities import Capability
@@ -25,7 +26,6 @@ from servers.jobs import backup_create, backup_restore, maintenance_start
 from servers.models import JobKind, Server
 from servers.panel.access import (
     back_to,
-    forbidden,
     found_or_404,
     person,
     refused,
@@ -110,7 +110,7 @@ def settings_page(request: HttpRequest, membership: Membership, server: Server) 
     form = SettingsForm(initial=desired_settings(server), game=server.game)
     if request.method == "POST":
         if not may_change:
-            return forbidden(request, Scope.SERVERS_POWER)
+            return scope_refused(request, Scope.SERVERS_POWER)
         form = SettingsForm(request.POST, game=server.game)
         if _save_settings(request, server, form):
             return back_to(SETTINGS, server)
@@ -146,7 +146,7 @@ def config_events_page(
     status = 200
     if request.method == "POST":
         if not may_change:
-            return forbidden(request, Scope.SERVERS_POWER)
+            return scope_refused(request, Scope.SERVERS_POWER)
         form = ConfigEventForm(request.POST, game=server.game)
         if form.is_valid() and _create_event(request, membership, server, form):
             return back_to(CONFIG_EVENTS, server)

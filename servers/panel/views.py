@@ -14,13 +14,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import Membership
-from accounts.panel.access import member_required
+from accounts.panel.access import member_required, scope_refused
 from accounts.scopes import Scope
 from gshost.api.errors import ApiError
 from servers.capabilities import Capability, is_enabled, is_supported
 from servers.lifecycle import REQUESTS, allowed_triggers
 from servers.models import Server
-from servers.panel.access import back_to, forbidden, person, refused, server_page
+from servers.panel.access import back_to, person, refused, server_page
 from servers.panel.forms import ConsoleForm, PowerForm
 from servers.readings import players_read, stats_read
 from servers.selectors import server_list_for_organization
@@ -47,7 +47,7 @@ def server_context(server: Server, membership: Membership, tab: str) -> dict[str
 @member_required
 def server_list(request: HttpRequest, membership: Membership) -> HttpResponse:
     if Scope.SERVERS_READ not in membership.held_scopes:
-        return forbidden(request, Scope.SERVERS_READ)
+        return scope_refused(request, Scope.SERVERS_READ)
     servers = server_list_for_organization(membership.organization_id).order_by("name", "id")
     return render(request, "servers/list.html", {"servers": servers})
 
