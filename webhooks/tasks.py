@@ -8,7 +8,7 @@ from webhooks import engine
 def attempt_deliveries(deliveries: Sequence[tuple[str, str]]) -> None:
     """Queued after commit by ``dispatch.request_attempts``: "look at these rows now",
     as (delivery id, webhook id) pairs."""
-    engine.attempt_deliveries([(delivery_id, webhook_id) for delivery_id, webhook_id in deliveries])
+    engine.attempt_deliveries(deliveries)
 
 
 def sweep_deliveries() -> None:
