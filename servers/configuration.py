@@ -10,6 +10,7 @@ from django.utils import timezone
 from audit.services import PanelAction
 from servers.actors import Actor
 from servers.models import ConfigEvent, Game, Server, SettingChange, SettingSource
+from servers.runtime import get_runtime
 
 
 class Kind(StrEnum):
@@ -159,6 +160,4 @@ def _history_rows(
 
 
 def _push(server: Server) -> None:
-    from servers.runtime import get_runtime  # the runtime reads this module's catalogue
-
     get_runtime().push_settings(server)
