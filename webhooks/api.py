@@ -20,6 +20,7 @@ from accounts.models import Organization
 from accounts.scopes import Scope
 from gshost.api.errors import ApiError, ErrorCode, invalid_request
 from gshost.api.fields import TimestampField
+from gshost.api.input import parse_input
 from gshost.ids import format_timestamp
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Webhook
@@ -241,12 +242,6 @@ class BulkRedeliveryInput(serializers.Serializer[Any]):
         return attrs
 
 
-def _valid(serializer_class: type[serializers.Serializer[Any]], data: Any) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)
-
-
 def _query_choice(params: QueryDict, name: str, allowed: list[str]) -> str | None:
     value = params.get(name) or None
     if value is not None and value not in allowed:
@@ -334,7 +329,7 @@ class WebhookViewSet(_WebhookRoutes):
         responses={201: WebhookCreatedOutput},
     )
     def create(self, request: Request) -> Response:
-        data = _valid(WebhookCreateInput, request.data)
+        data = parse_input(request, WebhookCreateInput)
         organization = Organization.objects.get(pk=calling_key(request).organization_id)
         webhook, secret = webhook_create(organization=organization, **data)
         body = {**webhook_json(webhook), "signing_secret": secret}
@@ -347,7 +342,7 @@ class WebhookViewSet(_WebhookRoutes):
     @extend_schema(operation_id="webhooks_update", request=WebhookUpdateInput)
     def partial_update(self, request: Request, webhook_id: str) -> Response:
         webhook = self._webhook(request, webhook_id)
-        data = _valid(WebhookUpdateInput, request.data)
+        data = parse_input(request, WebhookUpdateInput)
         return Response(webhook_json(webhook_update(webhook=webhook, **data)))
 
     @extend_schema(operation_id="webhooks_delete", responses={204: None})
@@ -404,7 +399,7 @@ class DeliveryViewSet(_WebhookRoutes):
     )
     def bulk_redeliver(self, request: Request, webhook_id: str) -> Response:
         webhook = self._webhook(request, webhook_id)
-        data = _valid(BulkRedeliveryInput, request.data)
+        data = parse_input(request, BulkRedeliveryInput)
         count = deliveries_request_bulk_redelivery(
             webhook=webhook,
             status=DeliveryStatus(data["status"]) if data.get("status") else None,
