@@ -57,11 +57,6 @@ EVENT_CHOICES = [(event.value, event.value) for event in Event]
 # --- records ------------------------------------------------------------------------------------
 
 
-@extend_schema_field(OpenApiTypes.DATETIME)
-class Timestamp(TimestampField):
-    pass
-
-
 @extend_schema_field({"type": "string", "nullable": True})
 class BlankAsNullField(serializers.Field):
     """Stored as "" when there is none; the API says null."""
@@ -76,8 +71,8 @@ class WebhookOutput(serializers.Serializer[Webhook]):
     events = serializers.ListField(child=serializers.CharField())
     description = serializers.CharField()
     status = serializers.CharField()
-    created_at = Timestamp()
-    updated_at = Timestamp()
+    created_at = TimestampField()
+    updated_at = TimestampField()
 
 
 class WebhookCreatedOutput(WebhookOutput):
@@ -87,7 +82,7 @@ class WebhookCreatedOutput(WebhookOutput):
 class AttemptOutput(serializers.Serializer[DeliveryAttempt]):
     number = serializers.IntegerField()
     trigger = serializers.CharField()
-    started_at = Timestamp()
+    started_at = TimestampField()
     duration_ms = serializers.IntegerField()
     status_code = serializers.IntegerField(allow_null=True)
     response_body = serializers.CharField()
@@ -102,8 +97,8 @@ class DeliveryOutput(serializers.Serializer[Delivery]):
     event = serializers.CharField()
     server_id = BlankAsNullField()
     status = serializers.CharField()
-    created_at = Timestamp()
-    next_attempt_at = Timestamp(allow_null=True)
+    created_at = TimestampField()
+    next_attempt_at = TimestampField(allow_null=True)
     payload = serializers.SerializerMethodField()
     attempts = AttemptOutput(many=True)  # in number order (the model's ordering)
 
