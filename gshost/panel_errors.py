@@ -1,7 +1,7 @@
 """How the panel answers a domain refusal, in one place for every panel page.
 
 Not found is the panel's 404 page; any other refusal is shown to the person (a flash message,
-or a page with the status the API would answer, from the API's own table).
+or a page with the status the API would answer: `gshost.api.errors.domain_status`).
 """
 
 from collections.abc import Callable
@@ -9,7 +9,6 @@ from typing import ParamSpec, TypeVar
 
 from django.http import Http404
 
-from gshost.api.errors import domain_status
 from gshost.errors import DomainError, NotFound
 
 P = ParamSpec("P")
@@ -22,10 +21,6 @@ def found_or_404(get: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return get(*args, **kwargs)
     except NotFound as missing:
         raise Http404(missing.message) from None
-
-
-def refusal_status(refusal: DomainError) -> int:
-    return domain_status(refusal)
 
 
 def refusal_message(refusal: DomainError | ValueError) -> str:

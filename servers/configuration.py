@@ -130,7 +130,7 @@ def settings_update(
             action=PanelAction.SERVER_UPDATE,
             server_id=current.id,
         )
-        _push(current)
+        get_runtime().push_settings(current)
     server.desired_settings = current.desired_settings
     return rows
 
@@ -157,7 +157,3 @@ def _history_rows(
         )
         for key, value in changed.items()
     ]
-
-
-def _push(server: Server) -> None:
-    get_runtime().push_settings(server)

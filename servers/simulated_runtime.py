@@ -51,7 +51,7 @@ class SimulatedRuntime:
     def push_settings(self, server: Server) -> None:
         """A game reads its settings when it starts: a stopped server takes them at once."""
         if server.state == ServerState.STOPPED:
-            _report_settings(server)
+            settings_report_applied(server=server)
 
     def send_command(self, server: Server, command: str) -> CommandResult:
         names = [p.name for p in self.players(server, timezone.now()).players]
@@ -111,7 +111,3 @@ class SimulatedRuntime:
 
 def _usage_fields(use: simulation.Usage) -> tuple[float, int, float, float]:
     return use.cpu_percent, use.memory_mb, use.network_in_kbps, use.network_out_kbps
-
-
-def _report_settings(server: Server) -> None:
-    settings_report_applied(server=server)

@@ -13,8 +13,9 @@ from accounts.models import Membership
 from accounts.panel.access import member_required, scope_refused
 from accounts.scopes import Scope
 from audit.services import PanelContext
+from gshost.api.errors import domain_status
 from gshost.errors import DomainError
-from gshost.panel_errors import refusal_message, refusal_status
+from gshost.panel_errors import refusal_message
 from servers.actors import Actor
 from servers.capabilities import Capability, capability_require
 from servers.models import Server
@@ -48,7 +49,7 @@ def server_page(
                     capability_require(server, capability)
                 except DomainError as refusal:
                     context = {"server": server, "error": refusal}
-                    status = refusal_status(refusal)
+                    status = domain_status(refusal)
                     return render(request, "servers/unavailable.html", context, status=status)
             return view(request, membership, server, *args, **kwargs)
 
