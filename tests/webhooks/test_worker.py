@@ -151,8 +151,9 @@ def test_the_pool_forgets_everything_once_idle(
     hooks: Hooks, receiver: HttpsReceiver, settings: Any
 ) -> None:
     """Once idle, no attempt and no vanished row still counts against a webhook: four new
-    attempts to the same webhook all go on the wire at once."""
-    settings.WEBHOOK_TIMEOUT_SECONDS = 1.5
+    attempts to the same webhook (its limit) all go on the wire while none of them can end.
+    A slot still held would keep the fourth waiting for a timeout longer than the wait."""
+    settings.WEBHOOK_TIMEOUT_SECONDS = 6.0
     webhooks = [hooks.webhook(f"/hook/{n}") for n in range(3)]
     deliveries = [hooks.delivery(webhooks[n % 3]) for n in range(30)]
     engine.attempt_deliveries([(d.id, d.webhook_id) for d in deliveries])
@@ -164,4 +165,4 @@ def test_the_pool_forgets_everything_once_idle(
     again = [hooks.delivery(webhooks[0]) for _ in range(4)]
     engine.attempt_deliveries([(d.id, d.webhook_id) for d in again])
 
-    wait_for(lambda: all(requests_for(receiver, d.id) for d in again))
+    wait_for(lambda: all(requests_for(receiver, d.id) for d in again), timeout=4.0)
