@@ -78,10 +78,6 @@ class ApiError(exceptions.APIException):
         return {"error": {"code": self.code.value, "message": self.message, **self.extra}}
 
 
-def server_not_found() -> ApiError:
-    return ApiError(404, ErrorCode.SERVER_NOT_FOUND)
-
-
 def not_found(what: str = "Not found.") -> ApiError:
     return ApiError(404, ErrorCode.NOT_FOUND, what)
 
