@@ -15,7 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounts import scopes as scope_catalogue
-from accounts.models import ApiKey, KeyStatus
+from accounts.models import ApiKey, KeyStatus, key_status_at
 from gshost.ids import format_timestamp
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -69,11 +69,7 @@ class KeyRecord:
         }
 
     def status_at(self, moment: datetime) -> KeyStatus:
-        if self.revoked_at is not None:
-            return KeyStatus.REVOKED
-        if self.expires_at is not None and self.expires_at <= moment:
-            return KeyStatus.EXPIRED
-        return KeyStatus.ACTIVE
+        return key_status_at(moment, revoked_at=self.revoked_at, expires_at=self.expires_at)
 
     def allows_ip(self, ip: str | None) -> bool:
         if not self.allowed_networks:

@@ -20,7 +20,6 @@ CHECKSUM_LENGTH = 6
 KEY_LENGTH = len(PREFIX) + KEY_ID_LENGTH + 1 + SECRET_LENGTH  # 56
 
 _KEY_SHAPE = re.compile(rf"gsk_([{BASE62}]{{{KEY_ID_LENGTH}}})_([{BASE62}]{{{SECRET_LENGTH}}})")
-_KEY_ID_SHAPE = re.compile(rf"[{BASE62}]{{{KEY_ID_LENGTH}}}")
 
 
 @dataclass(frozen=True)
@@ -52,10 +51,6 @@ def parse_key(token: str) -> ParsedKey | None:
     if not hmac.compare_digest(checksum(body), check):
         return None
     return ParsedKey(key_id=match.group(1), secret=match.group(2))
-
-
-def is_key_id(text: str) -> bool:
-    return _KEY_ID_SHAPE.fullmatch(text) is not None
 
 
 def hash_secret(secret: str, pepper: bytes) -> str:

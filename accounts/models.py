@@ -92,6 +92,17 @@ class KeyStatus(models.TextChoices):
     REVOKED = "revoked", "Revoked"
 
 
+def key_status_at(
+    moment: datetime, *, revoked_at: datetime | None, expires_at: datetime | None
+) -> KeyStatus:
+    """A key's status, for the stored key and its cached record alike."""
+    if revoked_at is not None:
+        return KeyStatus.REVOKED
+    if expires_at is not None and expires_at <= moment:
+        return KeyStatus.EXPIRED
+    return KeyStatus.ACTIVE
+
+
 class ApiKey(models.Model):
     """An organization's API key. Only the secret's peppered hash is stored."""
 
@@ -129,11 +140,7 @@ class ApiKey(models.Model):
         return f"{self.name} ({self.key_id})"
 
     def status_at(self, moment: datetime) -> KeyStatus:
-        if self.revoked_at is not None:
-            return KeyStatus.REVOKED
-        if self.expires_at is not None and self.expires_at <= moment:
-            return KeyStatus.EXPIRED
-        return KeyStatus.ACTIVE
+        return key_status_at(moment, revoked_at=self.revoked_at, expires_at=self.expires_at)
 
     @property
     def status(self) -> KeyStatus:

@@ -1,8 +1,10 @@
-"""The panel's audit page: the organization's last 24 hours, newest first."""
+"""The panel's audit page: the organization's last 24 hours, newest first. Mounted at
+/panel/audit/ by the project URLconf."""
 
 from django import forms
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import path
 from django.views.decorators.http import require_http_methods
 
 from accounts.models import Membership
@@ -54,3 +56,7 @@ def audit_page(request: HttpRequest, membership: Membership) -> HttpResponse:
         "page_size": PAGE_SIZE,
     }
     return render(request, "audit/list.html", context)
+
+
+app_name = "audit_panel"
+urlpatterns = [path("", audit_page, name="list")]

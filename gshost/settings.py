@@ -214,7 +214,9 @@ WEBHOOK_SENDER_THREADS = env.int("WEBHOOK_SENDER_THREADS", default=64)  # per wo
 WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK = env.int("WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK", default=4)
 SIMULATED_RUNTIME_DELAY_SECONDS = env.float("SIMULATED_RUNTIME_DELAY_SECONDS", default=2.0)
 # Dotted path of the servers.runtime.Runtime that acts on hosts; empty = the simulated one.
-SERVER_RUNTIME = env.str("SERVER_RUNTIME", default="") or "servers.runtime.SimulatedRuntime"
+SERVER_RUNTIME = (
+    env.str("SERVER_RUNTIME", default="") or "servers.simulated_runtime.SimulatedRuntime"
+)
 
 LOGGING = {
     "version": 1,

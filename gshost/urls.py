@@ -22,5 +22,6 @@ urlpatterns = [
     path("accounts/", include("accounts.panel.auth_urls")),
     path("panel/webhooks/", include("webhooks.panel")),
     path("panel/servers/", include("servers.panel.urls")),
+    path("panel/audit/", include("audit.panel")),
     path("panel/", include("accounts.panel.urls")),
 ]

@@ -9,7 +9,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from gshost.api.errors import ApiError
+from gshost.errors import DomainError
+from gshost.panel_errors import refusal_message
 from servers.actors import Actor
 from servers.capabilities import Capability
 from servers.migration import migration_begin, suggest_new_address
@@ -57,9 +58,8 @@ def _each(
     for server in servers:
         try:
             messages.success(request, f"{server.name}: {act(server)}")
-        except (ApiError, ValueError) as refused:
-            text = refused.message if isinstance(refused, ApiError) else str(refused)
-            messages.error(request, f"{server.name}: {text}")
+        except (DomainError, ValueError) as refused:
+            messages.error(request, f"{server.name}: {refusal_message(refused)}")
 
 
 def _cause(request: HttpRequest) -> str:

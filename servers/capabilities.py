@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 
 from accounts.scopes import Scope
-from servers.errors import feature_not_enabled, not_supported
+from servers.errors import CapabilityNotSupported, FeatureNotEnabled
 from servers.models import Game, Server
 
 
@@ -56,9 +56,9 @@ def is_enabled(server: Server, capability: Capability) -> bool:
 def capability_require(server: Server, capability: Capability) -> None:
     """Refuse with 501 when the game cannot do it, 403 when the plan does not allow it."""
     if not is_supported(server, capability):
-        raise not_supported(capability.value)
+        raise CapabilityNotSupported(capability.value)
     if not is_enabled(server, capability):
-        raise feature_not_enabled(capability.value)
+        raise FeatureNotEnabled(capability.value)
 
 
 def capabilities_of(server: Server, granted_scopes: Iterable[str]) -> dict[str, dict[str, object]]:

@@ -10,6 +10,7 @@ from django.utils import timezone
 from audit.services import PanelAction
 from servers.actors import Actor
 from servers.models import ConfigEvent, Game, Server, SettingChange, SettingSource
+from servers.runtime import get_runtime
 
 
 class Kind(StrEnum):
@@ -129,7 +130,7 @@ def settings_update(
             action=PanelAction.SERVER_UPDATE,
             server_id=current.id,
         )
-        _push(current)
+        get_runtime().push_settings(current)
     server.desired_settings = current.desired_settings
     return rows
 
@@ -156,9 +157,3 @@ def _history_rows(
         )
         for key, value in changed.items()
     ]
-
-
-def _push(server: Server) -> None:
-    from servers.runtime import get_runtime  # the runtime reads this module's catalogue
-
-    get_runtime().push_settings(server)

@@ -1,19 +1,42 @@
-"""The errors server actions refuse with. They are the API's own errors (the panel shows
-their message), so a service can refuse once and every caller answers the same way."""
+"""The errors server code refuses with. The API and the panel each turn them into an answer
+in one place (`gshost.api.errors`, `gshost.panel_errors`)."""
 
-from gshost.api.errors import ApiError, ErrorCode
-
-
-def invalid_state(state: str, message: str | None = None) -> ApiError:
-    message = message or f"Not allowed while the server is {state}."
-    return ApiError(409, ErrorCode.INVALID_STATE, message, state=state)
+from gshost.errors import InvalidState as InvalidStateKind
+from gshost.errors import NotEnabled, NotFound, NotSupported
 
 
-def not_supported(capability: str) -> ApiError:
-    message = f"This server's game does not support {capability}. See its capabilities."
-    return ApiError(501, ErrorCode.NOT_SUPPORTED, message, capability=capability)
+class ServerNotFound(NotFound):
+    """The same for a server that is absent, in another organization, or outside the key's
+    restrictions."""
+
+    code = "server_not_found"
+    default_message = "No such server."
 
 
-def feature_not_enabled(capability: str) -> ApiError:
-    message = f"This server's plan does not enable {capability}. See its capabilities."
-    return ApiError(403, ErrorCode.FEATURE_NOT_ENABLED, message, capability=capability)
+class InvalidState(InvalidStateKind):
+    def __init__(self, state: str, message: str | None = None) -> None:
+        super().__init__(message or f"Not allowed while the server is {state}.", state=state)
+
+
+class CapabilityNotSupported(NotSupported):
+    def __init__(self, capability: str) -> None:
+        message = f"This server's game does not support {capability}. See its capabilities."
+        super().__init__(message, capability=capability)
+
+
+class FeatureNotEnabled(NotEnabled):
+    def __init__(self, capability: str) -> None:
+        message = f"This server's plan does not enable {capability}. See its capabilities."
+        super().__init__(message, capability=capability)
+
+
+class JobNotFound(NotFound):
+    default_message = "No such job."
+
+
+class NotFoundOnServer(NotFound):
+    """A backup, schedule, job or config event that is not on this server (another server's
+    is not found either)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"No such {what} on this server.")

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from audit.services import PanelAction
 from servers.actors import Actor
-from servers.errors import invalid_state
+from servers.errors import InvalidState
 from servers.models import Backup, BackupState, Job, JobKind, JobState, Server, ServerState
 from servers.runtime import get_runtime
 from servers.selectors import server_busy_job
@@ -35,7 +35,7 @@ def backup_restore(*, server: Server, backup: Backup, actor: Actor) -> Job:
     with transaction.atomic():
         server = _stopped_and_idle(server, "restore a backup")
         if backup.state != BackupState.AVAILABLE:
-            raise invalid_state(server.state, f"The backup is {backup.state}, not available.")
+            raise InvalidState(server.state, f"The backup is {backup.state}, not available.")
         return _job_create(server, JobKind.RESTORE, actor, backup=backup)
 
 
@@ -52,10 +52,10 @@ def _stopped_and_idle(server: Server, what: str) -> Server:
     """The server, locked; refused unless stopped and free of another data job."""
     server = Server.objects.select_for_update().get(id=server.id)
     if server.state != ServerState.STOPPED:
-        raise invalid_state(server.state, f"Stop the server to {what}.")
+        raise InvalidState(server.state, f"Stop the server to {what}.")
     busy = server_busy_job(server)
     if busy is not None:
-        raise invalid_state(server.state, f"A {busy.kind} job ({busy.id}) is still {busy.state}.")
+        raise InvalidState(server.state, f"A {busy.kind} job ({busy.id}) is still {busy.state}.")
     return server
 
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from servers import events
 from servers.actors import Actor
-from servers.errors import invalid_state
+from servers.errors import InvalidState
 from servers.models import MigrationState, Server, ServerMigration
 from servers.runtime import get_runtime
 from webhooks.events import Event
@@ -57,7 +57,7 @@ def _new_row(server: Server, new_address: str, actor: Actor) -> ServerMigration:
                 requested_by=actor.describe()[:200],
             )
     except IntegrityError:
-        raise invalid_state(server.state, "The server is already being migrated.") from None
+        raise InvalidState(server.state, "The server is already being migrated.") from None
 
 
 def migration_begin(*, server: Server, new_address: str, actor: Actor) -> ServerMigration:

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from gshost.api.errors import invalid_request
+from gshost.errors import InvalidInput
 from servers.config_events import config_events_for_status
 from servers.configuration import desired_settings
 from servers.models import Server, ServerMigration
@@ -30,7 +30,7 @@ def parse_window(raw: str | None) -> tuple[str, timedelta]:
         window = timedelta(minutes=amount) if unit == "m" else timedelta(hours=amount)
     if window is None or not MIN_WINDOW <= window <= MAX_WINDOW:
         message = "window is minutes or hours, like 30m or 6h, from 5m to 24h."
-        raise invalid_request(message, {"window": [message]})
+        raise InvalidInput(message, fields={"window": [message]})
     return text, window
 
 

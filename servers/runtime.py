@@ -5,9 +5,11 @@ requesting service's transaction and only sent once it commits; the host later r
 happened through the services (`server_transition`, `job_*`, `migration_complete`), which
 own the state. Readings (players, stats, metrics, actual settings) are answered at once.
 
-`SimulatedRuntime` is the default: it finishes every request after
+`servers.simulated_runtime.SimulatedRuntime` is the default: it finishes every request after
 `SIMULATED_RUNTIME_DELAY_SECONDS` through the task queue, and invents plausible,
 deterministic readings. A real host agent replaces it through the `SERVER_RUNTIME` setting.
+This module names the boundary only and imports no implementation, so the services that
+call the runtime and the simulated hosts that call the services form no loop.
 """
 
 from dataclasses import dataclass
@@ -16,17 +18,11 @@ from functools import cache
 from typing import Protocol
 
 from django.conf import settings
-from django.db import transaction
-from django.utils import timezone
 from django.utils.module_loading import import_string
-from django_q.tasks import async_task
 
-from servers import simulation
-from servers.configuration import settings_report_applied
-from servers.models import Job, Server, ServerMigration, ServerState
-from servers.selectors import server_max_players, server_reported_settings, server_state_history
+from servers.models import Job, Server, ServerMigration
 
-DEFAULT_RUNTIME = "servers.runtime.SimulatedRuntime"
+DEFAULT_RUNTIME = "servers.simulated_runtime.SimulatedRuntime"
 
 
 @dataclass(frozen=True)
@@ -101,107 +97,3 @@ def _load(path: str) -> Runtime:
 
 def get_runtime() -> Runtime:
     return _load(getattr(settings, "SERVER_RUNTIME", DEFAULT_RUNTIME))
-
-
-def simulated_delay() -> timedelta:
-    return timedelta(seconds=settings.SIMULATED_RUNTIME_DELAY_SECONDS)
-
-
-class SimulatedRuntime:
-    """Hosts that always do what they are asked, `SIMULATED_RUNTIME_DELAY_SECONDS` later.
-
-    Nothing of its own is stored: the due work is read from the rows (a server in a
-    transitional state, a job not finished, a migration under way) and their timestamps.
-    A follow-up task sweeps until the delay has passed; the minute sweep finishes anything
-    a lost task left behind.
-    """
-
-    def _follow_up(self) -> None:
-        until = (timezone.now() + simulated_delay()).isoformat()
-        transaction.on_commit(lambda: async_task("servers.tasks.runtime_follow", until))
-
-    def start(self, server: Server) -> None:
-        self._follow_up()
-
-    def stop(self, server: Server) -> None:
-        self._follow_up()
-
-    def restart(self, server: Server) -> None:
-        self._follow_up()
-
-    def run_job(self, job: Job) -> None:
-        self._follow_up()
-
-    def migrate(self, migration: ServerMigration) -> None:
-        self._follow_up()
-
-    def push_settings(self, server: Server) -> None:
-        """A game reads its settings when it starts: a stopped server takes them at once."""
-        if server.state == ServerState.STOPPED:
-            _report_settings(server)
-
-    def send_command(self, server: Server, command: str) -> CommandResult:
-        names = [p.name for p in self.players(server, timezone.now()).players]
-        accepted, output = simulation.command_output(server.game, command, names)
-        return CommandResult(accepted, output)
-
-    def players(self, server: Server, now: datetime) -> PlayerList:
-        running_since = server.state_changed_at if server.state == ServerState.RUNNING else None
-        maximum = server_max_players(server)
-        online = simulation.players_online(server.id, running_since, now, maximum)
-        players = [Player(p.name, p.joined_at) for p in online]
-        return PlayerList(len(players), maximum, players)
-
-    def stats(self, server: Server, now: datetime) -> StatsSample:
-        players = self.players(server, now).count
-        use = simulation.usage(server.id, server.state, now, players)
-        running = server.state == ServerState.RUNNING
-        return StatsSample(
-            state=server.state,
-            sampled_at=now,
-            cpu_percent=use.cpu_percent,
-            memory_mb=use.memory_mb,
-            memory_limit_mb=simulation.MEMORY_LIMIT_MB,
-            disk_mb=simulation.disk_mb(server.id, now),
-            network_in_kbps=use.network_in_kbps,
-            network_out_kbps=use.network_out_kbps,
-            players_online=players,
-            uptime_seconds=int((now - server.state_changed_at).total_seconds()) if running else 0,
-        )
-
-    def metrics(
-        self, server: Server, start: datetime, end: datetime, step: timedelta
-    ) -> list[MetricsSample]:
-        history = server_state_history(server, start, end)
-        maximum = server_max_players(server)
-        samples, moment, index = [], start, 0
-        while moment <= end:
-            while index + 1 < len(history) and history[index + 1][0] <= moment:
-                index += 1
-            state = history[index][1]
-            players = (
-                simulation.player_count_at(server.id, moment, maximum)
-                if state == ServerState.RUNNING
-                else 0
-            )
-            use = simulation.usage(server.id, state, moment, players)
-            samples.append(MetricsSample(moment, *_usage_fields(use), players))
-            moment += step
-        return samples
-
-    def actual_settings(self, server: Server) -> dict[str, str]:
-        return server_reported_settings(server)
-
-    def sweep(self, now: datetime) -> None:
-        # Imported here: the services call this module to reach the runtime.
-        from servers import simulated_host
-
-        simulated_host.finish_due_work(now, simulated_delay())
-
-
-def _usage_fields(use: simulation.Usage) -> tuple[float, int, float, float]:
-    return use.cpu_percent, use.memory_mb, use.network_in_kbps, use.network_out_kbps
-
-
-def _report_settings(server: Server) -> None:
-    settings_report_applied(server=server)

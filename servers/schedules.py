@@ -19,9 +19,9 @@ from django.utils import timezone
 
 from accounts.models import User
 from audit.services import PanelAction
-from gshost.api.errors import ApiError
 from servers import events
 from servers.actors import Actor
+from servers.errors import InvalidState
 from servers.models import (
     ALERTABLE_STATUSES,
     RunStatus,
@@ -233,7 +233,7 @@ def _send(schedule: Schedule, server: Server) -> tuple[RunStatus, str]:
     actor = Actor.system(f"schedule {schedule.id}")
     try:
         sent = command_deliver(server=server, command=schedule.command, actor=actor)
-    except ApiError as refused:  # not running: the run is skipped
+    except InvalidState as refused:  # not running: the run is skipped
         return RunStatus.SKIPPED, refused.message
     return (RunStatus.SUCCEEDED if sent.accepted else RunStatus.FAILED), sent.output
 

@@ -7,8 +7,8 @@ from typing import TypeVar
 from django.db.models import QuerySet
 
 from accounts.key_records import KeyRecord
-from gshost.api.errors import not_found, server_not_found
 from servers.configuration import effective
+from servers.errors import JobNotFound, NotFoundOnServer, ServerNotFound
 from servers.models import (
     Backup,
     ConfigEvent,
@@ -45,12 +45,12 @@ def server_list_for_key(key: KeyRecord) -> QuerySet[Server]:
 
 
 def server_get_for_key(key: KeyRecord, server_id: str) -> Server:
-    """The server, or 404 server_not_found: the same answer for foreign, restricted or absent."""
+    """The server, or ServerNotFound: the same answer for foreign, restricted or absent."""
     if not key.allows_server(server_id):
-        raise server_not_found()
+        raise ServerNotFound()
     server = Server.objects.filter(organization_id=key.organization_id, id=server_id).first()
     if server is None:
-        raise server_not_found()
+        raise ServerNotFound()
     return server
 
 
@@ -88,7 +88,7 @@ def server_busy_job(server: Server) -> Job | None:
 
 
 def job_get_for_key(key: KeyRecord, job_id: str) -> Job:
-    """A job of a server the key may see, or 404 not_found (never server_not_found: the id
+    """A job of a server the key may see, or JobNotFound (never ServerNotFound: the id
     in the path is a job's)."""
     job = (
         Job.objects.select_related("server")
@@ -96,23 +96,23 @@ def job_get_for_key(key: KeyRecord, job_id: str) -> Job:
         .first()
     )
     if job is None or not key.allows_server(job.server_id):
-        raise not_found("No such job.")
+        raise JobNotFound()
     return job
 
 
 def job_get_for_server(server: Server, job_id: str, kind: JobKind) -> Job:
     job = Job.objects.filter(id=job_id, server=server, kind=kind).first()
     if job is None:
-        raise not_found(f"No such {kind.label.lower()} job on this server.")
+        raise NotFoundOnServer(f"{kind.label.lower()} job")
     return job
 
 
 def _one_on_server(model: type[OnServer], server: Server, object_id: str, what: str) -> OnServer:
-    """The `model` row with this id on this server, else 404 (another server's is not found
-    either). Its `server` is set already, so reading it costs no query."""
+    """The `model` row with this id on this server, else NotFoundOnServer (another server's
+    is not found either). Its `server` is set already, so reading it costs no query."""
     found = model.objects.filter(id=object_id, server=server).first()
     if found is None:
-        raise not_found(f"No such {what} on this server.")
+        raise NotFoundOnServer(what)
     found.server = server
     return found
 

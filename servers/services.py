@@ -10,7 +10,7 @@ from accounts.models import Organization
 from audit.services import PanelAction
 from servers import events
 from servers.actors import Actor
-from servers.errors import invalid_state
+from servers.errors import InvalidState
 from servers.lifecycle import REQUESTS, Move, Trigger, move
 from servers.models import ConsoleCommand, Game, Server, ServerState, ServerTransition
 from servers.runtime import get_runtime
@@ -56,14 +56,14 @@ def server_transition(
         server = Server.objects.get(id=server_id)
         step = move(server.state, trigger)
         if step is None:
-            raise invalid_state(server.state, _refusal(trigger, server.state))
+            raise InvalidState(server.state, _refusal(trigger, server.state))
         now = timezone.now()
         changed = Server.objects.filter(id=server.id, state=server.state).update(
             state=step.target, state_changed_at=now, updated_at=now
         )
         if changed != 1:
             current = Server.objects.get(id=server_id).state
-            raise invalid_state(current, _refusal(trigger, current))
+            raise InvalidState(current, _refusal(trigger, current))
         server.state, server.state_changed_at = step.target, now
         _record(server, step, cause, exit_code, now)
     return server
@@ -96,7 +96,7 @@ def server_power(*, server: Server, action: PowerAction, actor: Actor) -> Server
             busy = server_busy_job(server)
             if busy is not None:
                 message = f"A {busy.kind} job ({busy.id}) must finish before the server starts."
-                raise invalid_state(server.state, message)
+                raise InvalidState(server.state, message)
         server = server_transition(
             server_id=server.id, trigger=Trigger(action.value), cause=actor.describe()
         )
@@ -147,7 +147,7 @@ def command_deliver(*, server: Server, command: str, actor: Actor) -> ConsoleCom
     with transaction.atomic():
         current = Server.objects.select_for_update().get(id=server.id)
         if current.state != ServerState.RUNNING:
-            raise invalid_state(current.state, "Console commands need a running server.")
+            raise InvalidState(current.state, "Console commands need a running server.")
         result = get_runtime().send_command(current, command)
         return ConsoleCommand.objects.create(
             server=current,

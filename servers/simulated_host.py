@@ -9,10 +9,10 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
-from gshost.api.errors import ApiError
 from servers import simulation
 from servers.actors import Actor
 from servers.configuration import settings_report_applied
+from servers.errors import InvalidState
 from servers.jobs import job_begin, job_finish, job_progress
 from servers.lifecycle import Trigger
 from servers.migration import migrate_now, migration_complete, suggest_new_address
@@ -47,7 +47,7 @@ def _finish_transitions(cutoff: datetime) -> None:
             server = server_transition(
                 server_id=server_id, trigger=COMPLETION[ServerState(state)], cause="runtime"
             )
-        except ApiError:
+        except InvalidState:
             continue  # someone else moved it first (a crash, another sweep)
         if server.state == ServerState.RUNNING:
             settings_report_applied(server=server)

@@ -20,6 +20,7 @@ from accounts.models import Organization
 from accounts.scopes import Scope
 from gshost.api.errors import ApiError, ErrorCode, invalid_request
 from gshost.api.fields import TimestampField
+from gshost.api.input import parse_input
 from gshost.ids import format_timestamp
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Webhook
@@ -56,11 +57,6 @@ EVENT_CHOICES = [(event.value, event.value) for event in Event]
 # --- records ------------------------------------------------------------------------------------
 
 
-@extend_schema_field(OpenApiTypes.DATETIME)
-class Timestamp(TimestampField):
-    pass
-
-
 @extend_schema_field({"type": "string", "nullable": True})
 class BlankAsNullField(serializers.Field):
     """Stored as "" when there is none; the API says null."""
@@ -75,8 +71,8 @@ class WebhookOutput(serializers.Serializer[Webhook]):
     events = serializers.ListField(child=serializers.CharField())
     description = serializers.CharField()
     status = serializers.CharField()
-    created_at = Timestamp()
-    updated_at = Timestamp()
+    created_at = TimestampField()
+    updated_at = TimestampField()
 
 
 class WebhookCreatedOutput(WebhookOutput):
@@ -86,7 +82,7 @@ class WebhookCreatedOutput(WebhookOutput):
 class AttemptOutput(serializers.Serializer[DeliveryAttempt]):
     number = serializers.IntegerField()
     trigger = serializers.CharField()
-    started_at = Timestamp()
+    started_at = TimestampField()
     duration_ms = serializers.IntegerField()
     status_code = serializers.IntegerField(allow_null=True)
     response_body = serializers.CharField()
@@ -101,8 +97,8 @@ class DeliveryOutput(serializers.Serializer[Delivery]):
     event = serializers.CharField()
     server_id = BlankAsNullField()
     status = serializers.CharField()
-    created_at = Timestamp()
-    next_attempt_at = Timestamp(allow_null=True)
+    created_at = TimestampField()
+    next_attempt_at = TimestampField(allow_null=True)
     payload = serializers.SerializerMethodField()
     attempts = AttemptOutput(many=True)  # in number order (the model's ordering)
 
@@ -241,12 +237,6 @@ class BulkRedeliveryInput(serializers.Serializer[Any]):
         return attrs
 
 
-def _valid(serializer_class: type[serializers.Serializer[Any]], data: Any) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)
-
-
 def _query_choice(params: QueryDict, name: str, allowed: list[str]) -> str | None:
     value = params.get(name) or None
     if value is not None and value not in allowed:
@@ -334,7 +324,7 @@ class WebhookViewSet(_WebhookRoutes):
         responses={201: WebhookCreatedOutput},
     )
     def create(self, request: Request) -> Response:
-        data = _valid(WebhookCreateInput, request.data)
+        data = parse_input(request, WebhookCreateInput)
         organization = Organization.objects.get(pk=calling_key(request).organization_id)
         webhook, secret = webhook_create(organization=organization, **data)
         body = {**webhook_json(webhook), "signing_secret": secret}
@@ -347,7 +337,7 @@ class WebhookViewSet(_WebhookRoutes):
     @extend_schema(operation_id="webhooks_update", request=WebhookUpdateInput)
     def partial_update(self, request: Request, webhook_id: str) -> Response:
         webhook = self._webhook(request, webhook_id)
-        data = _valid(WebhookUpdateInput, request.data)
+        data = parse_input(request, WebhookUpdateInput)
         return Response(webhook_json(webhook_update(webhook=webhook, **data)))
 
     @extend_schema(operation_id="webhooks_delete", responses={204: None})
@@ -404,7 +394,7 @@ class DeliveryViewSet(_WebhookRoutes):
     )
     def bulk_redeliver(self, request: Request, webhook_id: str) -> Response:
         webhook = self._webhook(request, webhook_id)
-        data = _valid(BulkRedeliveryInput, request.data)
+        data = parse_input(request, BulkRedeliveryInput)
         count = deliveries_request_bulk_redelivery(
             webhook=webhook,
             status=DeliveryStatus(data["status"]) if data.get("status") else None,

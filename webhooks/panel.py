@@ -11,7 +11,7 @@ from typing import Any, Concatenate, ParamSpec
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import re_path
 from django.views.decorators.cache import never_cache
@@ -21,7 +21,7 @@ from accounts.models import Membership
 from accounts.panel.access import MemberView, member_required, needs_scope
 from accounts.scopes import Scope
 from audit.services import PanelContext
-from gshost.api.errors import ApiError
+from gshost.panel_errors import found_or_404
 from webhooks.forms import DeliveryFilterForm, WebhookForm
 from webhooks.models import Delivery, DeliveryStatus, Webhook
 from webhooks.payloads import parse_body
@@ -58,20 +58,14 @@ def member_view(
 
 
 def _webhook_or_404(membership: Membership, webhook_id: str) -> Webhook:
-    try:
-        return webhook_get_for_org(membership.organization_id, webhook_id)
-    except ApiError:
-        raise Http404("No such webhook in this organization.") from None
+    return found_or_404(webhook_get_for_org, membership.organization_id, webhook_id)
 
 
 def _delivery_or_404(
     membership: Membership, webhook_id: str, delivery_id: str
 ) -> tuple[Webhook, Delivery]:
     webhook = _webhook_or_404(membership, webhook_id)
-    try:
-        return webhook, delivery_get_for_webhook(webhook, delivery_id)
-    except ApiError:
-        raise Http404("No such delivery in the last 7 days.") from None
+    return webhook, found_or_404(delivery_get_for_webhook, webhook, delivery_id)
 
 
 @require_GET

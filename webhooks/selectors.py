@@ -1,7 +1,7 @@
 """Reads of webhooks and deliveries, always through the caller's organization.
 
-Another organization's webhook or delivery is simply not found: the same 404 as an id that
-never existed.
+Another organization's webhook or delivery is simply not found: the same
+WebhookNotFound (DeliveryNotFound) as an id that never existed.
 """
 
 from datetime import datetime
@@ -9,7 +9,7 @@ from datetime import datetime
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from gshost.api.errors import not_found
+from webhooks.errors import DeliveryNotFound, WebhookNotFound
 from webhooks.events import Event
 from webhooks.models import DELIVERY_HISTORY, Delivery, DeliveryStatus, Webhook
 
@@ -21,7 +21,7 @@ def webhook_list_for_org(organization_id: str) -> QuerySet[Webhook]:
 def webhook_get_for_org(organization_id: str, webhook_id: str) -> Webhook:
     webhook = webhook_list_for_org(organization_id).filter(pk=webhook_id).first()
     if webhook is None:
-        raise not_found("No such webhook.")
+        raise WebhookNotFound()
     return webhook
 
 
@@ -56,5 +56,5 @@ def delivery_get_for_webhook(webhook: Webhook, delivery_id: str) -> Delivery:
         .first()
     )
     if delivery is None:
-        raise not_found("No such delivery.")
+        raise DeliveryNotFound()
     return delivery

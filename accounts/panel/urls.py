@@ -4,7 +4,6 @@ from django.urls import path, re_path
 from django.views.generic import RedirectView
 
 from accounts.panel import views
-from audit.panel import audit_page
 
 app_name = "panel"
 
@@ -17,5 +16,4 @@ urlpatterns = [
     re_path(rf"^keys/{KEY_ID}/rotate/?$", views.key_rotate, name="key_rotate"),
     re_path(rf"^keys/{KEY_ID}/delete/?$", views.key_delete, name="key_delete"),
     path("switch-organization/", views.organization_switch, name="switch_organization"),
-    path("audit/", audit_page, name="audit_list"),
 ]

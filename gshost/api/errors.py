@@ -8,6 +8,15 @@ from django.http import Http404, HttpRequest
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
+from gshost.errors import (
+    DomainError,
+    InvalidInput,
+    InvalidState,
+    NotEnabled,
+    NotFound,
+    NotSupported,
+)
+
 logger = logging.getLogger(__name__)
 
 WWW_AUTHENTICATE = 'Bearer error="invalid_token"'
@@ -69,10 +78,6 @@ class ApiError(exceptions.APIException):
         return {"error": {"code": self.code.value, "message": self.message, **self.extra}}
 
 
-def server_not_found() -> ApiError:
-    return ApiError(404, ErrorCode.SERVER_NOT_FOUND)
-
-
 def not_found(what: str = "Not found.") -> ApiError:
     return ApiError(404, ErrorCode.NOT_FOUND, what)
 
@@ -90,6 +95,25 @@ def invalid_request(message: str, fields: dict[str, list[str]] | None = None) ->
     if fields is None:
         return ApiError(400, ErrorCode.INVALID_REQUEST, message)
     return ApiError(400, ErrorCode.INVALID_REQUEST, message, fields=fields)
+
+
+# The one place a domain refusal becomes an HTTP status (the panel asks here too).
+DOMAIN_STATUS: dict[type[DomainError], int] = {
+    NotFound: status.HTTP_404_NOT_FOUND,
+    InvalidState: status.HTTP_409_CONFLICT,
+    NotSupported: status.HTTP_501_NOT_IMPLEMENTED,
+    NotEnabled: status.HTTP_403_FORBIDDEN,
+    InvalidInput: status.HTTP_400_BAD_REQUEST,
+}
+
+
+def domain_status(error: DomainError) -> int:
+    kind = next((kind for kind in DOMAIN_STATUS if isinstance(error, kind)), None)
+    return DOMAIN_STATUS[kind] if kind is not None else status.HTTP_400_BAD_REQUEST
+
+
+def from_domain_error(error: DomainError) -> ApiError:
+    return ApiError(domain_status(error), ErrorCode(error.code), error.message, **error.extra)
 
 
 def _validation_fields(detail: Any) -> dict[str, list[str]]:
@@ -110,6 +134,8 @@ def as_api_error(exc: Exception) -> ApiError:
     """Translate DRF's and Django's own exceptions into the contract's codes."""
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, DomainError):
+        return from_domain_error(exc)
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         return ApiError(401, ErrorCode.MISSING_TOKEN)
     if isinstance(exc, exceptions.ValidationError):
@@ -139,7 +165,7 @@ def error_response(error: ApiError, request: HttpRequest | None = None) -> Respo
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if not isinstance(exc, exceptions.APIException | Http404):
+    if not isinstance(exc, exceptions.APIException | Http404 | DomainError):
         return None  # a real bug: PublicApiMiddleware answers 500 with the envelope, and logs it
     request = context.get("request")
     django_request = getattr(request, "_request", None)

@@ -10,7 +10,6 @@ from typing import Any
 
 from django.db.models import QuerySet
 from rest_framework import serializers, viewsets
-from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.authentication import calling_key
@@ -45,10 +44,3 @@ class ServerRouteViewSet(viewsets.ViewSet):
         paginator = NewestFirstCursorPagination()
         page = paginator.paginate_queryset(queryset, self.request, view=self)
         return paginator.get_paginated_response(serializer_class(page, many=True).data)
-
-
-def parse(request: Request, serializer_class: type[serializers.Serializer[Any]]) -> dict[str, Any]:
-    """The validated body, or 400 invalid_request naming the bad fields."""
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)

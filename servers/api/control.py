@@ -6,7 +6,8 @@ from rest_framework.response import Response
 
 from accounts.authentication import calling_key
 from accounts.scopes import Scope
-from servers.api.base import ServerRouteViewSet, parse
+from gshost.api.input import parse_input
+from servers.api.base import ServerRouteViewSet
 from servers.api.serializers import (
     CapabilitiesSerializer,
     ConsoleInput,
@@ -29,14 +30,14 @@ class ServerControlViewSet(ServerRouteViewSet):
     @extend_schema(request=PowerInput, responses={202: ServerSerializer})
     def power(self, request: Request, server_id: str) -> Response:
         server = self.server()
-        action = PowerAction(parse(request, PowerInput)["action"])
+        action = PowerAction(parse_input(request, PowerInput)["action"])
         server = server_power(server=server, action=action, actor=self.actor())
         return Response(ServerSerializer(server).data, status=202)
 
     @extend_schema(request=ConsoleInput, responses={202: ConsoleSentSerializer})
     def console(self, request: Request, server_id: str) -> Response:
         server = self.server()
-        command = parse(request, ConsoleInput)["command"]
+        command = parse_input(request, ConsoleInput)["command"]
         sent = server_send_command(server=server, command=command, actor=self.actor())
         return Response(ConsoleSentSerializer(sent).data, status=202)
 

@@ -7,7 +7,8 @@ from rest_framework.response import Response
 from accounts.authentication import calling_key
 from accounts.permissions import NO_SCOPE_REQUIRED, require_scope
 from accounts.scopes import Scope
-from servers.api.base import ServerRouteViewSet, parse
+from gshost.api.input import parse_input
+from servers.api.base import ServerRouteViewSet
 from servers.api.serializers import (
     BackupCreatedSerializer,
     BackupInput,
@@ -55,7 +56,7 @@ class BackupViewSet(ServerRouteViewSet):
     @extend_schema(request=BackupInput, responses={202: BackupCreatedSerializer})
     def create(self, request: Request, server_id: str) -> Response:
         server = self.server()
-        name = parse(request, BackupInput)["name"]
+        name = parse_input(request, BackupInput)["name"]
         backup, job = backup_create(server=server, actor=self.actor(), name=name)
         return Response(BackupCreatedSerializer({"backup": backup, "job": job}).data, status=202)
 
@@ -79,7 +80,7 @@ class MaintenanceViewSet(ServerRouteViewSet):
     @extend_schema(request=MaintenanceInput, responses={202: JobSerializer})
     def create(self, request: Request, server_id: str) -> Response:
         server = self.server()
-        kind = JobKind(parse(request, MaintenanceInput)["action"])
+        kind = JobKind(parse_input(request, MaintenanceInput)["action"])
         job = maintenance_start(server=server, kind=kind, actor=self.actor())
         return Response(JobSerializer(job).data, status=202)
 

@@ -3,7 +3,7 @@ scope the API would ask of a key. Another organization's server is a 404."""
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
@@ -13,14 +13,15 @@ from accounts.models import Membership
 from accounts.panel.access import member_required, scope_refused
 from accounts.scopes import Scope
 from audit.services import PanelContext
-from gshost.api.errors import ApiError
+from gshost.api.errors import domain_status
+from gshost.errors import DomainError
+from gshost.panel_errors import refusal_message
 from servers.actors import Actor
 from servers.capabilities import Capability, capability_require
 from servers.models import Server
 from servers.selectors import server_list_for_organization
 
 P = ParamSpec("P")
-T = TypeVar("T")
 ServerView = Callable[Concatenate[HttpRequest, Membership, Server, P], HttpResponse]
 PanelView = Callable[Concatenate[HttpRequest, str, P], HttpResponse]
 
@@ -46,11 +47,10 @@ def server_page(
             if capability is not None:
                 try:
                     capability_require(server, capability)
-                except ApiError as refusal:
+                except DomainError as refusal:
                     context = {"server": server, "error": refusal}
-                    return render(
-                        request, "servers/unavailable.html", context, status=refusal.status_code
-                    )
+                    status = domain_status(refusal)
+                    return render(request, "servers/unavailable.html", context, status=status)
             return view(request, membership, server, *args, **kwargs)
 
         return member_required(wrapper)
@@ -66,16 +66,6 @@ def back_to(name: str, server: Server) -> HttpResponse:
     return redirect(name, server_id=server.id)
 
 
-def refused(request: HttpRequest, refusal: ApiError | ValueError) -> None:
+def refused(request: HttpRequest, refusal: DomainError | ValueError) -> None:
     """A service's refusal, shown as a message on the page the person goes back to."""
-    messages.error(request, refusal.message if isinstance(refusal, ApiError) else str(refusal))
-
-
-def found_or_404(get: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """A selector's 404 (an ApiError) as the panel's 404 page."""
-    try:
-        return get(*args, **kwargs)
-    except ApiError as missing:
-        if missing.status_code != 404:
-            raise
-        raise Http404(missing.message) from None
+    messages.error(request, refusal_message(refusal))

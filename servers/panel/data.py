@@ -14,7 +14,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.models import Membership
 from accounts.panel.access import scope_refused
 from accounts.scopes import Scope
-from gshost.api.errors import ApiError
+from gshost.errors import DomainError
+from gshost.panel_errors import found_or_404
 from servers.capabilities import Capability
 from servers.config_events import (
     config_event_cancel,
@@ -26,7 +27,6 @@ from servers.jobs import backup_create, backup_restore, maintenance_start
 from servers.models import JobKind, Server
 from servers.panel.access import (
     back_to,
-    found_or_404,
     person,
     refused,
     server_page,
@@ -79,7 +79,7 @@ def backup_restore_page(
     backup = found_or_404(backup_get_for_server, server, backup_id)
     try:
         job = backup_restore(server=server, backup=backup, actor=person(request))
-    except ApiError as refusal:
+    except DomainError as refusal:
         refused(request, refusal)
     else:
         messages.success(request, f"Restoring {backup.name} (job {job.id}).")
@@ -96,7 +96,7 @@ def maintenance_page(request: HttpRequest, membership: Membership, server: Serve
     kind = JobKind(form.cleaned_data["action"])
     try:
         job = maintenance_start(server=server, kind=kind, actor=person(request))
-    except ApiError as refusal:
+    except DomainError as refusal:
         refused(request, refusal)
     else:
         messages.success(request, f"{kind.label} started (job {job.id}).")

@@ -10,9 +10,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.models import Membership
 from accounts.scopes import Scope
+from gshost.panel_errors import found_or_404
 from servers.capabilities import Capability
 from servers.models import RunStatus, Schedule, ScheduleRun, Server
-from servers.panel.access import back_to, found_or_404, person, server_page
+from servers.panel.access import back_to, person, server_page
 from servers.panel.forms import ScheduleForm
 from servers.panel.views import server_context
 from servers.schedules import (

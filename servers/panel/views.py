@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.models import Membership
 from accounts.panel.access import member_required, scope_refused
 from accounts.scopes import Scope
-from gshost.api.errors import ApiError
+from gshost.errors import DomainError
 from servers.capabilities import Capability, is_enabled, is_supported
 from servers.lifecycle import REQUESTS, allowed_triggers
 from servers.models import Server
@@ -91,7 +91,7 @@ def server_power_page(request: HttpRequest, membership: Membership, server: Serv
     action = PowerAction(form.cleaned_data["action"])
     try:
         server = server_power(server=server, action=action, actor=person(request))
-    except ApiError as refusal:
+    except DomainError as refusal:
         refused(request, refusal)
     else:
         messages.success(
@@ -113,7 +113,7 @@ def server_console_page(
         sent = server_send_command(
             server=server, command=form.cleaned_data["command"], actor=person(request)
         )
-    except (ApiError, ValueError) as refusal:
+    except (DomainError, ValueError) as refusal:
         refused(request, refusal)
     else:
         messages.success(request, f"Sent “{sent.command}”. {sent.output}")

@@ -10,7 +10,11 @@ import pytest
 from servers.lifecycle import Trigger
 from servers.models import Server
 from servers.services import server_transition
+from tests.webhooks.delivery_fixtures import engine_settings_fixture, receiver_fixture
 from webhooks import services as webhook_services
+
+# The end-to-end test delivers to the webhook tests' HTTPS receiver through their settings.
+__all__ = ["engine_settings_fixture", "receiver_fixture"]
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,7 @@ from servers.services import server_create
 from tests.conftest import API, client_for
 from tests.webhooks.delivery_fixtures import (
     Hooks,
-    engine_settings_fixture,  # noqa: F401
     expected_signature,
-    receiver_fixture,  # noqa: F401
     wait_for,
 )
 from tests.webhooks.receiver import HttpsReceiver

@@ -11,8 +11,9 @@ from freezegun import freeze_time
 from servers import tasks
 from servers.actors import Actor
 from servers.models import Server
-from servers.runtime import SimulatedRuntime, get_runtime
+from servers.runtime import get_runtime
 from servers.services import PowerAction, server_power
+from servers.simulated_runtime import SimulatedRuntime
 from tests.servers.conftest import events_of
 
 ME = Actor.system("test")
@@ -85,7 +86,7 @@ def test_it_queues_its_follow_up_when_the_request_commits(
     acme_server, monkeypatch, django_capture_on_commit_callbacks
 ):
     queued = []
-    monkeypatch.setattr("servers.runtime.async_task", lambda *a: queued.append(a))
+    monkeypatch.setattr("servers.simulated_runtime.async_task", lambda *a: queued.append(a))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         power(acme_server, "start")
     assert queued == []

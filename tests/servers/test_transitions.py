@@ -4,6 +4,7 @@ SPEC §6 names (and none where it says none)."""
 import pytest
 from freezegun import freeze_time
 
+from servers.errors import InvalidState
 from servers.lifecycle import Trigger
 from servers.models import Server, ServerTransition
 from servers.services import server_transition
@@ -62,11 +63,9 @@ def test_it_stamps_when_the_state_changed(acme_server):
 )
 def test_it_refuses_a_move_the_state_does_not_allow(acme_server, put_in_state, state, trigger):
     put_in_state(acme_server, state)
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(InvalidState) as refused:
         apply(acme_server, trigger)
-    assert refused.value.status_code == 409
-    assert refused.value.body()["error"]["code"] == "invalid_state"
-    assert refused.value.body()["error"]["state"] == state
+    assert refused.value.extra["state"] == state
 
 
 def test_it_acts_only_when_its_compare_and_set_wins(acme_server, monkeypatch):
@@ -79,9 +78,9 @@ def test_it_acts_only_when_its_compare_and_set_wins(acme_server, monkeypatch):
         return server
 
     monkeypatch.setattr(Server.objects, "get", stale_get)
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(InvalidState) as refused:
         apply(acme_server, Trigger.START)
-    assert refused.value.body()["error"]["state"] == "running"
+    assert refused.value.extra["state"] == "running"
     assert not ServerTransition.objects.filter(server=acme_server).exists()
 
 

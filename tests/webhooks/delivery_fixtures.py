@@ -1,7 +1,7 @@
 """Shared set-up for the delivery engine tests: a receiver named like a public host, settings
 pointing the engine's sender at it, and rows made directly (pending, due now).
 
-Import the fixtures by their ``*_fixture`` names; they are used under the short names.
+The fixtures are registered for tests/webhooks/ by its conftest.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from accounts.models import Organization
-from accounts.services import organization_create
 from tests.webhooks.receiver import HttpsReceiver, ReceivedRequest, loopback_resolver
 from webhooks import attempts, pool
 from webhooks.events import Event
@@ -56,11 +55,6 @@ def engine_settings_fixture(
     yield settings
     pool.close_pool()
     attempts.forget_sender()
-
-
-@pytest.fixture(name="org")
-def org_fixture(db: None) -> Organization:
-    return organization_create(slug="acme-hooks", name="Acme")
 
 
 class Hooks:
@@ -111,8 +105,8 @@ class Hooks:
 
 
 @pytest.fixture(name="hooks")
-def hooks_fixture(org: Organization, receiver: HttpsReceiver, engine_settings: Any) -> Hooks:
-    return Hooks(org, receiver)
+def hooks_fixture(acme: Organization, receiver: HttpsReceiver, engine_settings: Any) -> Hooks:
+    return Hooks(acme, receiver)
 
 
 def expected_signature(secret: str, timestamp: str, body: bytes) -> str:

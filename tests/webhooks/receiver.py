@@ -302,13 +302,7 @@ def _shutdown(sock: socket.socket) -> None:
 
 @pytest.fixture(name="https_receiver")
 def https_receiver_fixture() -> Iterator[HttpsReceiver]:
-    """A started receiver for localhost and 127.0.0.1, stopped after the test.
-
-    Import it as ``https_receiver_fixture``: the fixture is still named ``https_receiver``, and
-    test parameters of that name then do not shadow the import (ruff F811).
-    """
+    """A started receiver for localhost and 127.0.0.1, stopped after the test (registered
+    for tests/webhooks/ by its conftest.py)."""
     with HttpsReceiver() as receiver:
         yield receiver
-
-
-https_receiver = https_receiver_fixture  # the same fixture, for `import https_receiver` users

@@ -12,10 +12,7 @@ from tests.conftest import error_of
 from tests.webhooks.webhook_fixtures import (
     HOOKS,
     add_attempt,
-    admin_fixture,  # noqa: F401
-    admin_key_fixture,  # noqa: F401
     make_delivery,
-    webhook_fixture,  # noqa: F401
 )
 from webhooks import dispatch
 from webhooks.events import Event

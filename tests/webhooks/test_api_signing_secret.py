@@ -4,8 +4,6 @@ import pytest
 from cryptography.fernet import Fernet
 
 from tests.webhooks.webhook_fixtures import (
-    admin_fixture,  # noqa: F401
-    admin_key_fixture,  # noqa: F401
     create,
 )
 from webhooks.models import Webhook

@@ -9,14 +9,10 @@ import pytest
 from tests.conftest import client_for, error_of
 from tests.webhooks.delivery_fixtures import (
     HOST,
-    engine_settings_fixture,  # noqa: F401
-    receiver_fixture,  # noqa: F401
 )
 from tests.webhooks.receiver import HttpsReceiver
 from tests.webhooks.webhook_fixtures import (
     HOOKS,
-    admin_fixture,  # noqa: F401
-    admin_key_fixture,  # noqa: F401
     create,
 )
 from webhooks.models import Delivery

@@ -14,12 +14,8 @@ from tests.conftest import client_for, error_of
 from tests.webhooks.webhook_fixtures import (
     HOOKS,
     URL,
-    admin_fixture,  # noqa: F401
-    admin_key_fixture,  # noqa: F401
     create,
     make_delivery,
-    outsider_fixture,  # noqa: F401
-    webhook_fixture,  # noqa: F401
 )
 from webhooks.models import Delivery, DeliveryAttempt, Webhook
 

@@ -19,11 +19,7 @@ from tests.webhooks.delivery_fixtures import (
     HOST,
     FlippingResolver,
     Hooks,
-    engine_settings_fixture,  # noqa: F401
     expected_signature,
-    hooks_fixture,  # noqa: F401
-    org_fixture,  # noqa: F401
-    receiver_fixture,  # noqa: F401
     reload,
     use_resolver,
 )

@@ -9,11 +9,7 @@ from freezegun import freeze_time
 
 from tests.webhooks.delivery_fixtures import (
     Hooks,
-    engine_settings_fixture,  # noqa: F401
     expected_signature,
-    hooks_fixture,  # noqa: F401
-    org_fixture,  # noqa: F401
-    receiver_fixture,  # noqa: F401
 )
 from tests.webhooks.receiver import HttpsReceiver
 from webhooks.engine import send_test_ping

@@ -10,14 +10,11 @@ from audit.models import AuditRecord, Source
 from audit.services import PanelAction
 from tests.webhooks.delivery_fixtures import (
     HOST,
-    engine_settings_fixture,  # noqa: F401
-    receiver_fixture,  # noqa: F401
 )
 from tests.webhooks.webhook_fixtures import (
     URL,
     add_attempt,
     make_delivery,
-    webhook_fixture,  # noqa: F401
 )
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryStatus, Webhook

@@ -13,10 +13,6 @@ from freezegun import freeze_time
 from gshost.schedules import ensure_schedules
 from tests.webhooks.delivery_fixtures import (
     Hooks,
-    engine_settings_fixture,  # noqa: F401
-    hooks_fixture,  # noqa: F401
-    org_fixture,  # noqa: F401
-    receiver_fixture,  # noqa: F401
 )
 from webhooks import tasks
 from webhooks.models import Delivery, DeliveryAttempt

@@ -15,7 +15,6 @@ from tests.webhooks.receiver import (
     LOOPBACK,
     LOOPBACK_NETWORKS,
     HttpsReceiver,
-    https_receiver_fixture,  # noqa: F401
     loopback_resolver,
 )
 from webhooks.sender import AttemptResult, WebhookSender

@@ -15,16 +15,12 @@ from django.utils import timezone
 
 from tests.webhooks.delivery_fixtures import (
     Hooks,
-    engine_settings_fixture,  # noqa: F401
-    hooks_fixture,  # noqa: F401
-    org_fixture,  # noqa: F401
-    receiver_fixture,  # noqa: F401
     requests_for,
     wait_for,
 )
 from tests.webhooks.receiver import HttpsReceiver
 from webhooks import claims, engine, pool, tasks
-from webhooks.models import Delivery, DeliveryStatus
+from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,7 +64,9 @@ def test_it_keeps_at_most_four_attempts_in_flight_per_webhook(
 def test_ten_black_hole_endpoints_do_not_delay_healthy_deliveries(
     hooks: Hooks, receiver: HttpsReceiver, settings: Any
 ) -> None:
-    settings.WEBHOOK_TIMEOUT_SECONDS = 2.0
+    """The healthy deliveries all arrive while every black hole still holds its connection:
+    none of them waited for a black hole's timeout."""
+    settings.WEBHOOK_TIMEOUT_SECONDS = 8.0
     dead_ids = []
     for n in range(10):
         receiver.set_behaviour(path=f"/dead/{n}", hang=True)
@@ -78,22 +76,20 @@ def test_ten_black_hole_endpoints_do_not_delay_healthy_deliveries(
     wait_for(lambda: len(receiver.requests) >= 40)
 
     healthy = [hooks.webhook(f"/ok/{n}") for n in range(10)]
-    delays = []
     for _ in range(3):
         batch = [hooks.delivery(webhook) for webhook in healthy]
-        started = time.monotonic()
         engine.attempt_deliveries([(d.id, d.webhook_id) for d in batch])
-        wait_for(lambda batch=batch: all(requests_for(receiver, d.id) for d in batch))  # type: ignore[misc]
-        delays.append(max(requests_for(receiver, d.id)[0].received_at for d in batch) - started)
+        wait_for(lambda batch=batch: settled(*batch))  # type: ignore[misc]
 
-    assert max(delays) < 1.0, delays
+    dead = [delivery_id for delivery_id, _ in dead_ids]
+    assert not DeliveryAttempt.objects.filter(delivery_id__in=dead).exists()
 
 
 def test_the_sweep_picks_up_due_retries_and_expired_leases(
     hooks: Hooks, receiver: HttpsReceiver
 ) -> None:
     webhook = hooks.webhook()
-    now, clock = timezone.now(), time.monotonic()
+    now = timezone.now()
     retry = hooks.delivery(
         webhook, status=DeliveryStatus.RETRY_SCHEDULED, next_attempt_at=now - timedelta(seconds=1)
     )
@@ -113,9 +109,9 @@ def test_the_sweep_picks_up_due_retries_and_expired_leases(
     assert Delivery.objects.get(pk=later.pk).status == DeliveryStatus.PENDING
     assert Delivery.objects.get(pk=held.pk).status == DeliveryStatus.PENDING
     assert not requests_for(receiver, later.id) and not requests_for(receiver, held.id)
-    (soon_request,) = requests_for(receiver, soon.id)
-    started_after_due = soon_request.received_at - (clock + 1.5)
-    assert -0.05 < started_after_due < 1.0  # one sweep interval, not a scheduler tick
+    assert len(requests_for(receiver, soon.id)) == 1  # due during the sweep: taken by it
+    (attempt,) = DeliveryAttempt.objects.filter(delivery=soon)
+    assert attempt.started_at >= soon.next_attempt_at  # and not before it was due
 
 
 def test_two_claimers_never_take_the_same_row(hooks: Hooks) -> None:
@@ -151,13 +147,22 @@ def test_two_claimers_never_take_the_same_row(hooks: Hooks) -> None:
     assert sorted(taken) == sorted(ids)
 
 
-def test_the_pool_forgets_everything_once_idle(hooks: Hooks, receiver: HttpsReceiver) -> None:
+def test_the_pool_forgets_everything_once_idle(
+    hooks: Hooks, receiver: HttpsReceiver, settings: Any
+) -> None:
+    """Once idle, no attempt and no vanished row still counts against a webhook: four new
+    attempts to the same webhook (its limit) all go on the wire while none of them can end.
+    A slot still held would keep the fourth waiting for a timeout longer than the wait."""
+    settings.WEBHOOK_TIMEOUT_SECONDS = 6.0
     webhooks = [hooks.webhook(f"/hook/{n}") for n in range(3)]
     deliveries = [hooks.delivery(webhooks[n % 3]) for n in range(30)]
     engine.attempt_deliveries([(d.id, d.webhook_id) for d in deliveries])
     engine.attempt_deliveries([("dlv_gone", webhooks[0].id)])
-
     wait_for(lambda: settled(*deliveries))
-    current = pool.get_pool()
-    wait_for(lambda: current.in_flight() == 0)
-    assert current._on_wire == {} and not current._waiting and not current._waiting_ids
+    wait_for(lambda: pool.get_pool().in_flight() == 0)
+
+    receiver.set_behaviour(path="/hook/0", hang=True)
+    again = [hooks.delivery(webhooks[0]) for _ in range(4)]
+    engine.attempt_deliveries([(d.id, d.webhook_id) for d in again])
+
+    wait_for(lambda: all(requests_for(receiver, d.id) for d in again), timeout=4.0)

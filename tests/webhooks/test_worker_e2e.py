@@ -18,11 +18,7 @@ from django.db import transaction
 from gshost.schedules import ensure_schedules
 from tests.webhooks.delivery_fixtures import (
     Hooks,
-    engine_settings_fixture,  # noqa: F401
     expected_signature,
-    hooks_fixture,  # noqa: F401
-    org_fixture,  # noqa: F401
-    receiver_fixture,  # noqa: F401
     requests_for,
     wait_for,
 )

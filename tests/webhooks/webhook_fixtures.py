@@ -1,7 +1,7 @@
 """Shared set-up for the webhook API, publish and panel tests: keys holding the webhook scopes,
 webhooks made through the service, and delivery rows with attempts made directly.
 
-Import the fixtures by their ``*_fixture`` names; they are used under the short names.
+The fixtures are registered for tests/webhooks/ by its conftest.py.
 """
 
 from __future__ import annotations

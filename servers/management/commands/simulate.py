@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from gshost.api.errors import ApiError
+from servers.errors import InvalidState
 from servers.models import Server
 from servers.simulated_host import host_crash, host_fail_start, host_migrate
 
@@ -33,7 +33,7 @@ class Command(BaseCommand):
             raise CommandError(f"No server {options['server_id']!r}.")
         try:
             self.stdout.write(_simulate(server, options))
-        except ApiError as refused:  # the state does not allow it
+        except InvalidState as refused:  # the state does not allow it
             raise CommandError(refused.message) from None
         except ValueError as error:  # a bad --new-address
             raise CommandError(str(error)) from None

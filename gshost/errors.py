@@ -1,0 +1,50 @@
+"""The kinds of refusal domain code raises, in the domain's words (no HTTP here).
+
+Each app names its own errors by subclassing one of these kinds (`servers.errors`,
+`webhooks.errors`); the edges turn a kind into an answer once: the API's exception handler
+(`gshost.api.errors`) and the panel (`gshost.panel_errors`). `code` is the machine-readable
+name a client sees, `message` the sentence a person reads, `extra` any facts that go with it.
+"""
+
+from typing import Any, ClassVar
+
+
+class DomainError(Exception):
+    code: ClassVar[str] = "invalid_request"
+    default_message: ClassVar[str] = "The request is not valid."
+
+    def __init__(self, message: str | None = None, **extra: Any) -> None:
+        self.message = message or self.default_message
+        self.extra = extra
+        super().__init__(self.message)
+
+
+class NotFound(DomainError):
+    """The object does not exist, or the caller may not see it: the two look the same."""
+
+    code = "not_found"
+    default_message = "Not found."
+
+
+class InvalidState(DomainError):
+    """The object exists but its current state does not allow what was asked."""
+
+    code = "invalid_state"
+
+
+class NotSupported(DomainError):
+    """What was asked cannot be done on this object at all."""
+
+    code = "not_supported"
+
+
+class NotEnabled(DomainError):
+    """What was asked could be done, but is turned off for this object."""
+
+    code = "feature_not_enabled"
+
+
+class InvalidInput(DomainError):
+    """A value given by the caller is not acceptable; `fields` (in `extra`) says which."""
+
+    code = "invalid_request"

@@ -1,0 +1,113 @@
+"""The simulated hosts behind the runtime boundary (`servers.runtime.Runtime`): requests are
+finished by `servers.simulated_host` after `SIMULATED_RUNTIME_DELAY_SECONDS`, readings are
+invented by `servers.simulation`. The default `SERVER_RUNTIME`."""
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from servers import simulated_host, simulation
+from servers.configuration import settings_report_applied
+from servers.models import Job, Server, ServerMigration, ServerState
+from servers.runtime import CommandResult, MetricsSample, Player, PlayerList, StatsSample
+from servers.selectors import server_max_players, server_reported_settings, server_state_history
+
+
+def simulated_delay() -> timedelta:
+    return timedelta(seconds=settings.SIMULATED_RUNTIME_DELAY_SECONDS)
+
+
+class SimulatedRuntime:
+    """Hosts that always do what they are asked, `SIMULATED_RUNTIME_DELAY_SECONDS` later.
+
+    Nothing of its own is stored: the due work is read from the rows (a server in a
+    transitional state, a job not finished, a migration under way) and their timestamps.
+    A follow-up task sweeps until the delay has passed; the minute sweep finishes anything
+    a lost task left behind.
+    """
+
+    def _follow_up(self) -> None:
+        until = (timezone.now() + simulated_delay()).isoformat()
+        transaction.on_commit(lambda: async_task("servers.tasks.runtime_follow", until))
+
+    def start(self, server: Server) -> None:
+        self._follow_up()
+
+    def stop(self, server: Server) -> None:
+        self._follow_up()
+
+    def restart(self, server: Server) -> None:
+        self._follow_up()
+
+    def run_job(self, job: Job) -> None:
+        self._follow_up()
+
+    def migrate(self, migration: ServerMigration) -> None:
+        self._follow_up()
+
+    def push_settings(self, server: Server) -> None:
+        """A game reads its settings when it starts: a stopped server takes them at once."""
+        if server.state == ServerState.STOPPED:
+            settings_report_applied(server=server)
+
+    def send_command(self, server: Server, command: str) -> CommandResult:
+        names = [p.name for p in self.players(server, timezone.now()).players]
+        accepted, output = simulation.command_output(server.game, command, names)
+        return CommandResult(accepted, output)
+
+    def players(self, server: Server, now: datetime) -> PlayerList:
+        running_since = server.state_changed_at if server.state == ServerState.RUNNING else None
+        maximum = server_max_players(server)
+        online = simulation.players_online(server.id, running_since, now, maximum)
+        players = [Player(p.name, p.joined_at) for p in online]
+        return PlayerList(len(players), maximum, players)
+
+    def stats(self, server: Server, now: datetime) -> StatsSample:
+        players = self.players(server, now).count
+        use = simulation.usage(server.id, server.state, now, players)
+        running = server.state == ServerState.RUNNING
+        return StatsSample(
+            state=server.state,
+            sampled_at=now,
+            cpu_percent=use.cpu_percent,
+            memory_mb=use.memory_mb,
+            memory_limit_mb=simulation.MEMORY_LIMIT_MB,
+            disk_mb=simulation.disk_mb(server.id, now),
+            network_in_kbps=use.network_in_kbps,
+            network_out_kbps=use.network_out_kbps,
+            players_online=players,
+            uptime_seconds=int((now - server.state_changed_at).total_seconds()) if running else 0,
+        )
+
+    def metrics(
+        self, server: Server, start: datetime, end: datetime, step: timedelta
+    ) -> list[MetricsSample]:
+        history = server_state_history(server, start, end)
+        maximum = server_max_players(server)
+        samples, moment, index = [], start, 0
+        while moment <= end:
+            while index + 1 < len(history) and history[index + 1][0] <= moment:
+                index += 1
+            state = history[index][1]
+            players = (
+                simulation.player_count_at(server.id, moment, maximum)
+                if state == ServerState.RUNNING
+                else 0
+            )
+            use = simulation.usage(server.id, state, moment, players)
+            samples.append(MetricsSample(moment, *_usage_fields(use), players))
+            moment += step
+        return samples
+
+    def actual_settings(self, server: Server) -> dict[str, str]:
+        return server_reported_settings(server)
+
+    def sweep(self, now: datetime) -> None:
+        simulated_host.finish_due_work(now, simulated_delay())
+
+
+def _usage_fields(use: simulation.Usage) -> tuple[float, int, float, float]:
+    return use.cpu_percent, use.memory_mb, use.network_in_kbps, use.network_out_kbps
