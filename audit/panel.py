@@ -6,7 +6,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
 from accounts.models import Membership
-from accounts.panel.access import member_required
+from accounts.panel.access import member_with_scope
+from accounts.scopes import Scope
 from audit.selectors import AuditFilters, audit_list
 
 PAGE_SIZE = 200
@@ -36,7 +37,7 @@ class AuditFilterForm(forms.Form):
 
 
 @require_http_methods(["GET"])
-@member_required
+@member_with_scope(Scope.AUDIT_READ)
 def audit_page(request: HttpRequest, membership: Membership) -> HttpResponse:
     form = AuditFilterForm(request.GET)
     if not form.is_valid():

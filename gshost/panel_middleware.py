@@ -4,12 +4,16 @@ The API is stateless (bearer keys, no cookies), so its requests never need a ses
 CSRF check, a panel user or flash messages; skipping them keeps every API call lighter.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
+from accounts.panel.access import permission_of, undeclared_refused
 from gshost.api.middleware import is_public_api
 
 
@@ -37,3 +41,32 @@ class PanelAuthenticationMiddleware(PanelOnly, AuthenticationMiddleware):
 
 class PanelMessageMiddleware(PanelOnly, MessageMiddleware):
     pass
+
+
+PANEL_PREFIXES = ("/panel/", "/accounts/")
+
+
+class PanelPermissionMiddleware:
+    """Fail closed: a panel view that declares no permission is refused before it runs.
+
+    Declarations are made with `accounts.panel.access` (`needs_scope`, `open_to`).
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(
+        self,
+        request: HttpRequest,
+        view_func: Callable[..., Any],
+        view_args: tuple[Any, ...],
+        view_kwargs: dict[str, Any],
+    ) -> HttpResponse | None:
+        if not request.path_info.startswith(PANEL_PREFIXES):
+            return None
+        if permission_of(view_func) is None:
+            return undeclared_refused(request)
+        return None

@@ -64,6 +64,7 @@ MIDDLEWARE = [
     "gshost.panel_middleware.PanelCsrfViewMiddleware",
     "gshost.panel_middleware.PanelAuthenticationMiddleware",
     "gshost.panel_middleware.PanelMessageMiddleware",
+    "gshost.panel_middleware.PanelPermissionMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
