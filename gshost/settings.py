@@ -1,6 +1,7 @@
 """Settings, all read from the environment (see .env.example for every variable)."""
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -48,6 +49,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_q",
+    "axes",
     "accounts",
     "servers",
     "audit",
@@ -65,6 +67,7 @@ MIDDLEWARE = [
     "gshost.panel_middleware.PanelAuthenticationMiddleware",
     "gshost.panel_middleware.PanelMessageMiddleware",
     "gshost.panel_middleware.PanelPermissionMiddleware",
+    "axes.middleware.AxesMiddleware",  # a refused sign-in becomes our 429 page
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -141,6 +144,11 @@ AUTH_USER_MODEL = "accounts.User"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+AUTHENTICATION_BACKENDS = [
+    # First: refuses a locked account or address before any password is checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/panel/keys/"
@@ -229,3 +237,22 @@ LOGGING = {
         "django.request": {"level": "ERROR"},
     },
 }
+
+# Sign-in throttling (panel and admin share one login), with django-axes.
+LOGIN_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)  # per account
+LOGIN_FAILURE_ADDRESS_LIMIT = env.int("LOGIN_FAILURE_ADDRESS_LIMIT", default=50)  # per address
+LOGIN_LOCKOUT_MINUTES = env.int("LOGIN_LOCKOUT_MINUTES", default=15)
+for _name in ("LOGIN_FAILURE_LIMIT", "LOGIN_FAILURE_ADDRESS_LIMIT", "LOGIN_LOCKOUT_MINUTES"):
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured(f"{_name} must be at least 1")
+AXES_HANDLER = "accounts.signin.AccountAndAddressHandler"
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
+AXES_CLIENT_IP_CALLABLE = "accounts.signin.client_address"
+AXES_USERNAME_FORM_FIELD = "username"  # the sign-in forms post the email as `username`
+AXES_USERNAME_CALLABLE = "accounts.signin.account_name"
+AXES_LOCKOUT_CALLABLE = "accounts.signin.lockout_response"
+AXES_RESET_ON_SUCCESS = False  # the handler clears the account's own failures on success
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
