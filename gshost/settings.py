@@ -256,3 +256,6 @@ AXES_LOCKOUT_CALLABLE = "accounts.signin.lockout_response"
 AXES_RESET_ON_SUCCESS = False  # the handler clears the account's own failures on success
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_VERBOSE = False
+
+# Request bodies: at most 1 MiB (the API answers 413 payload_too_large, the panel 400).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
