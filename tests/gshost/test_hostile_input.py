@@ -6,7 +6,8 @@ from urllib.parse import urlencode
 
 import pytest
 from django.test import Client
-from hypothesis import HealthCheck, given, settings as hypothesis_settings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from accounts.scopes import CATALOGUE
