@@ -90,6 +90,11 @@ class AuditViewSet(viewsets.GenericViewSet[AuditRecord]):
 
     def list(self, request: Request) -> Response:
         filters = parse_filters(request.query_params)
-        records = audit_list(organization_id=calling_key(request).organization_id, filters=filters)
+        key = calling_key(request)
+        records = audit_list(
+            organization_id=key.organization_id,
+            filters=filters,
+            server_restrictions=key.server_restrictions,
+        )
         page = self.paginate_queryset(records) or []
         return self.get_paginated_response([audit_record_json(r) for r in page])
