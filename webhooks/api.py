@@ -17,11 +17,12 @@ from rest_framework.response import Response
 from accounts.authentication import calling_key
 from accounts.models import Organization
 from accounts.scopes import Scope
-from gshost.api.errors import ApiError, ErrorCode, invalid_request
+from gshost.api.errors import ApiError, ErrorCode, invalid_request, rate_limited
 from gshost.api.fields import TimestampField, UsableDateTimeField
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Webhook
 from webhooks.payloads import parse_body
+from webhooks.ping_limit import PingLimitReached
 from webhooks.selectors import (
     delivery_get_for_webhook,
     delivery_list_for_webhook,
@@ -341,7 +342,10 @@ class WebhookViewSet(_WebhookRoutes):
 
     @extend_schema(operation_id="webhooks_test", request=None, responses=PingResultOutput)
     def test(self, request: Request, webhook_id: str) -> Response:
-        result = webhook_send_test(webhook=self._webhook(request, webhook_id))
+        try:
+            result = webhook_send_test(webhook=self._webhook(request, webhook_id))
+        except PingLimitReached as busy:
+            raise rate_limited(busy.retry_after) from None
         return Response(PingResultOutput(result).data)
 
 
