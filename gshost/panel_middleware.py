@@ -7,6 +7,7 @@ CSRF check, a panel user or flash messages; skipping them keeps every API call l
 from collections.abc import Callable
 from typing import Any
 
+from csp.middleware import CSPMiddleware
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
@@ -41,6 +42,10 @@ class PanelAuthenticationMiddleware(PanelOnly, AuthenticationMiddleware):
 
 class PanelMessageMiddleware(PanelOnly, MessageMiddleware):
     pass
+
+
+class PanelCSPMiddleware(PanelOnly, CSPMiddleware):
+    """Content-Security-Policy on panel and admin pages (the API answers JSON only)."""
 
 
 PANEL_PREFIXES = ("/panel/", "/accounts/")
