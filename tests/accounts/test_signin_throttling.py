@@ -130,3 +130,14 @@ def test_staff_see_and_clear_lockouts_in_admin(client, alice):
         {"action": "delete_selected", "_selected_action": [attempt.pk], "post": "yes"},
     )
     assert signs_in(client)
+
+
+def test_an_attempt_during_the_lock_extends_it(client, alice):
+    with freeze_time("2026-11-23 10:00:00") as frozen:
+        fail(client, 10)
+        frozen.tick(timedelta(minutes=10))
+        assert client.post(LOGIN, RIGHT).status_code == 429
+        frozen.tick(timedelta(minutes=6))
+        assert client.post(LOGIN, RIGHT).status_code == 429
+        frozen.tick(timedelta(minutes=16))
+        assert signs_in(client)
