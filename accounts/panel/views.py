@@ -149,12 +149,12 @@ def key_rotate(request: HttpRequest, membership: Membership, key_id: str) -> Htt
 
 def _rotation_refused(request: HttpRequest, refused: ScopeExceedsPermissions) -> HttpResponse:
     """422, naming `scope_exceeds_permissions`; the key's details are not shown."""
-    context = {"error_code": refused.code, "message": str(refused), "action": "rotate"}
+    context = {"error_code": refused.code, "message": str(refused)}
     return render(request, "accounts/keys/refused.html", context, status=422)
 
 
 def _deletion_refused(request: HttpRequest, refused: KeyDeletionRefused) -> HttpResponse:
-    context = {"error_code": "insufficient_scope", "message": str(refused), "action": "delete"}
+    context = {"error_code": "insufficient_scope", "message": str(refused)}
     return render(request, "accounts/keys/refused.html", context, status=403)
 
 
