@@ -297,3 +297,5 @@ CONTENT_SECURITY_POLICY = {
 # Django's own CSRF check (security.W003) looks for its middleware by name; ours is a subclass
 # that skips the stateless API, and gshost.checks verifies a CsrfViewMiddleware is installed.
 SILENCED_SYSTEM_CHECKS = ["security.W003"]
+# django-axes logs every sign-in at INFO; failures and lockouts (WARNING) are the useful part.
+LOGGING["loggers"]["axes"] = {"level": "WARNING"}  # type: ignore[index]
