@@ -1,6 +1,7 @@
 from django.db.models import QuerySet
 
 from accounts.models import ApiKey, Membership, Organization
+from accounts.scopes import Scope
 
 
 def organization_get_by_slug(slug: str) -> Organization | None:
@@ -16,6 +17,14 @@ def api_key_list_live(organization_id: str) -> QuerySet[ApiKey]:
 
 def api_key_list_for_panel(organization_id: str) -> QuerySet[ApiKey]:
     return ApiKey.objects.filter(organization_id=organization_id).select_related("created_by")
+
+
+def api_key_list_for_person(membership: Membership) -> QuerySet[ApiKey]:
+    """With `keys:read`, every key of the organization; without it, the person's own keys."""
+    keys = api_key_list_for_panel(membership.organization_id)
+    if Scope.KEYS_READ in membership.held_scopes:
+        return keys
+    return keys.filter(created_by_id=membership.user_id)
 
 
 def api_key_get(organization_id: str, key_id: str) -> ApiKey:

@@ -41,6 +41,17 @@ class ScopeExceedsPermissions(KeyRequestRefused):
         self.scopes = scopes
 
 
+class KeyDeletionRefused(Exception):
+    """Only a key's creator, or a person holding every recognised scope on it, may delete it."""
+
+    def __init__(self, scopes: list[str]) -> None:
+        super().__init__(
+            "Only the key's creator or a person holding all of its scopes can delete it; "
+            "you do not hold: " + ", ".join(scopes)
+        )
+        self.scopes = scopes
+
+
 @dataclass(frozen=True)
 class NewKey:
     key: ApiKey
@@ -96,10 +107,39 @@ def _clean_networks(allowed_ips: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(networks))
 
 
+def _scopes_not_held(membership: Membership, scopes: Iterable[str]) -> list[str]:
+    """Recognised scopes the person lacks (unrecognised strings grant nothing: not counted)."""
+    return [s for s in scope_catalogue.recognized(scopes) if s not in membership.held_scopes]
+
+
 def _check_grantable(membership: Membership, requested: list[str]) -> None:
-    beyond = [s for s in scope_catalogue.recognized(requested) if s not in membership.held_scopes]
+    beyond = _scopes_not_held(membership, requested)
     if beyond:
         raise ScopeExceedsPermissions(beyond)
+
+
+def _check_acting_in(membership: Membership, key: ApiKey) -> None:
+    if membership.organization_id != key.organization_id:
+        raise ApiKey.DoesNotExist("No such key in this organization.")
+
+
+def api_key_check_rotatable(*, membership: Membership, key: ApiKey) -> None:
+    """Rotation mints a key with the same scopes, so it is creation: the person must hold them.
+
+    Raises ScopeExceedsPermissions (naming the scopes) when they do not.
+    """
+    _check_acting_in(membership, key)
+    _check_grantable(membership, key.scopes)
+
+
+def api_key_check_deletable(*, membership: Membership, key: ApiKey) -> None:
+    """The creator may delete their key; anyone else must hold every recognised scope on it."""
+    _check_acting_in(membership, key)
+    if key.created_by_id is not None and key.created_by_id == membership.user_id:
+        return
+    lacking = _scopes_not_held(membership, key.scopes)
+    if lacking:
+        raise KeyDeletionRefused(lacking)
 
 
 def _check_servers(organization: Organization, server_ids: list[str]) -> None:
@@ -178,15 +218,23 @@ def api_key_create(
 
 
 def api_key_rotate(
-    *, key: ApiKey, grace_hours: int = DEFAULT_GRACE_HOURS, context: PanelContext
+    *,
+    key: ApiKey,
+    membership: Membership,
+    grace_hours: int = DEFAULT_GRACE_HOURS,
+    context: PanelContext,
 ) -> NewKey:
-    """A successor with a new id and secret; the old key works `grace_hours` more at most."""
+    """A successor with a new id and secret; the old key works `grace_hours` more at most.
+
+    The person rotating must hold every recognised scope on the key (ScopeExceedsPermissions).
+    """
     if not 0 <= grace_hours <= MAX_GRACE_HOURS:
         raise KeyRequestRefused(f"Grace must be 0 to {MAX_GRACE_HOURS} hours.", "grace_hours")
     now = timezone.now()
     with transaction.atomic():
         old = ApiKey.objects.select_for_update().get(pk=key.pk)
         original_expiry = old.expires_at
+        api_key_check_rotatable(membership=membership, key=old)
         if old.status_at(now) != KeyStatus.ACTIVE or old.replaced_by is not None:
             raise KeyRequestRefused("Only an active key that has not been rotated can be rotated.")
         grace_end = now + timedelta(hours=grace_hours)
@@ -203,7 +251,7 @@ def api_key_rotate(
             expires_at=original_expiry,
             created_at=now,
             # The person who rotated is the successor's creator (the contract carries the rest).
-            created_by=User.objects.filter(email=context.user_email).first() or old.created_by,
+            created_by=membership.user,
         )
         old.replaced_by = new.key.key_id
         old.save(update_fields=["replaced_by"])
@@ -226,6 +274,12 @@ def api_key_revoke(*, key: ApiKey, context: PanelContext | None = None) -> ApiKe
     _forget_everywhere(key.key_id)
     key.refresh_from_db()
     return key
+
+
+def api_key_delete(*, key: ApiKey, membership: Membership, context: PanelContext) -> ApiKey:
+    """A person deleting (revoking) a key, under the deletion rule (KeyDeletionRefused)."""
+    api_key_check_deletable(membership=membership, key=key)
+    return api_key_revoke(key=key, context=context)
 
 
 def _forget_everywhere(key_id: str) -> None:

@@ -1,8 +1,6 @@
 import re
-from datetime import datetime
 from typing import Any
 
-from django.utils.dateparse import parse_datetime
 from rest_framework import serializers, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -12,19 +10,10 @@ from accounts.scopes import Scope
 from audit.models import ActorType, AuditRecord
 from audit.selectors import AuditFilters, audit_list
 from gshost.api.errors import invalid_request
-from gshost.api.fields import TimestampField
+from gshost.api.fields import DATETIME_RULE, TimestampField, parse_usable_datetime
 from gshost.ids import format_timestamp
 
 _STATUS_CODE = re.compile(r"[0-9]{3}")  # ASCII only: str.isdigit() also passes "²⁰⁰"
-
-
-def _parse_since(raw: str) -> datetime | None:
-    """An aware datetime, or None when the text is not one (including "2026-13-45T...")."""
-    try:
-        moment = parse_datetime(raw)
-    except ValueError:
-        return None
-    return moment if moment is not None and moment.tzinfo is not None else None
 
 
 def audit_record_json(record: AuditRecord) -> dict[str, Any]:
@@ -60,9 +49,9 @@ def parse_filters(params: Any) -> AuditFilters:
         errors["outcome"] = ["The only outcome filter is `rejected`."]
     since_raw = params.get("since")
     # An unencoded "+01:00" arrives as " 01:00": take the space for the plus it was.
-    since = _parse_since(since_raw.replace(" ", "+")) if since_raw else None
+    since = parse_usable_datetime(since_raw.replace(" ", "+")) if since_raw else None
     if since_raw and since is None:
-        errors["since"] = ["Must be an ISO 8601 timestamp with a time zone."]
+        errors["since"] = [DATETIME_RULE]
     if errors:
         raise invalid_request("The filters are not valid.", errors)
     return AuditFilters(
@@ -101,6 +90,11 @@ class AuditViewSet(viewsets.GenericViewSet[AuditRecord]):
 
     def list(self, request: Request) -> Response:
         filters = parse_filters(request.query_params)
-        records = audit_list(organization_id=calling_key(request).organization_id, filters=filters)
+        key = calling_key(request)
+        records = audit_list(
+            organization_id=key.organization_id,
+            filters=filters,
+            server_restrictions=key.server_restrictions,
+        )
         page = self.paginate_queryset(records) or []
         return self.get_paginated_response([audit_record_json(r) for r in page])

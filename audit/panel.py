@@ -8,7 +8,8 @@ from django.urls import path
 from django.views.decorators.http import require_http_methods
 
 from accounts.models import Membership
-from accounts.panel.access import member_required
+from accounts.panel.access import member_with_scope
+from accounts.scopes import Scope
 from audit.selectors import AuditFilters, audit_list
 
 PAGE_SIZE = 200
@@ -38,7 +39,7 @@ class AuditFilterForm(forms.Form):
 
 
 @require_http_methods(["GET"])
-@member_required
+@member_with_scope(Scope.AUDIT_READ)
 def audit_page(request: HttpRequest, membership: Membership) -> HttpResponse:
     form = AuditFilterForm(request.GET)
     if not form.is_valid():

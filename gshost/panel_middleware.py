@@ -4,6 +4,7 @@ The API is stateless (bearer keys, no cookies), so its requests never need a ses
 CSRF check, a panel user or flash messages; skipping them keeps every API call lighter.
 """
 
+from csp.middleware import CSPMiddleware
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
@@ -37,3 +38,7 @@ class PanelAuthenticationMiddleware(PanelOnly, AuthenticationMiddleware):
 
 class PanelMessageMiddleware(PanelOnly, MessageMiddleware):
     pass
+
+
+class PanelCSPMiddleware(PanelOnly, CSPMiddleware):
+    """Content-Security-Policy on panel and admin pages (the API answers JSON only)."""

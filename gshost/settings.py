@@ -1,6 +1,7 @@
 """Settings, all read from the environment (see .env.example for every variable)."""
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -21,13 +22,29 @@ def _rate(name: str, default: str) -> str:
     return value
 
 
-SECRET_KEY = env.str("SECRET_KEY", default="django-insecure-gshost-development-only")
 DEBUG = env.bool("DEBUG", default=False)
+# The webhook-secret encryption key and the API-key pepper are derived from SECRET_KEY unless
+# set on their own, so a public development key is never acceptable outside DEBUG.
+DEVELOPMENT_SECRET_KEY = "django-insecure-gshost-development-only"
+SECRET_KEY = env.str("SECRET_KEY", default="") or (DEVELOPMENT_SECRET_KEY if DEBUG else "")
+if not SECRET_KEY or (SECRET_KEY == DEVELOPMENT_SECRET_KEY and not DEBUG):
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set. With DEBUG off the service needs its own secret key: set the "
+        "SECRET_KEY environment variable (50+ random characters), or DEBUG=true for development."
+    )
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # load balancers probe over plain HTTP
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=SECURE_SSL_REDIRECT)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=SECURE_SSL_REDIRECT)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+# Behind a proxy that terminates TLS: SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO (the
+# proxy must set X-Forwarded-Proto itself, overwriting any value the client sent).
+_PROXY_SSL_HEADER = env.str("SECURE_PROXY_SSL_HEADER", default="")
+SECURE_PROXY_SSL_HEADER = (_PROXY_SSL_HEADER, "https") if _PROXY_SSL_HEADER else None
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
@@ -48,10 +65,12 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_q",
+    "axes",
     "accounts",
     "servers",
     "audit",
     "webhooks",
+    "gshost",
 ]
 
 MIDDLEWARE = [
@@ -61,10 +80,13 @@ MIDDLEWARE = [
     "gshost.api.middleware.PublicApiMiddleware",
     "gshost.panel_middleware.PanelSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "gshost.panel_middleware.PanelCsrfViewMiddleware",
+    "gshost.panel_middleware.PanelCsrfViewMiddleware",  # see gshost.checks
     "gshost.panel_middleware.PanelAuthenticationMiddleware",
     "gshost.panel_middleware.PanelMessageMiddleware",
+    "accounts.panel.access.PanelPermissionMiddleware",
+    "axes.middleware.AxesMiddleware",  # a refused sign-in becomes our 429 page
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "gshost.panel_middleware.PanelCSPMiddleware",
 ]
 
 ROOT_URLCONF = "gshost.urls"
@@ -140,6 +162,11 @@ AUTH_USER_MODEL = "accounts.User"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+AUTHENTICATION_BACKENDS = [
+    # First: refuses a locked account or address before any password is checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/panel/keys/"
@@ -230,3 +257,47 @@ LOGGING = {
         "django.request": {"level": "ERROR"},
     },
 }
+
+# Sign-in throttling (panel and admin share one login), with django-axes.
+LOGIN_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)  # per account
+LOGIN_FAILURE_ADDRESS_LIMIT = env.int("LOGIN_FAILURE_ADDRESS_LIMIT", default=50)  # per address
+LOGIN_LOCKOUT_MINUTES = env.int("LOGIN_LOCKOUT_MINUTES", default=15)
+for _name in ("LOGIN_FAILURE_LIMIT", "LOGIN_FAILURE_ADDRESS_LIMIT", "LOGIN_LOCKOUT_MINUTES"):
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured(f"{_name} must be at least 1")
+AXES_HANDLER = "accounts.signin.AccountAndAddressHandler"
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
+AXES_CLIENT_IP_CALLABLE = "accounts.signin.client_address"
+AXES_USERNAME_FORM_FIELD = "username"  # the sign-in forms post the email as `username`
+AXES_USERNAME_CALLABLE = "accounts.signin.account_name"
+AXES_LOCKOUT_CALLABLE = "accounts.signin.lockout_response"
+AXES_RESET_ON_SUCCESS = False  # the handler clears the account's own failures on success
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
+
+# Request bodies: at most 1 MiB (the API answers 413 payload_too_large, the panel 400).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+
+# Content-Security-Policy of the panel and admin pages (django-csp): scripts and styles only
+# from our own origin, no inline script, nothing framed. The public API answers JSON only.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
+# Django's own CSRF check (security.W003) looks for its middleware by name; ours is a subclass
+# that skips the stateless API, and gshost.checks verifies a CsrfViewMiddleware is installed.
+SILENCED_SYSTEM_CHECKS = ["security.W003"]
+# django-axes logs every sign-in at INFO; failures and lockouts (WARNING) are the useful part.
+LOGGING["loggers"]["axes"] = {"level": "WARNING"}  # type: ignore[index]

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.http import QueryDict
-from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status, viewsets
@@ -18,13 +17,13 @@ from rest_framework.response import Response
 from accounts.authentication import calling_key
 from accounts.models import Organization
 from accounts.scopes import Scope
-from gshost.api.errors import ApiError, ErrorCode, invalid_request
-from gshost.api.fields import TimestampField
+from gshost.api.errors import ApiError, ErrorCode, invalid_request, rate_limited
+from gshost.api.fields import TimestampField, UsableDateTimeField
 from gshost.api.input import parse_input
-from gshost.ids import format_timestamp
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Webhook
 from webhooks.payloads import parse_body
+from webhooks.ping_limit import PingLimitReached
 from webhooks.selectors import (
     delivery_get_for_webhook,
     delivery_list_for_webhook,
@@ -166,23 +165,9 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
-@extend_schema_field(OpenApiTypes.DATETIME)
-class AwareDateTimeField(serializers.Field):
-    """ISO 8601 with a time zone; a naive time would silently mean the server's zone."""
-
-    default_error_messages = {"invalid": "Must be an ISO 8601 timestamp with a time zone."}
-
-    def to_internal_value(self, data: Any) -> Any:
-        try:
-            moment = parse_datetime(data) if isinstance(data, str) else None
-        except ValueError:
-            moment = None
-        if moment is None or moment.tzinfo is None:
-            self.fail("invalid")
-        return moment
-
-    def to_representation(self, value: Any) -> Any:
-        return format_timestamp(value)
+# ISO 8601 with a time zone (a naive time would silently mean the server's zone), within the
+# range the service can store and compute with.
+AwareDateTimeField = UsableDateTimeField
 
 
 def _events_field(**kwargs: Any) -> serializers.ListField:
@@ -347,7 +332,10 @@ class WebhookViewSet(_WebhookRoutes):
 
     @extend_schema(operation_id="webhooks_test", request=None, responses=PingResultOutput)
     def test(self, request: Request, webhook_id: str) -> Response:
-        result = webhook_send_test(webhook=self._webhook(request, webhook_id))
+        try:
+            result = webhook_send_test(webhook=self._webhook(request, webhook_id))
+        except PingLimitReached as busy:
+            raise rate_limited(busy.retry_after) from None
         return Response(PingResultOutput(result).data)
 
 

@@ -25,6 +25,7 @@ from gshost.panel_errors import found_or_404
 from webhooks.forms import DeliveryFilterForm, WebhookForm
 from webhooks.models import Delivery, DeliveryStatus, Webhook
 from webhooks.payloads import parse_body
+from webhooks.ping_limit import PingLimitReached
 from webhooks.selectors import (
     delivery_get_for_webhook,
     delivery_list_for_webhook,
@@ -153,7 +154,13 @@ def webhook_test_page(
     request: HttpRequest, membership: Membership, webhook_id: str
 ) -> HttpResponse:
     webhook = _webhook_or_404(membership, webhook_id)
-    result = webhook_send_test(webhook=webhook, context=PanelContext.from_request(request))
+    try:
+        result = webhook_send_test(webhook=webhook, context=PanelContext.from_request(request))
+    except PingLimitReached as busy:
+        context = {"webhook": webhook, "busy": busy}
+        response = render(request, "webhooks/test_busy.html", context, status=429)
+        response["Retry-After"] = str(busy.retry_after)
+        return response
     return render(request, "webhooks/test_result.html", {"webhook": webhook, "result": result})
 
 

@@ -20,6 +20,7 @@ from webhooks.engine import send_test_ping
 from webhooks.events import EVENT_NAMES, Event
 from webhooks.models import BulkRedelivery, Delivery, DeliveryStatus, Webhook, WebhookStatus
 from webhooks.payloads import event_body
+from webhooks.ping_limit import ping_slot
 from webhooks.secrets import encrypt_secret, new_signing_secret
 from webhooks.selectors import delivery_list_for_webhook
 from webhooks.sender import AttemptResult
@@ -163,8 +164,12 @@ def webhook_delete(*, webhook: Webhook, context: PanelContext | None = None) -> 
 
 
 def webhook_send_test(*, webhook: Webhook, context: PanelContext | None = None) -> AttemptResult:
-    """Send the test ping now and return its result; nothing about it is stored but the audit."""
-    result = send_test_ping(webhook)
+    """Send the test ping now and return its result; nothing about it is stored but the audit.
+
+    At most PING_CONCURRENCY pings of an organization are under way at once (PingLimitReached).
+    """
+    with ping_slot(webhook.organization_id):
+        result = send_test_ping(webhook)
     if context is not None:
         with transaction.atomic():
             _audit(webhook, context, PanelAction.WEBHOOK_TEST)

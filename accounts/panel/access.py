@@ -1,8 +1,17 @@
-"""Panel access: a signed-in person acting in one of their organizations."""
+"""Panel access: one permission model for every panel page and action.
+
+Every panel view declares what it needs, exactly as the API's viewsets declare a scope:
+`needs_scope(Scope.X)` for a scope, or `open_to(Open.…)` for the few pages that are not
+bounded by a scope (the sign-in page, the organization switch, and key actions whose rule
+is the key service's own: see docs/security.md). A view under /panel/ or /accounts/ that
+declares nothing is refused (403) by `PanelPermissionMiddleware`, and a test walks every
+panel URL pattern to catch it before it ships.
+"""
 
 from collections.abc import Callable
+from enum import StrEnum
 from functools import wraps
-from typing import Concatenate, ParamSpec
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -10,9 +19,48 @@ from django.shortcuts import render
 
 from accounts.models import Membership
 from accounts.panel.organization import current_membership
+from accounts.scopes import Scope
 
 P = ParamSpec("P")
+V = TypeVar("V", bound=Callable[..., Any])
 MemberView = Callable[Concatenate[HttpRequest, Membership, P], HttpResponse]
+
+PERMISSION_ATTRIBUTE = "panel_permission"
+
+
+class Open(StrEnum):
+    """Declarations for panel views that no single scope bounds."""
+
+    PUBLIC = "public"  # anyone, signed in or not: the sign-in page, redirects
+    SIGNED_IN = "signed in"  # any signed-in person (switching organization)
+    # Any member; the service applies the action's own rule to the person's scopes
+    # (key creation, rotation, deletion and the key list).
+    MEMBER_BY_SERVICE_RULE = "member, by the service's rule"
+
+
+PanelPermission = Scope | Open
+
+
+def declare(permission: PanelPermission) -> Callable[[V], V]:
+    """Record the view's permission (functools.wraps carries it through outer decorators)."""
+
+    def decorate(view: V) -> V:
+        setattr(view, PERMISSION_ATTRIBUTE, permission)
+        return view
+
+    return decorate
+
+
+def permission_of(view: Callable[..., Any]) -> PanelPermission | None:
+    """The declared permission of a view (or of a class-based view's `view_class`)."""
+    declared = getattr(view, PERMISSION_ATTRIBUTE, None)
+    if declared is None and hasattr(view, "view_class"):
+        declared = getattr(view.view_class, PERMISSION_ATTRIBUTE, None)
+    return declared if isinstance(declared, (Scope, Open)) else None
+
+
+def open_to(permission: Open) -> Callable[[V], V]:
+    return declare(permission)
 
 
 def member_required(view: MemberView[P]) -> Callable[Concatenate[HttpRequest, P], HttpResponse]:
@@ -36,8 +84,8 @@ def scope_refused(request: HttpRequest, scope: str) -> HttpResponse:
     return render(request, "accounts/scope_refused.html", {"scope": scope}, status=403)
 
 
-def needs_scope(scope: str) -> Callable[[MemberView[P]], MemberView[P]]:
-    """Refuse (403) a person whose membership does not hold `scope`."""
+def needs_scope(scope: Scope) -> Callable[[MemberView[P]], MemberView[P]]:
+    """Refuse (403) a person whose membership does not hold `scope`; declares `scope`."""
 
     def decorate(view: MemberView[P]) -> MemberView[P]:
         @wraps(view)
@@ -48,6 +96,51 @@ def needs_scope(scope: str) -> Callable[[MemberView[P]], MemberView[P]]:
                 return scope_refused(request, scope)
             return view(request, membership, *args, **kwargs)
 
-        return wrapper
+        return declare(scope)(wrapper)
 
     return decorate
+
+
+def member_with_scope(
+    scope: Scope,
+) -> Callable[[MemberView[P]], Callable[Concatenate[HttpRequest, P], HttpResponse]]:
+    """Sign-in, a membership of the current organization, and `scope` in it."""
+
+    def decorate(view: MemberView[P]) -> Callable[Concatenate[HttpRequest, P], HttpResponse]:
+        return member_required(needs_scope(scope)(view))
+
+    return decorate
+
+
+def undeclared_refused(request: HttpRequest) -> HttpResponse:
+    """Fail closed: a panel view that declares no permission answers 403 to everyone."""
+    return render(request, "accounts/undeclared.html", status=403)
+
+
+PANEL_PREFIXES = ("/panel/", "/accounts/")
+
+
+class PanelPermissionMiddleware:
+    """Fail closed: a panel view that declares no permission is refused before it runs.
+
+    Declarations are made with this module's `needs_scope` and `open_to`.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(
+        self,
+        request: HttpRequest,
+        view_func: Callable[..., Any],
+        view_args: tuple[Any, ...],
+        view_kwargs: dict[str, Any],
+    ) -> HttpResponse | None:
+        if not request.path_info.startswith(PANEL_PREFIXES):
+            return None
+        if permission_of(view_func) is None:
+            return undeclared_refused(request)
+        return None

@@ -11,17 +11,20 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.models import ApiKey, Membership
-from accounts.panel.access import member_required
+from accounts.panel.access import Open, member_required, open_to
 from accounts.panel.forms import KeyCreateForm, KeyRotateForm
 from accounts.panel.organization import current_membership, switch_organization
 from accounts.panel.presenters import key_rows, scope_tags, unrecognized_tags
-from accounts.selectors import api_key_get, api_key_list_for_panel
+from accounts.selectors import api_key_get, api_key_list_for_person
 from accounts.services import (
+    KeyDeletionRefused,
     KeyRequestRefused,
     NewKey,
     ScopeExceedsPermissions,
+    api_key_check_deletable,
+    api_key_check_rotatable,
     api_key_create,
-    api_key_revoke,
+    api_key_delete,
     api_key_rotate,
 )
 from audit.services import PanelContext
@@ -62,9 +65,10 @@ def _render_new_key(
 
 
 @require_http_methods(["GET"])
+@open_to(Open.MEMBER_BY_SERVICE_RULE)
 @member_required
 def key_list(request: HttpRequest, membership: Membership) -> HttpResponse:
-    keys = api_key_list_for_panel(membership.organization_id).order_by("-created_at", "-id")
+    keys = api_key_list_for_person(membership).order_by("-created_at", "-id")
     rows = key_rows(keys, _server_names(membership), timezone.now())
     return render(request, "accounts/keys/list.html", {"rows": rows})
 
@@ -78,6 +82,7 @@ def _render_create_form(
 
 @never_cache
 @require_http_methods(GET_OR_POST)
+@open_to(Open.MEMBER_BY_SERVICE_RULE)
 @member_required
 def key_create(request: HttpRequest, membership: Membership) -> HttpResponse:
     form = KeyCreateForm(
@@ -112,10 +117,15 @@ def _render_rotate_form(
 
 @never_cache
 @require_http_methods(GET_OR_POST)
+@open_to(Open.MEMBER_BY_SERVICE_RULE)
 @member_required
 def key_rotate(request: HttpRequest, membership: Membership, key_id: str) -> HttpResponse:
     key = _key_or_404(membership, key_id)
     if request.method != "POST":
+        try:
+            api_key_check_rotatable(membership=membership, key=key)
+        except ScopeExceedsPermissions as refused:
+            return _rotation_refused(request, refused)
         return _render_rotate_form(request, key, KeyRotateForm())
     form = KeyRotateForm(request.POST)
     if not form.is_valid():
@@ -123,9 +133,12 @@ def key_rotate(request: HttpRequest, membership: Membership, key_id: str) -> Htt
     try:
         new = api_key_rotate(
             key=key,
+            membership=membership,
             grace_hours=form.cleaned_data["grace_hours"],
             context=PanelContext.from_request(request),
         )
+    except ScopeExceedsPermissions as refused:
+        return _rotation_refused(request, refused)
     except KeyRequestRefused as refused:
         _add_refusal(form, refused)
         # A bad value is the form's fault; a key that can no longer be rotated is a conflict.
@@ -134,14 +147,30 @@ def key_rotate(request: HttpRequest, membership: Membership, key_id: str) -> Htt
     return _render_new_key(request, new, replaced=key)
 
 
+def _rotation_refused(request: HttpRequest, refused: ScopeExceedsPermissions) -> HttpResponse:
+    """422, naming `scope_exceeds_permissions`; the key's details are not shown."""
+    context = {"error_code": refused.code, "message": str(refused)}
+    return render(request, "accounts/keys/refused.html", context, status=422)
+
+
+def _deletion_refused(request: HttpRequest, refused: KeyDeletionRefused) -> HttpResponse:
+    context = {"error_code": "insufficient_scope", "message": str(refused)}
+    return render(request, "accounts/keys/refused.html", context, status=403)
+
+
 @require_http_methods(GET_OR_POST)
+@open_to(Open.MEMBER_BY_SERVICE_RULE)
 @member_required
 def key_delete(request: HttpRequest, membership: Membership, key_id: str) -> HttpResponse:
     key = _key_or_404(membership, key_id)
-    if request.method != "POST":
-        row = key_rows([key], {}, timezone.now())[0]
-        return render(request, "accounts/keys/delete.html", {"key": key, "row": row})
-    api_key_revoke(key=key, context=PanelContext.from_request(request))
+    try:
+        if request.method != "POST":
+            api_key_check_deletable(membership=membership, key=key)
+            row = key_rows([key], {}, timezone.now())[0]
+            return render(request, "accounts/keys/delete.html", {"key": key, "row": row})
+        api_key_delete(key=key, membership=membership, context=PanelContext.from_request(request))
+    except KeyDeletionRefused as refused:
+        return _deletion_refused(request, refused)
     messages.success(request, f"Key “{key.name}” ({key.key_id}) is revoked for good.")
     return redirect("panel:key_list")
 
@@ -155,6 +184,7 @@ def _next_url(request: HttpRequest) -> str:
 
 
 @require_POST
+@open_to(Open.SIGNED_IN)
 @login_required
 def organization_switch(request: HttpRequest) -> HttpResponse:
     """Act in another organization, only one the person belongs to."""

@@ -4,6 +4,7 @@ import logging
 from enum import StrEnum
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -39,6 +40,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_EVENT = "unknown_event"
     CONFLICTING_FIELDS = "conflicting_fields"
     SCOPE_EXCEEDS_PERMISSIONS = "scope_exceeds_permissions"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
     RATE_LIMITED = "rate_limited"
     NOT_SUPPORTED = "not_supported"
     INTERNAL_ERROR = "internal_error"
@@ -51,6 +53,7 @@ DEFAULT_MESSAGES = {
     ErrorCode.TOKEN_REVOKED: "The API key has been revoked.",
     ErrorCode.SERVER_NOT_FOUND: "No such server.",
     ErrorCode.NOT_FOUND: "Not found.",
+    ErrorCode.PAYLOAD_TOO_LARGE: "The request body is larger than 1 MiB.",
     ErrorCode.RATE_LIMITED: "Too many requests; retry after the time given in Retry-After.",
     ErrorCode.INTERNAL_ERROR: "Something went wrong on our side. Retry later.",
 }
@@ -89,6 +92,10 @@ def rate_limited(retry_after: int) -> ApiError:
         retry_after=retry_after,
         headers={"Retry-After": str(retry_after)},
     )
+
+
+def payload_too_large() -> ApiError:
+    return ApiError(413, ErrorCode.PAYLOAD_TOO_LARGE)
 
 
 def invalid_request(message: str, fields: dict[str, list[str]] | None = None) -> ApiError:
@@ -136,6 +143,10 @@ def as_api_error(exc: Exception) -> ApiError:
         return exc
     if isinstance(exc, DomainError):
         return from_domain_error(exc)
+    if isinstance(exc, RequestDataTooBig):
+        return payload_too_large()
+    if isinstance(exc, OverflowError):  # a value beyond what a date or number can hold
+        return invalid_request("A value in the request is out of range.")
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         return ApiError(401, ErrorCode.MISSING_TOKEN)
     if isinstance(exc, exceptions.ValidationError):
@@ -165,7 +176,8 @@ def error_response(error: ApiError, request: HttpRequest | None = None) -> Respo
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if not isinstance(exc, exceptions.APIException | Http404 | DomainError):
+    handled = exceptions.APIException | Http404 | DomainError | RequestDataTooBig | OverflowError
+    if not isinstance(exc, handled):
         return None  # a real bug: PublicApiMiddleware answers 500 with the envelope, and logs it
     request = context.get("request")
     django_request = getattr(request, "_request", None)

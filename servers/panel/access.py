@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from accounts.models import Membership
-from accounts.panel.access import member_required, scope_refused
+from accounts.panel.access import member_required, needs_scope
 from accounts.scopes import Scope
 from audit.services import PanelContext
 from gshost.api.errors import domain_status
@@ -38,8 +38,6 @@ def server_page(
             *args: P.args,
             **kwargs: P.kwargs,
         ) -> HttpResponse:
-            if scope not in membership.held_scopes:
-                return scope_refused(request, scope)
             servers = server_list_for_organization(membership.organization_id)
             server = servers.filter(id=server_id).first()
             if server is None:
@@ -53,7 +51,7 @@ def server_page(
                     return render(request, "servers/unavailable.html", context, status=status)
             return view(request, membership, server, *args, **kwargs)
 
-        return member_required(wrapper)
+        return member_required(needs_scope(scope)(wrapper))
 
     return decorate
 

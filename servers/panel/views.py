@@ -14,7 +14,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import Membership
-from accounts.panel.access import member_required, scope_refused
+from accounts.panel.access import member_with_scope
 from accounts.scopes import Scope
 from gshost.errors import DomainError
 from servers.capabilities import Capability, is_enabled, is_supported
@@ -44,21 +44,17 @@ def server_context(server: Server, membership: Membership, tab: str) -> dict[str
 
 
 @require_GET
-@member_required
+@member_with_scope(Scope.SERVERS_READ)
 def server_list(request: HttpRequest, membership: Membership) -> HttpResponse:
-    if Scope.SERVERS_READ not in membership.held_scopes:
-        return scope_refused(request, Scope.SERVERS_READ)
     servers = server_list_for_organization(membership.organization_id).order_by("name", "id")
     return render(request, "servers/list.html", {"servers": servers})
 
 
 @never_cache
 @require_GET
-@member_required
+@member_with_scope(Scope.SERVERS_READ)
 def server_states(request: HttpRequest, membership: Membership) -> HttpResponse:
     """What the pages poll every few seconds: each server's state and address."""
-    if Scope.SERVERS_READ not in membership.held_scopes:
-        return JsonResponse({"error": "forbidden"}, status=403)
     servers = server_list_for_organization(membership.organization_id)
     rows = servers.values_list("id", "state", "address")
     return JsonResponse({"servers": {sid: {"state": s, "address": a} for sid, s, a in rows}})

@@ -4,13 +4,21 @@ from io import StringIO
 from typing import Any
 
 import pytest
-from django.contrib.auth import authenticate
+from django.contrib.auth import authenticate as django_authenticate
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import RequestFactory
 
 from accounts.models import ApiKey, Membership, Organization, Role, User
 from accounts.scopes import CATALOGUE
 from servers.models import Server
+
+
+def authenticate(**credentials: str) -> User | None:
+    """Sign in as the login page does (django-axes needs the request)."""
+    request = RequestFactory().post("/accounts/login/")
+    return django_authenticate(request, **credentials)  # type: ignore[return-value]
+
 
 DEMO_PASSWORD = "demo-password"
 

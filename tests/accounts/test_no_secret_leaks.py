@@ -16,7 +16,7 @@ from django.forms.models import model_to_dict
 from django.test.utils import CaptureQueriesContext
 
 from accounts import keys
-from accounts.models import ApiKey
+from accounts.models import ApiKey, Membership
 from accounts.services import api_key_create, api_key_revoke, api_key_rotate
 from audit.models import AuditRecord
 from audit.services import PanelContext
@@ -65,7 +65,11 @@ def live_a_keys_life(make_key) -> Trail:
     for token in [*wrong, typo]:
         trail.call(token, "get", "/account/keys/current", HTTP_USER_AGENT="probe/1")
 
-    successor = api_key_rotate(key=ApiKey.objects.get(key_id=key.key_id), context=PANEL)
+    successor = api_key_rotate(
+        key=ApiKey.objects.get(key_id=key.key_id),
+        membership=Membership.objects.get(user__email=PANEL.user_email),
+        context=PANEL,
+    )
     trail.tokens.append(successor.full_key)
     trail.call(key.full_key, "get", "/account/keys/current")  # in grace
     trail.call(successor.full_key, "get", "/account/keys")

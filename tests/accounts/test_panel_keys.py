@@ -370,7 +370,9 @@ def test_it_refuses_to_switch_to_an_organization_the_person_is_not_in(
 
 
 def test_it_switches_to_another_organization_of_the_person(alice_client, alice, globex, charlie):
-    member_add(organization=globex, email=alice.user.email, password=None)
+    member_add(
+        organization=globex, email=alice.user.email, password=None, member_scopes=["keys:read"]
+    )
     api_key_create(
         membership=charlie, name="globex-ci", context=PanelContext(user_email="c@globex.test")
     )

@@ -7,7 +7,7 @@ import pytest
 from freezegun import freeze_time
 
 from accounts import keys
-from accounts.models import ApiKey
+from accounts.models import ApiKey, Membership
 from accounts.services import KeyRequestRefused, NewKey, api_key_revoke, api_key_rotate
 from audit.models import AuditRecord
 from audit.services import PanelContext
@@ -22,7 +22,9 @@ PANEL = PanelContext(user_email="alice@acme.test")
 
 
 def rotate(key_id: str, **options: int) -> NewKey:
-    return api_key_rotate(key=ApiKey.objects.get(key_id=key_id), context=PANEL, **options)
+    key = ApiKey.objects.get(key_id=key_id)
+    alice = Membership.objects.get(user__email=PANEL.user_email, organization=key.organization)
+    return api_key_rotate(key=key, membership=alice, context=PANEL, **options)
 
 
 @pytest.fixture

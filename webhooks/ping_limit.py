@@ -1,0 +1,116 @@
+"""At most PING_CONCURRENCY test pings of one organization on the network at once.
+
+The slots live in the Django cache (Redis in production), so the cap holds across every web
+process: slot `n` of an organization is a cache key added with `cache.add` (atomic: SET NX in
+Redis) and leased for the ping's longest possible run, so a process that dies mid-ping frees
+it when the lease ends. If the cache cannot be reached, the cap falls back to a per-process
+one (the same number of slots in each web process): a cache outage never fails a ping with a
+5xx, and pings stay bounded by processes x slots.
+"""
+
+import logging
+import math
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.conf import settings
+from django.core.cache import cache
+
+logger = logging.getLogger(__name__)
+
+PING_CONCURRENCY = 2
+LEASE_MARGIN_SECONDS = 5.0
+
+
+class PingLimitReached(Exception):
+    """Every slot of the organization is taken; try again in `retry_after` seconds."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"{PING_CONCURRENCY} test pings are already under way; retry later.")
+        self.retry_after = retry_after
+
+
+def _lease_seconds() -> float:
+    return float(settings.WEBHOOK_TIMEOUT_SECONDS) + LEASE_MARGIN_SECONDS
+
+
+def _slot_key(organization_id: str, slot: int) -> str:
+    return f"webhooks:ping-slot:{organization_id}:{slot}"
+
+
+def _retry_after(organization_id: str) -> int:
+    """Seconds until the first slot's lease ends at the latest (a ping may end sooner)."""
+    now = time.time()
+    leases = cache.get_many([_slot_key(organization_id, n) for n in range(PING_CONCURRENCY)])
+    ends = [float(value.split("|")[1]) for value in leases.values()]
+    return max(1, math.ceil(min(ends, default=now + 1) - now))
+
+
+def _take_shared(organization_id: str) -> str:
+    token = uuid.uuid4().hex
+    lease = _lease_seconds()
+    for slot in range(PING_CONCURRENCY):
+        key = _slot_key(organization_id, slot)
+        if cache.add(key, f"{token}|{time.time() + lease}", timeout=math.ceil(lease)):
+            return key + "#" + token
+    raise PingLimitReached(_retry_after(organization_id))
+
+
+def _give_back_shared(held: str) -> None:
+    key, _, token = held.partition("#")
+    try:
+        value = cache.get(key)
+        if value is not None and value.startswith(token + "|"):
+            cache.delete(key)
+    except Exception:  # the lease ends on its own
+        logger.warning("Could not free test-ping slot %s; its lease will expire", key)
+
+
+# The per-process fallback, used only while the cache is unreachable.
+_local_lock = threading.Lock()
+_local_in_flight: dict[str, int] = {}
+
+
+def _take_local(organization_id: str) -> None:
+    with _local_lock:
+        if _local_in_flight.get(organization_id, 0) >= PING_CONCURRENCY:
+            raise PingLimitReached(math.ceil(_lease_seconds()))
+        _local_in_flight[organization_id] = _local_in_flight.get(organization_id, 0) + 1
+
+
+def _give_back_local(organization_id: str) -> None:
+    with _local_lock:
+        left = _local_in_flight.get(organization_id, 1) - 1
+        if left > 0:
+            _local_in_flight[organization_id] = left
+        else:
+            _local_in_flight.pop(organization_id, None)
+
+
+def reset() -> None:
+    """Forget the per-process fallback's counts (tests)."""
+    with _local_lock:
+        _local_in_flight.clear()
+
+
+@contextmanager
+def ping_slot(organization_id: str) -> Iterator[None]:
+    """Hold one of the organization's slots for the duration of a ping, or PingLimitReached."""
+    try:
+        held: str | None = _take_shared(organization_id)
+    except PingLimitReached:
+        raise
+    except Exception:
+        logger.warning("Cache unreachable: test pings are capped per process for now")
+        held = None
+        _take_local(organization_id)
+    try:
+        yield
+    finally:
+        if held is not None:
+            _give_back_shared(held)
+        else:
+            _give_back_local(organization_id)
