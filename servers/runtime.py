@@ -16,11 +16,11 @@ from functools import cache
 from typing import Protocol
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_q.tasks import async_task
 
+from gshost import handoff
 from servers import simulation
 from servers.configuration import settings_report_applied
 from servers.models import Job, Server, ServerMigration, ServerState
@@ -118,7 +118,7 @@ class SimulatedRuntime:
 
     def _follow_up(self) -> None:
         until = (timezone.now() + simulated_delay()).isoformat()
-        transaction.on_commit(lambda: async_task("servers.tasks.runtime_follow", until))
+        handoff.after_commit(async_task, "servers.tasks.runtime_follow", until)
 
     def start(self, server: Server) -> None:
         self._follow_up()

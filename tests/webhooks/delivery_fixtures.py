@@ -21,12 +21,12 @@ from django.utils import timezone
 from accounts.models import Organization
 from accounts.services import organization_create
 from tests.webhooks.receiver import HttpsReceiver, ReceivedRequest, loopback_resolver
-from webhooks import attempts, pool
+from webhooks.delivery import engine, sender
+from webhooks.delivery.transport import IPAddress
 from webhooks.events import Event
 from webhooks.models import Delivery, Webhook
 from webhooks.payloads import render_json
 from webhooks.secrets import encrypt_secret, new_signing_secret
-from webhooks.sender import IPAddress
 
 T = TypeVar("T")
 HOST = "hooks.example.com"  # public-looking: check_webhook_url refuses localhost
@@ -34,7 +34,7 @@ PUBLIC_IP = ipaddress.ip_address("93.184.216.34")
 
 
 def use_resolver(monkeypatch: pytest.MonkeyPatch, resolve: Callable[[str, int], Any]) -> None:
-    monkeypatch.setattr(attempts, "sender_factory", partial(attempts.build_sender, resolve=resolve))
+    monkeypatch.setattr(sender, "sender_factory", partial(sender.build_sender, resolve=resolve))
 
 
 @pytest.fixture(name="receiver")
@@ -54,8 +54,7 @@ def engine_settings_fixture(
     settings.WEBHOOK_RETRY_DELAYS = [60, 300, 1800, 7200, 21600]
     use_resolver(monkeypatch, loopback_resolver)
     yield settings
-    pool.close_pool()
-    attempts.forget_sender()
+    engine.reset_process_state()
 
 
 @pytest.fixture(name="org")

@@ -19,9 +19,9 @@ def main() -> None:
     from django.core.management import call_command
 
     from tests.webhooks.receiver import loopback_resolver
-    from webhooks import attempts
+    from webhooks.delivery import sender
 
-    attempts.sender_factory = partial(attempts.build_sender, resolve=loopback_resolver)
+    sender.sender_factory = partial(sender.build_sender, resolve=loopback_resolver)
     call_command("qcluster")
 
 

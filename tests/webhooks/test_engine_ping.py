@@ -16,7 +16,7 @@ from tests.webhooks.delivery_fixtures import (
     receiver_fixture,  # noqa: F401
 )
 from tests.webhooks.receiver import HttpsReceiver
-from webhooks.engine import send_test_ping
+from webhooks.delivery.engine import send_test_ping
 from webhooks.models import Delivery, DeliveryAttempt, Webhook
 
 

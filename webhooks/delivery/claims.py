@@ -8,30 +8,20 @@ recorded, so a claim that is never finished simply becomes due again when its le
 
 from __future__ import annotations
 
-import json
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
-from django.db.models import Q, QuerySet
-from django.db.models.query import RawQuerySet
+from django.db import DatabaseError, connection
+from django.db.models import Min, Q, QuerySet
 from django.utils import timezone
 
-from gshost.pg_copy import copy_into
-from webhooks.attempts import FINAL_ERRORS
-from webhooks.models import (
-    AttemptTrigger,
-    Delivery,
-    DeliveryAttempt,
-    DeliveryStatus,
-    Webhook,
-)
-from webhooks.sender import AttemptResult
+from webhooks.delivery.policy import OPEN_STATUSES
+from webhooks.delivery.transport import AttemptResult
+from webhooks.models import AttemptTrigger, Delivery, Webhook
 
-OPEN_STATUSES: Final = (DeliveryStatus.PENDING, DeliveryStatus.RETRY_SCHEDULED)
 _CLAIM_FIELDS: Final = (
     "id",
     "webhook_id",
@@ -41,15 +31,6 @@ _CLAIM_FIELDS: Final = (
     "redelivery_requested_at",
     "webhook__url",
     "webhook__encrypted_secret",
-)
-_JSON_COLUMNS: Final = frozenset({"request_headers", "response_headers"})
-_STATE_FIELDS: Final = (
-    "status",
-    "next_attempt_at",
-    "automatic_attempts",
-    "lease_expires_at",
-    "redelivery_requested_at",
-    "last_error",
 )
 
 
@@ -213,158 +194,28 @@ def _claim_of(row: Delivery, lease: datetime) -> Claim:
     )
 
 
-# --- giving rows back ------------------------------------------------------------------------
+# --- the timer's questions, and giving leases back -----------------------------------------
 
 
-def record_attempts(finished: Sequence[Finished]) -> list[tuple[str, str]]:
-    """Write each attempt and its delivery's new state in one transaction; release the leases.
-
-    Returns (delivery id, webhook id) of rows that are due again at once (a redelivery asked
-    for while another attempt was in flight), so the caller can pick them up without waiting.
-    """
-    if not finished:
-        return []
-    now = timezone.now()
-    with transaction.atomic():
-        ids = {done.claim.delivery_id for done in finished}
-        rows = {row.id: row for row in _locked_with_attempt_counts(ids)}
-        new_attempts, changed = [], {}
-        for done in finished:
-            row = rows.get(done.claim.delivery_id)
-            if row is None:
-                continue  # deleted meanwhile (webhook deleted, history purged)
-            row.attempt_count += 1  # type: ignore[attr-defined]
-            new_attempts.append(_attempt_values(done, row.attempt_count))  # type: ignore[attr-defined]
-            if _apply_outcome(row, done, now):
-                changed[row.id] = row
-        _insert_attempts(new_attempts)
-        _save_states(changed.values())
-    return [(row.id, row.webhook_id) for row in changed.values() if _due_again(row, now)]
+def next_due_at(now: datetime) -> datetime | None:
+    """The earliest moment a row becomes due that is not due yet: a scheduled attempt of a
+    free row, or a lease running out. None when nothing is waiting."""
+    scheduled = Delivery.objects.filter(
+        status__in=OPEN_STATUSES, next_attempt_at__gt=now, lease_expires_at__isnull=True
+    ).aggregate(at=Min("next_attempt_at"))["at"]
+    expiring = Delivery.objects.filter(lease_expires_at__gte=now).aggregate(
+        at=Min("lease_expires_at")
+    )["at"]
+    moments = [moment for moment in (scheduled, expiring) if moment is not None]
+    return min(moments) if moments else None
 
 
-def _save_states(rows: Iterable[Delivery]) -> None:
-    """One UPDATE per distinct new state: a batch of successes is a single statement.
-
-    Plain SQL: compiling an ORM update per batch cost more than running it.
-    """
-    groups: dict[tuple[Any, ...], list[str]] = {}
-    for row in rows:
-        groups.setdefault(tuple(getattr(row, name) for name in _STATE_FIELDS), []).append(row.id)
-    quote = connection.ops.quote_name
-    assignments = ", ".join(f"{quote(name)} = %s" for name in _STATE_FIELDS)
-    concrete = {f.name: f for f in Delivery._meta.concrete_fields}
-    fields = [concrete[name] for name in _STATE_FIELDS]
-    with connection.cursor() as cursor:
-        for state, ids in groups.items():
-            values = [f.get_db_prep_save(v, connection) for f, v in zip(fields, state, strict=True)]
-            placeholders = ", ".join(["%s"] * len(ids))
-            # Only model metadata and placeholders are interpolated.
-            cursor.execute(
-                f"UPDATE {quote(Delivery._meta.db_table)} SET {assignments} "  # noqa: S608
-                f"WHERE id IN ({placeholders})",
-                [*values, *ids],
-            )
-
-
-def _due_again(row: Delivery, now: datetime) -> bool:
-    if row.redelivery_requested_at is not None:
-        return True
-    return (
-        row.status in OPEN_STATUSES
-        and row.next_attempt_at is not None
-        and (row.next_attempt_at <= now)
-    )
-
-
-def _locked_with_attempt_counts(ids: Collection[str]) -> RawQuerySet[Delivery]:
-    """The rows, locked, each annotated with how many attempts it has (``attempt_count``).
-
-    Plain SQL for the same reason as ``_save_states``.
-    """
-    quote = connection.ops.quote_name
-    deliveries, attempts = quote(Delivery._meta.db_table), quote(DeliveryAttempt._meta.db_table)
-    columns = ", ".join(f"d.{quote(name)}" for name in ("id", "webhook_id", *_STATE_FIELDS))
-    placeholders = ", ".join(["%s"] * len(ids))
-    lock = " FOR UPDATE OF d" if connection.features.has_select_for_update_of else ""
-    # Only model metadata and placeholders are interpolated.
-    sql = (
-        f"SELECT {columns}, (SELECT COUNT(*) FROM {attempts} AS a "  # noqa: S608
-        f"WHERE a.delivery_id = d.id) AS attempt_count "
-        f"FROM {deliveries} AS d WHERE d.id IN ({placeholders}){lock}"
-    )
-    return Delivery.objects.raw(sql, list(ids))
-
-
-def _attempt_values(done: Finished, number: int) -> dict[str, Any]:
-    result = done.result
-    return {
-        "delivery_id": done.claim.delivery_id,
-        "number": number,
-        "trigger": done.claim.trigger.value,
-        "started_at": result.started_at,
-        "duration_ms": result.duration_ms,
-        "status_code": result.status_code,
-        "response_body": result.response_body,
-        "request_headers": result.request_headers,
-        "response_headers": result.response_headers,
-        "error": result.error or "",
-    }
-
-
-def _insert_attempts(attempts: list[dict[str, Any]]) -> None:
-    """COPY on PostgreSQL: building and compiling model instances was most of a recorded batch's
-    cost. Elsewhere a plain ``bulk_create``."""
-    if not attempts:
-        return
-    if connection.vendor != "postgresql":
-        DeliveryAttempt.objects.bulk_create(DeliveryAttempt(**values) for values in attempts)
-        return
-    with copy_into(DeliveryAttempt, list(attempts[0])) as copy:
-        for values in attempts:
-            copy.write_row(
-                [
-                    json.dumps(value) if column in _JSON_COLUMNS else value
-                    for column, value in values.items()
-                ]
-            )
-
-
-def _apply_outcome(row: Delivery, done: Finished, now: datetime) -> bool:
-    """Move ``row`` to its state after this attempt; False when the row is not ours to move."""
-    if row.lease_expires_at != done.claim.lease_expires_at:
-        return False  # our lease ran out and another worker holds the row: it decides
-    row.lease_expires_at = None
-    if done.claim.trigger == AttemptTrigger.REDELIVERY:
-        _apply_redelivery(row, done)
-    elif row.status in OPEN_STATUSES:
-        _apply_automatic(row, done.result, now)
-    return True
-
-
-def _apply_redelivery(row: Delivery, done: Finished) -> None:
-    """Success settles the delivery; a failure leaves the retry plan exactly as it was."""
-    if row.redelivery_requested_at == done.claim.redelivery_requested_at:
-        row.redelivery_requested_at = None  # a newer request, made during the attempt, stays
-    if done.result.succeeded:
-        row.status = DeliveryStatus.SUCCESS
-        row.next_attempt_at = None
-        row.last_error = ""
-
-
-def _apply_automatic(row: Delivery, result: AttemptResult, now: datetime) -> None:
-    row.automatic_attempts += 1
-    row.last_error = _error_label(result)
-    delays = list(settings.WEBHOOK_RETRY_DELAYS)
-    if result.succeeded:
-        row.status, row.next_attempt_at = DeliveryStatus.SUCCESS, None
-    elif result.error in FINAL_ERRORS or row.automatic_attempts > len(delays):
-        row.status, row.next_attempt_at = DeliveryStatus.FAILED, None
-    else:
-        delay = timedelta(seconds=delays[row.automatic_attempts - 1])
-        row.status, row.next_attempt_at = DeliveryStatus.RETRY_SCHEDULED, now + delay
-
-
-def _error_label(result: AttemptResult) -> str:
-    if result.succeeded:
-        return ""
-    return result.error or f"status_{result.status_code}"
+def give_back(claims: Iterable[Claim]) -> int:
+    """Release leases whose attempt will not be recorded (a stopping worker's unfinished
+    ones): the rows are due again at once, for whichever worker claims them first."""
+    released = 0
+    for claim in claims:
+        released += Delivery.objects.filter(
+            id=claim.delivery_id, lease_expires_at=claim.lease_expires_at
+        ).update(lease_expires_at=None)
+    return released

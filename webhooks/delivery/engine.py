@@ -1,76 +1,141 @@
-"""The delivery engine's entry points: test ping, attempting rows, the sweep, retention.
+"""The engine of one process: its pool, its timer, its start and its stop; the entry points.
 
-How a delivery moves (state lives in the rows; the queue only says "look at row N now"):
-
-1. ``publish_event`` writes the row (pending, due now) and, after commit, queues the django-q2
-   task ``attempt_deliveries`` naming (delivery id, webhook id) pairs. The task hands them to
-   this process's delivery pool and returns at once.
-2. The pool's dispatcher claims rows with a lease (``SELECT … FOR UPDATE SKIP LOCKED`` on
-   PostgreSQL, compare-and-set elsewhere), never more than it has idle sender threads for, and
-   at most ``WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK`` on the network per webhook, so leases never
-   wait in a queue and a dead endpoint cannot take every sender.
-3. A sender thread makes the attempt; a recorder thread writes the attempt row and the new
-   state in one transaction and gives the lease back. A worker that dies loses nothing: its
-   leases (timeout + ``WEBHOOK_LEASE_MARGIN_SECONDS``) expire and the sweep takes the rows.
-4. ``sweep`` (a task scheduled every minute, looping ~58 s) polls every second for anything due
-   — retries, redeliveries, rows whose task was lost, rows whose worker died (lease expired) —
-   and feeds them to the same pool, so a retry starts within seconds of its due time although
-   django-q2's scheduler only ticks every 30 s.
+In a django-q2 worker the engine starts when the worker process is spawned (django-q2's public
+``post_spawn`` signal) and stops when the worker leaves its task loop: the timer thread, which
+is not a daemon, sees the main thread finish and runs the orderly stop before the process can
+exit. SIGTERM sent to the worker itself (systemd's default, the whole process group) ends the
+task loop the same way. The stop: claim nothing more, give back claims not yet sent, let
+attempts on the network finish for up to ``STOP_SECONDS``, record them, give back the leases
+of any still out. Elsewhere (tests, a shell) the engine starts on first use.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import threading
 import time
 from collections.abc import Sequence
-from typing import Final
+from types import FrameType
+from typing import Any, Final
 
-from django.db import close_old_connections, transaction
+from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
-from webhooks import attempts, claims
-from webhooks.models import DELIVERY_HISTORY, Delivery, DeliveryAttempt, Webhook
-from webhooks.pool import get_pool
-from webhooks.sender import AttemptResult
+from gshost import handoff
+from webhooks.delivery import claims, sender
+from webhooks.delivery.connections import refresh_connection
+from webhooks.delivery.pool import DeliveryPool
+from webhooks.delivery.recorder import record_attempts
+from webhooks.delivery.timer import POLL_SECONDS, Timer
+from webhooks.delivery.transport import AttemptResult
+from webhooks.models import Webhook
 
 logger = logging.getLogger(__name__)
 
-# A little under the schedule's minute (its ticks come every ~30.5 s): sweeps rarely overlap,
-# and the gap between two stays a few seconds, well inside the 10 s allowed for a retry.
-SWEEP_SECONDS: Final = 58.0
-SWEEP_INTERVAL_SECONDS: Final = 1.0
-_PURGE_BATCH: Final = 1000
+# Attempts on the network get this long to finish when the worker stops; with recording and
+# giving leases back the worker is gone well within 15 s.
+STOP_SECONDS: Final = 10.0
+# How often a worker's timer runs the hand-off catch-ups (``gshost.handoff.CATCH_UPS``).
+CATCH_UP_SECONDS: Final = 5.0
+# While a round found due rows, the next round comes this soon (more may be waiting).
+_BUSY_ROUND_SECONDS: Final = 0.2
+
+
+class Engine:
+    def __init__(self, *, catch_ups: bool = False, poll: float = POLL_SECONDS) -> None:
+        self.pool = DeliveryPool(
+            threads=int(settings.WEBHOOK_SENDER_THREADS),
+            per_webhook=int(settings.WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK),
+        )
+        self._catch_ups = catch_ups
+        self._caught_up_at = 0.0
+        self._stop_timeout = STOP_SECONDS
+        self.timer = Timer(on_round=self._round, on_exit=self._shut_down, poll=poll)
+
+    def offer(self, deliveries: Sequence[tuple[str, str]]) -> None:
+        self.pool.offer(deliveries, urgent=True)
+
+    def stop(self, timeout: float = STOP_SECONDS) -> None:
+        """Stop claiming, let attempts finish for up to ``timeout`` s, record, give back."""
+        self._stop_timeout = timeout
+        self.timer.stop()
+
+    def _round(self) -> float | None:
+        refresh_connection()
+        try:
+            offered = self.pool.offer_due()
+            if self._catch_ups and time.monotonic() - self._caught_up_at >= CATCH_UP_SECONDS:
+                self._caught_up_at = time.monotonic()
+                handoff.run_catch_ups()
+            if offered:
+                return _BUSY_ROUND_SECONDS
+            now = timezone.now()
+            due = claims.next_due_at(now)
+        except Exception:
+            connection.close()
+            raise
+        return None if due is None else (due - now).total_seconds()
+
+    def _shut_down(self) -> None:
+        try:
+            self.pool.close(timeout=self._stop_timeout)
+        finally:
+            sender.forget_sender()
+            connection.close()
+
+
+_lock = threading.Lock()
+_engine: tuple[int, Engine] | None = None
+
+
+def get_engine(*, catch_ups: bool = False) -> Engine:
+    """This process's engine, started on first use (never one inherited across fork)."""
+    global _engine
+    with _lock:
+        if _engine is not None and _engine[0] == os.getpid() and _engine[1].timer.is_alive():
+            return _engine[1]
+        engine = Engine(catch_ups=catch_ups)
+        _engine = (os.getpid(), engine)
+        return engine
+
+
+def stop_engine(timeout: float = STOP_SECONDS) -> None:
+    """Stop this process's engine, if it has one (tests; a worker stops on its own)."""
+    global _engine
+    with _lock:
+        current, _engine = _engine, None
+    if current is not None and current[0] == os.getpid():
+        current[1].stop(timeout)
+
+
+def start_in_worker(**_signal_kwargs: Any) -> None:
+    """django-q2's ``post_spawn`` receiver: start the engine with the worker process, and let
+    SIGTERM end the worker's task loop (django-q2 leaves its default, an instant death)."""
+    get_engine(catch_ups=True)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _leave_task_loop)
+
+
+def _leave_task_loop(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)  # the timer sees the main thread end and stops the engine in order
+
+
+# --- entry points -----------------------------------------------------------------------------
+
+
+def attempt_deliveries(deliveries: Sequence[tuple[str, str]]) -> None:
+    """Hand these rows, (delivery id, webhook id), to the process's pool; returns without
+    waiting for them. Rows no longer due when the pool claims them are skipped."""
+    if deliveries:
+        get_engine().offer(deliveries)
 
 
 def send_test_ping(webhook: Webhook) -> AttemptResult:
     """Send the test ping now and return its result; nothing is stored, nothing retried."""
-    return attempts.send_ping(webhook)
-
-
-def attempt_deliveries(deliveries: Sequence[tuple[str, str]]) -> None:
-    """Hand these rows, (delivery id, webhook id), to the process's sender pool; returns
-    without waiting for them. Rows no longer due when the pool claims them are skipped."""
-    if deliveries:
-        get_pool().offer(deliveries, urgent=True)
-
-
-def sweep(duration: float = SWEEP_SECONDS, interval: float = SWEEP_INTERVAL_SECONDS) -> None:
-    """For ``duration`` seconds, feed everything due to the pool every ``interval`` seconds.
-
-    Overlapping sweeps (in this or other processes) are harmless: claims are exclusive.
-    """
-    pool = get_pool()
-    deadline = time.monotonic() + duration
-    while True:
-        close_old_connections()  # a broken or aged-out connection is replaced, once a round
-        try:
-            pool.offer_due()
-        except Exception:
-            logger.exception("Webhook sweep round failed")
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return
-        time.sleep(min(interval, remaining))
+    return sender.send_ping(webhook)
 
 
 def deliver_due_now(delivery_ids: Sequence[str] | None = None) -> int:
@@ -81,22 +146,12 @@ def deliver_due_now(delivery_ids: Sequence[str] | None = None) -> int:
     due = claims.due_candidates(ids=delivery_ids)
     taken = claims.claim_deliveries([delivery_id for delivery_id, _ in due])
     for claim in taken:
-        claims.record_attempts([claims.Finished(claim, attempts.send_delivery(claim))])
+        record_attempts([claims.Finished(claim, sender.send_delivery(claim))])
     return len(taken)
 
 
-def purge_delivery_history() -> int:
-    """Delete deliveries (and their attempts) older than the history window, in batches."""
-    cutoff = timezone.now() - DELIVERY_HISTORY
-    purged = 0
-    while True:
-        ids = list(
-            Delivery.objects.filter(created_at__lt=cutoff).values_list("id", flat=True)[
-                :_PURGE_BATCH
-            ]
-        )
-        if not ids:
-            return purged
-        with transaction.atomic():
-            DeliveryAttempt.objects.filter(delivery_id__in=ids).delete()
-            purged += Delivery.objects.filter(id__in=ids).delete()[0]
+def reset_process_state() -> None:
+    """Stop the engine and drop every per-process cache of the delivery path (tests)."""
+    stop_engine()
+    sender.forget_sender()
+    handoff.reset()
