@@ -1,3 +1,5 @@
+import sys
+
 from django.apps import AppConfig
 
 
@@ -10,10 +12,11 @@ class WebhooksConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from gshost.schedules import Definition, schedule_after_migrate
-        from webhooks.delivery.engine import start_in_worker
+        from webhooks.delivery.process import shield_cluster_children, start_in_worker
 
         # Each django-q2 worker process runs a delivery engine (pool and timer) of its own.
         post_spawn.connect(start_in_worker, dispatch_uid="webhooks.delivery.engine")
+        shield_cluster_children(sys.argv)
         schedule_after_migrate(
             self,
             Definition(

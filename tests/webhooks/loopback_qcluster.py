@@ -8,6 +8,7 @@ everything else (broker, database, CA bundle, allowed networks) comes from the e
 """
 
 import os
+import sys
 from functools import partial
 
 import django
@@ -15,6 +16,7 @@ import django
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gshost.settings")
+    sys.argv = [sys.argv[0], "qcluster"]  # as ``manage.py qcluster``, which the app looks for
     django.setup()
     from django.core.management import call_command
 

@@ -1,24 +1,21 @@
 """The engine of one process: its pool, its timer, its start and its stop; the entry points.
 
-In a django-q2 worker the engine starts when the worker process is spawned (django-q2's public
-``post_spawn`` signal) and stops when the worker leaves its task loop: the timer thread, which
-is not a daemon, sees the main thread finish and runs the orderly stop before the process can
-exit. SIGTERM sent to the worker itself (systemd's default, the whole process group) ends the
-task loop the same way. The stop: claim nothing more, give back claims not yet sent, let
-attempts on the network finish for up to ``STOP_SECONDS``, record them, give back the leases
-of any still out. Elsewhere (tests, a shell) the engine starts on first use.
+In a django-q2 worker the engine starts when the worker process is spawned (``process``) and
+stops when the worker leaves its task loop: the timer thread, which is not a daemon, sees the
+main thread finish and runs the orderly stop before the process can exit. The stop: claim
+nothing more, give back claims not yet sent, let attempts on the network finish for up to
+``STOP_SECONDS``, record them, give back the leases of any still out. Elsewhere (tests, a
+shell) the engine starts on first use.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
 import time
 from collections.abc import Sequence
-from types import FrameType
-from typing import Any, Final
+from typing import Final
 
 from django.conf import settings
 from django.db import connection
@@ -109,18 +106,6 @@ def stop_engine(timeout: float = STOP_SECONDS) -> None:
         current, _engine = _engine, None
     if current is not None and current[0] == os.getpid():
         current[1].stop(timeout)
-
-
-def start_in_worker(**_signal_kwargs: Any) -> None:
-    """django-q2's ``post_spawn`` receiver: start the engine with the worker process, and let
-    SIGTERM end the worker's task loop (django-q2 leaves its default, an instant death)."""
-    get_engine(catch_ups=True)
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _leave_task_loop)
-
-
-def _leave_task_loop(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(0)  # the timer sees the main thread end and stops the engine in order
 
 
 # --- entry points -----------------------------------------------------------------------------
