@@ -162,3 +162,18 @@ def test_the_pool_forgets_everything_once_idle(hooks: Hooks, receiver: HttpsRece
     current = engine.get_engine().pool
     wait_for(lambda: current.in_flight() == 0)
     assert current._on_wire == {} and not current._waiting and not current._waiting_ids
+
+
+def test_fifty_webhooks_on_one_host_never_overflow_the_connection_pool(
+    hooks: Hooks, receiver: HttpsReceiver, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings.WEBHOOK_SENDER_THREADS = 16
+    receiver.set_behaviour(delay=0.02)
+    webhooks = [hooks.webhook(f"/hook/{n}") for n in range(50)]
+    deliveries = [hooks.delivery(webhooks[n % 50]) for n in range(200)]
+
+    with caplog.at_level("WARNING", logger="urllib3"):
+        tasks.attempt_deliveries([(d.id, d.webhook_id) for d in deliveries])
+        wait_for(lambda: settled(*deliveries), timeout=60)
+
+    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]
