@@ -412,8 +412,8 @@ def test_it_skips_rows_that_are_not_due(hooks: Hooks) -> None:
     assert deliver_due_now() == 0
 
 
-def test_a_claim_takes_exactly_the_rows_the_sweep_finds_due(hooks: Hooks) -> None:
-    # The PostgreSQL claim spells the due condition in SQL; the sweep uses the ORM's due_filter.
+def test_a_claim_takes_exactly_the_rows_the_timer_finds_due(hooks: Hooks) -> None:
+    # The PostgreSQL claim spells the due condition in SQL; the timer uses the ORM's due_filter.
     now = timezone.now()
     webhook = hooks.webhook()
     due = [

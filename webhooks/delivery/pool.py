@@ -110,7 +110,7 @@ class DeliveryPool:
             self._cond.notify_all()
 
     def offer_due(self) -> int:
-        """One sweep round: offer what is due in the database, as much as there is room for."""
+        """One timer round: offer what is due in the database, as much as there is room for."""
         with self._cond:
             room = 0 if self._stopping else self.threads - self._busy
             saturated = [w for w, n in self._on_wire.items() if n >= self.per_webhook]
@@ -125,7 +125,7 @@ class DeliveryPool:
             if delivery_id in self._waiting_ids:
                 continue
             if len(self._waiting_ids) >= self._max_waiting:
-                return  # dropped ids stay due in the database; the sweep finds them again
+                return  # dropped ids stay due in the database; the timer finds them again
             self._waiting.setdefault(webhook_id, deque()).append(delivery_id)
             self._waiting_ids.add(delivery_id)
 
