@@ -13,11 +13,19 @@ from typing import Any, cast
 
 import pytest
 from django.db import transaction
+from django.utils import timezone
 
 from gshost import handoff
-from tests.webhooks.delivery_fixtures import wait_for
+from tests.webhooks.delivery_fixtures import (
+    Hooks,
+    engine_settings_fixture,  # noqa: F401
+    hooks_fixture,  # noqa: F401
+    org_fixture,  # noqa: F401
+    receiver_fixture,  # noqa: F401
+    wait_for,
+)
 from webhooks import dispatch
-from webhooks.delivery import policy, recorder
+from webhooks.delivery import claims, policy, recorder
 from webhooks.delivery.claims import Finished
 from webhooks.delivery.pool import DeliveryPool
 from webhooks.delivery.timer import Timer
@@ -241,3 +249,31 @@ def test_only_one_thread_owns_the_engine_lifecycle() -> None:
     timer.stop()
 
     assert names == ["webhook-timer"]
+
+
+# --- the timer's question ------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_next_due_moment_is_the_earliest_scheduled_attempt_or_lease_end(
+    hooks: Hooks,
+) -> None:
+    now = timezone.now()
+    webhook = hooks.webhook()
+    hooks.delivery(webhook, next_attempt_at=now - timedelta(seconds=5))  # due: not "next"
+    hooks.delivery(webhook, next_attempt_at=now + timedelta(seconds=30))
+    hooks.delivery(
+        webhook,
+        next_attempt_at=now - timedelta(seconds=1),
+        lease_expires_at=now + timedelta(seconds=12),
+    )
+    hooks.delivery(webhook, status=DeliveryStatus.SUCCESS, next_attempt_at=None)
+
+    assert claims.next_due_at(now) == now + timedelta(seconds=12)
+
+
+@pytest.mark.django_db
+def test_there_is_no_next_due_moment_when_nothing_waits(hooks: Hooks) -> None:
+    hooks.delivery(hooks.webhook(), status=DeliveryStatus.SUCCESS, next_attempt_at=None)
+
+    assert claims.next_due_at(timezone.now()) is None

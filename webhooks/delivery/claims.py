@@ -200,13 +200,15 @@ def _claim_of(row: Delivery, lease: datetime) -> Claim:
 def next_due_at(now: datetime) -> datetime | None:
     """The earliest moment a row becomes due that is not due yet: a scheduled attempt of a
     free row, or a lease running out. None when nothing is waiting."""
-    scheduled = Delivery.objects.filter(
-        status__in=OPEN_STATUSES, next_attempt_at__gt=now, lease_expires_at__isnull=True
-    ).aggregate(at=Min("next_attempt_at"))["at"]
-    expiring = Delivery.objects.filter(lease_expires_at__gte=now).aggregate(
-        at=Min("lease_expires_at")
-    )["at"]
-    moments = [moment for moment in (scheduled, expiring) if moment is not None]
+    # Open rows only (the status index): a redelivery's lease on a settled row is left to the
+    # timer's next poll, at most a second later.
+    found = Delivery.objects.filter(status__in=OPEN_STATUSES).aggregate(
+        scheduled=Min(
+            "next_attempt_at", filter=Q(next_attempt_at__gt=now, lease_expires_at__isnull=True)
+        ),
+        expiring=Min("lease_expires_at", filter=Q(lease_expires_at__gte=now)),
+    )
+    moments = [moment for moment in found.values() if moment is not None]
     return min(moments) if moments else None
 
 
