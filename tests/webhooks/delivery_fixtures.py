@@ -21,7 +21,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from accounts.services import organization_create
 from tests.webhooks.receiver import HttpsReceiver, ReceivedRequest, loopback_resolver
-from webhooks.delivery import engine, sender
+from webhooks.delivery import sender
 from webhooks.delivery.transport import IPAddress
 from webhooks.events import Event
 from webhooks.models import Delivery, Webhook
@@ -46,15 +46,14 @@ def receiver_fixture() -> Iterator[HttpsReceiver]:
 @pytest.fixture(name="engine_settings")
 def engine_settings_fixture(
     settings: Any, receiver: HttpsReceiver, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Any]:
+) -> Any:
     """The engine trusts the receiver's CA, may reach loopback, and resolves HOST to it."""
     settings.WEBHOOK_CA_BUNDLE = receiver.ca_pem_path
     settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     settings.WEBHOOK_TIMEOUT_SECONDS = 5.0
     settings.WEBHOOK_RETRY_DELAYS = [60, 300, 1800, 7200, 21600]
     use_resolver(monkeypatch, loopback_resolver)
-    yield settings
-    engine.reset_process_state()
+    return settings  # the suite's one process-state fixture stops the engine afterwards
 
 
 @pytest.fixture(name="org")
