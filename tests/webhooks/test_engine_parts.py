@@ -277,3 +277,38 @@ def test_there_is_no_next_due_moment_when_nothing_waits(hooks: Hooks) -> None:
     hooks.delivery(hooks.webhook(), status=DeliveryStatus.SUCCESS, next_attempt_at=None)
 
     assert claims.next_due_at(timezone.now()) is None
+
+
+# --- riding on django-q2's processes ------------------------------------------------------------
+
+_FORK_MASKS = """
+import os, signal, sys
+from webhooks.delivery.process import shield_cluster_children
+shield_cluster_children([sys.argv[1], sys.argv[2]])
+read, write = os.pipe()
+if os.fork() == 0:
+    blocked = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    os.write(write, b"child-blocked" if blocked else b"child-open")
+    os._exit(0)
+os.wait()
+parent = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+print(os.read(read, 32).decode(), "parent-blocked" if parent else "parent-open")
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("qcluster", "child-blocked parent-open"),
+        ("runserver", "child-open parent-open"),
+    ],
+)
+def test_only_qclusters_children_are_forked_with_sigterm_blocked(
+    command: str, expected: str
+) -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", _FORK_MASKS, "manage.py", command],
+        check=True, capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+
+    assert run.stdout.strip() == expected
