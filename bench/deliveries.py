@@ -20,6 +20,13 @@ Phases:
 Targets: rate >= 0.8 x bare, p50 < 250 ms, p99 < 1 s, healthy p99 with dead endpoints < 1 s
 and < 1 s above the figure without them, worker memory growth over the second 10,000 < 10 %.
 Exits 1 when a target is missed. Not part of `make test`.
+
+Operational scenarios, each alone (bench/delivery_operations.py):
+  --retry-lateness  >= 100 retries over >= 3 min with delays of 5 s, a worker restart in the
+                    middle: p50/p99/max lateness against the 2 s target;
+  --crash           SIGKILL of the worker mid-burst of 1,000: lost and re-sent counts;
+  --stop            SIGTERM to the main process, SIGTERM to the process group, and SIGINT
+                    (Ctrl-C) with deliveries in flight: seconds until no process is left (<= 15).
 """
 
 from __future__ import annotations
@@ -66,7 +73,7 @@ ENV = {
 # --- the receiver, in its own process ----------------------------------------------------------
 
 
-def _serve(conn: Connection, dead_paths: list[str]) -> None:
+def _serve(conn: Connection, dead_paths: list[str], behaviours: dict[str, dict[str, Any]]) -> None:
     from tests.webhooks.receiver import HttpsReceiver, ReceivedRequest
 
     class CompactReceiver(HttpsReceiver):
@@ -82,6 +89,8 @@ def _serve(conn: Connection, dead_paths: list[str]) -> None:
     receiver.start()
     for path in dead_paths:
         receiver.set_behaviour(path=path, hang=True)
+    for path, fields in behaviours.items():
+        receiver.set_behaviour(path=path or None, **fields)
     conn.send((receiver.port, receiver.ca_pem_path))
     while True:
         command = conn.recv()
@@ -94,21 +103,27 @@ def _serve(conn: Connection, dead_paths: list[str]) -> None:
 
 
 class Receiver:
-    def __init__(self, dead_paths: list[str]) -> None:
+    def __init__(
+        self, dead_paths: list[str], behaviours: dict[str, dict[str, Any]] | None = None
+    ) -> None:
+        """``behaviours``: receiver behaviour fields by path ("" for every other path)."""
         self._conn, child = multiprocessing.Pipe()
         self._process = multiprocessing.get_context("fork").Process(
-            target=_serve, args=(child, dead_paths), daemon=True
+            target=_serve, args=(child, dead_paths, behaviours or {}), daemon=True
         )
         self._process.start()
         _roles["receiver"] = self._process.pid or 0
         self.port, self.ca_pem_path = self._conn.recv()
         self.seen: dict[str, float] = {}  # delivery id -> first arrival
+        self.arrivals: dict[str, list[float]] = {}  # delivery id -> every arrival
 
     def drain(self) -> None:
         self._conn.send("drain")
         for delivery_id, received_at in self._conn.recv():
             if delivery_id and delivery_id not in self.seen:
                 self.seen[delivery_id] = received_at
+            if delivery_id:
+                self.arrivals.setdefault(delivery_id, []).append(received_at)
 
     def stop(self) -> None:
         self._conn.send("stop")
@@ -118,8 +133,8 @@ class Receiver:
 # --- the worker --------------------------------------------------------------------------------
 
 
-def start_worker(ca_pem_path: str) -> subprocess.Popen[bytes]:
-    env = {**ENV, "WEBHOOK_CA_BUNDLE": ca_pem_path}
+def start_worker(ca_pem_path: str, **overrides: str) -> subprocess.Popen[bytes]:
+    env = {**ENV, "WEBHOOK_CA_BUNDLE": ca_pem_path, **overrides}
     return subprocess.Popen(
         [str(PYTHON), "-m", "tests.webhooks.loopback_qcluster"],
         cwd=ROOT, env=env, start_new_session=True,
@@ -354,6 +369,13 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def main() -> None:
+    """Without arguments the throughput and latency run; ``--retry-lateness``, ``--crash`` and
+    ``--stop`` run the engine's operational scenarios (bench/delivery_operations.py) alone."""
+    scenarios = [a for a in sys.argv[1:] if a.startswith("--")]
+    if scenarios:
+        from bench import delivery_operations
+
+        raise SystemExit(delivery_operations.run(scenarios))
     prepare_database()
     dead_paths = [f"/dead/{n}" for n in range(DEAD_WEBHOOKS)]
     receiver = Receiver(dead_paths)

@@ -2,7 +2,8 @@
 
 Each app declares its own in its ``ready()`` with ``schedule_after_migrate``. Keyed by name,
 so running migrate again (or changing a definition) updates the rows in place instead of
-adding duplicates; ``next_run`` of an existing schedule is left alone.
+adding duplicates; ``next_run`` of an existing schedule is left alone. Names given as
+``retired`` (schedules earlier versions created) are deleted.
 """
 
 from __future__ import annotations
@@ -26,13 +27,18 @@ class Definition:
 
 
 _declared: list[Definition] = []
+_retired: list[str] = []
 
 
-def schedule_after_migrate(app: AppConfig, *definitions: Definition) -> None:
-    """Create or correct ``definitions`` after every migrate of ``app``."""
+def schedule_after_migrate(
+    app: AppConfig, *definitions: Definition, retired: Iterable[str] = ()
+) -> None:
+    """Create or correct ``definitions``, and delete schedules named in ``retired``, after
+    every migrate of ``app``."""
     _declared.extend(definitions)
+    _retired.extend(retired)
     post_migrate.connect(
-        partial(_on_post_migrate, definitions),
+        partial(_on_post_migrate, definitions, tuple(retired)),
         sender=app,
         weak=False,
         dispatch_uid=f"{app.label}.schedules",
@@ -40,12 +46,20 @@ def schedule_after_migrate(app: AppConfig, *definitions: Definition) -> None:
 
 
 def ensure_schedules(
-    definitions: Iterable[Definition] | None = None, using: str = DEFAULT_DB_ALIAS
+    definitions: Iterable[Definition] | None = None,
+    using: str = DEFAULT_DB_ALIAS,
+    retired: Iterable[str] | None = None,
 ) -> None:
-    """Create or correct these schedules (every declared one by default)."""
+    """Create or correct these schedules and delete the retired ones (by default every
+    declared one)."""
+    from django_q.models import Schedule
+
     with transaction.atomic(using=using):
         for definition in _declared if definitions is None else definitions:
             _ensure(definition, using)
+        names = list(_retired if retired is None else retired)
+        if names:
+            Schedule.objects.using(using).filter(name__in=names).delete()
 
 
 def _ensure(definition: Definition, using: str) -> None:
@@ -70,7 +84,10 @@ def _ensure(definition: Definition, using: str) -> None:
 
 
 def _on_post_migrate(
-    definitions: tuple[Definition, ...], using: str = DEFAULT_DB_ALIAS, **kwargs: Any
+    definitions: tuple[Definition, ...],
+    retired: tuple[str, ...],
+    using: str = DEFAULT_DB_ALIAS,
+    **kwargs: Any,
 ) -> None:
     """Does nothing until django_q's tables exist on that database."""
     from django_q.models import Schedule
@@ -79,4 +96,4 @@ def _on_post_migrate(
         return
     if Schedule._meta.db_table not in connections[using].introspection.table_names():
         return
-    ensure_schedules(definitions, using)
+    ensure_schedules(definitions, using, retired)

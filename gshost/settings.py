@@ -134,13 +134,12 @@ else:
 
 Q_CLUSTER = {
     "name": "gshost",
-    # One worker is usually inside the webhook sweep (a task polling for ~60 s), and for a few
-    # seconds a minute two sweeps may overlap; the others take short tasks such as "attempt
-    # these deliveries", which hand rows to sender threads. So: one per core, plus one, and at
-    # least 3. Many more processes than cores only compete for them (4 on 2 cores: -30 %).
+    # Each worker process runs a delivery engine (sender threads and a timer) beside its short
+    # tasks such as "attempt these deliveries". One per core, plus one, and at least 3. Many
+    # more processes than cores only compete for them (4 on 2 cores: -30 %).
     "workers": env.int("Q_WORKERS", default=max(3, (os.cpu_count() or 2) + 1)),
-    # The sweep runs ~60 s: timeout leaves it room, and retry (ORM broker re-delivery of an
-    # unacknowledged task) must exceed timeout so a running sweep is never handed out twice.
+    # Tasks are short; retry (ORM broker re-delivery of an unacknowledged task) must exceed
+    # timeout so a running task is never handed out twice.
     "timeout": 90,
     "retry": 120,
     "max_attempts": 1,

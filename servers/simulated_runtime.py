@@ -5,10 +5,10 @@ invented by `servers.simulation`. The default `SERVER_RUNTIME`."""
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from gshost import handoff
 from servers import simulated_host, simulation
 from servers.configuration import settings_report_applied
 from servers.models import Job, Server, ServerMigration, ServerState
@@ -25,13 +25,13 @@ class SimulatedRuntime:
 
     Nothing of its own is stored: the due work is read from the rows (a server in a
     transitional state, a job not finished, a migration under way) and their timestamps.
-    A follow-up task sweeps until the delay has passed; the minute sweep finishes anything
-    a lost task left behind.
+    A follow-up task sweeps until the delay has passed; `servers.recovery` (run every few
+    seconds by the worker's timer) finishes anything a lost or unqueued task left behind.
     """
 
     def _follow_up(self) -> None:
         until = (timezone.now() + simulated_delay()).isoformat()
-        transaction.on_commit(lambda: async_task("servers.tasks.runtime_follow", until))
+        handoff.after_commit(async_task, "servers.tasks.runtime_follow", until)
 
     def start(self, server: Server) -> None:
         self._follow_up()

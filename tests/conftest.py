@@ -16,6 +16,7 @@ from audit.services import PanelContext
 from gshost.api import rate_limits
 from servers.models import Server
 from servers.services import server_create
+from webhooks.delivery.engine import reset_process_state as reset_delivery_engine
 
 API = "/api/public/v1"
 
@@ -33,6 +34,7 @@ def _forget_process_state() -> None:
     usage.forget_usage()
     rate_limits.reset()
     cache.clear()
+    reset_delivery_engine()
 
 
 @pytest.fixture

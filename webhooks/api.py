@@ -20,6 +20,7 @@ from accounts.scopes import Scope
 from gshost.api.errors import ApiError, ErrorCode, invalid_request, rate_limited
 from gshost.api.fields import TimestampField, UsableDateTimeField
 from gshost.api.input import parse_input
+from webhooks.delivery.transport import AttemptResult
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Webhook
 from webhooks.payloads import parse_body
@@ -30,7 +31,6 @@ from webhooks.selectors import (
     webhook_get_for_org,
     webhook_list_for_org,
 )
-from webhooks.sender import AttemptResult
 from webhooks.services import (
     MAX_DESCRIPTION_LENGTH,
     MAX_URL_LENGTH,

@@ -1,3 +1,5 @@
+import sys
+
 from django.apps import AppConfig
 
 
@@ -7,15 +9,19 @@ class WebhooksConfig(AppConfig):
 
     def ready(self) -> None:
         from django_q.models import Schedule
+        from django_q.signals import post_spawn
 
         from gshost.schedules import Definition, schedule_after_migrate
+        from webhooks.delivery.process import shield_cluster_children, start_in_worker
 
+        # Each django-q2 worker process runs a delivery engine (pool and timer) of its own.
+        post_spawn.connect(start_in_worker, dispatch_uid="webhooks.delivery.engine")
+        shield_cluster_children(sys.argv)
         schedule_after_migrate(
             self,
-            # Every minute a ~60 s task polls for due deliveries and expired leases
-            # (see engine.sweep).
-            Definition("webhooks.sweep", "webhooks.tasks.sweep_deliveries", Schedule.MINUTES, 1),
             Definition(
                 "webhooks.purge_history", "webhooks.tasks.purge_delivery_history", Schedule.HOURLY
             ),
+            # The minute-long sweep task of earlier versions: the engine's timer does its work.
+            retired=("webhooks.sweep",),
         )

@@ -1,11 +1,13 @@
 """How the rest of the service asks for deliveries to be attempted: after commit, one small
-django-q2 task names the rows. The rows hold all the state; a periodic sweep picks up
-anything a lost task would have carried, so a lost task costs latency, never a delivery."""
+django-q2 task names the rows. The rows hold all the state; the engine's timer picks up
+anything a lost (or never queued) task would have carried, so a broker outage costs latency,
+never a delivery and never an error for the caller."""
 
 from collections.abc import Sequence
 
-from django.db import transaction
 from django_q.tasks import async_task
+
+from gshost import handoff
 
 
 def request_attempts(deliveries: Sequence[tuple[str, str]]) -> None:
@@ -13,4 +15,4 @@ def request_attempts(deliveries: Sequence[tuple[str, str]]) -> None:
     transaction commits. The webhook lets the worker share out its senders without a query."""
     pairs = list(deliveries)
     if pairs:
-        transaction.on_commit(lambda: async_task("webhooks.tasks.attempt_deliveries", pairs))
+        handoff.after_commit(async_task, "webhooks.tasks.attempt_deliveries", pairs)

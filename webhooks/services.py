@@ -16,14 +16,14 @@ from django.utils import timezone
 from accounts.models import Organization
 from audit.services import PanelAction, PanelContext, audit_panel_action
 from webhooks import dispatch
-from webhooks.engine import send_test_ping
+from webhooks.delivery.engine import send_test_ping
+from webhooks.delivery.transport import AttemptResult
 from webhooks.events import EVENT_NAMES, Event
 from webhooks.models import BulkRedelivery, Delivery, DeliveryStatus, Webhook, WebhookStatus
 from webhooks.payloads import event_body
 from webhooks.ping_limit import ping_slot
 from webhooks.secrets import encrypt_secret, new_signing_secret
 from webhooks.selectors import delivery_list_for_webhook
-from webhooks.sender import AttemptResult
 from webhooks.url_safety import UnsafeWebhookUrl, UrlRejection, check_webhook_url
 
 MAX_URL_LENGTH = 2048

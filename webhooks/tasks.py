@@ -2,7 +2,7 @@
 
 from collections.abc import Sequence
 
-from webhooks import engine
+from webhooks.delivery import engine, retention
 
 
 def attempt_deliveries(deliveries: Sequence[tuple[str, str]]) -> None:
@@ -11,11 +11,6 @@ def attempt_deliveries(deliveries: Sequence[tuple[str, str]]) -> None:
     engine.attempt_deliveries(deliveries)
 
 
-def sweep_deliveries() -> None:
-    """Scheduled every minute: ~60 s of polling for due rows and expired leases."""
-    engine.sweep()
-
-
 def purge_delivery_history() -> int:
     """Scheduled hourly: drop deliveries older than the 7-day history."""
-    return engine.purge_delivery_history()
+    return retention.purge_delivery_history()

@@ -36,7 +36,7 @@ import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
-from urllib.parse import unquote_to_bytes
+from urllib.parse import quote, unquote_to_bytes
 
 import idna
 
@@ -49,6 +49,7 @@ __all__ = [
     "UrlRejection",
     "check_webhook_url",
     "is_public_ip",
+    "parse_webhook_url",
 ]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -63,9 +64,17 @@ class UrlRejection(StrEnum):
 
 @dataclass(frozen=True)
 class CheckedUrl:
+    """Where a request for the URL goes: what the sender connects to and what it asks for."""
+
     host: str  # lower-case ASCII (IDNA) name, or the IP address without brackets
     port: int  # the explicit port, else 443
     ip: IPAddress | None  # set when the host is an IP literal
+    request_target: str = "/"  # path and query, re-quoted; never the fragment
+
+    @property
+    def host_header(self) -> str:
+        name = f"[{self.host}]" if ":" in self.host else self.host
+        return name if self.port == _DEFAULT_PORT else f"{name}:{self.port}"
 
 
 class UnsafeWebhookUrl(Exception):
@@ -145,6 +154,9 @@ _LABEL_RE: Final = re.compile(r"[a-z0-9_-]+")
 _NUMERIC_LABEL_RE: Final = re.compile(r"[0-9]+|0x[0-9a-f]*")
 _CANONICAL_OCTET: Final = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _CANONICAL_IPV4_RE: Final = re.compile(rf"{_CANONICAL_OCTET}(?:\.{_CANONICAL_OCTET}){{3}}")
+_DEFAULT_PORT: Final = 443
+# Characters left as they are when re-quoting the request target (as requests does).
+_SAFE_TARGET_CHARS: Final = "!$%&'()*+,/:;=?@[]~"
 _MAX_NAME_LENGTH: Final = 253
 _MAX_LABEL_LENGTH: Final = 63
 
@@ -161,6 +173,7 @@ class _ParsedUrl:
     scheme: str
     host: _Host
     port: int
+    request_target: str
 
 
 def check_webhook_url(url: str) -> CheckedUrl:
@@ -171,7 +184,22 @@ def check_webhook_url(url: str) -> CheckedUrl:
     if not parsed.host.name:
         raise _reject(UrlRejection.EMPTY_HOST, "the URL has no host")
     _check_destination(parsed.host)
-    return CheckedUrl(host=parsed.host.name, port=parsed.port, ip=parsed.host.ip)
+    return _checked(parsed)
+
+
+def parse_webhook_url(url: str) -> CheckedUrl:
+    """Rule 1 only: where ``url`` points, whatever the destination (raises for a malformed
+    URL). For tests of the transport against loopback; deliveries use ``check_webhook_url``."""
+    return _checked(_parse_url(url))
+
+
+def _checked(parsed: _ParsedUrl) -> CheckedUrl:
+    return CheckedUrl(
+        host=parsed.host.name,
+        port=parsed.port,
+        ip=parsed.host.ip,
+        request_target=parsed.request_target,
+    )
 
 
 def is_public_ip(ip: IPAddress) -> bool:
@@ -229,13 +257,23 @@ def _parse_url(url: str) -> _ParsedUrl:
     match = _SCHEME_RE.fullmatch(url)
     if match is None or not match.group(2).startswith("//"):
         raise _malformed("the URL must be absolute, of the form https://host/path")
-    authority = _AUTHORITY_END_RE.split(match.group(2)[2:], maxsplit=1)[0]
+    after_scheme = match.group(2)[2:]
+    authority = _AUTHORITY_END_RE.split(after_scheme, maxsplit=1)[0]
     if "@" in authority:
         raise _malformed("the URL must not contain a user name or password")
     host_text, port_text = _split_authority(authority)
     port = _parse_port(port_text)
     host = _parse_host(host_text)
-    return _ParsedUrl(scheme=match.group(1).lower(), host=host, port=port)
+    target = _request_target(after_scheme[len(authority) :])
+    return _ParsedUrl(scheme=match.group(1).lower(), host=host, port=port, request_target=target)
+
+
+def _request_target(rest: str) -> str:
+    """Path and query of what follows the authority, quoted for the request line."""
+    target = rest.partition("#")[0]
+    if not target.startswith("/"):
+        target = "/" + target  # "https://host" and "https://host?q" ask for the root
+    return quote(target, safe=_SAFE_TARGET_CHARS)
 
 
 def _reject_bad_characters(url: str) -> None:

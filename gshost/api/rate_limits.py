@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 WINDOW_SECONDS = 60
 SYNC_INTERVAL = 0.1
 LOCAL_SHARE = 8
+OUTAGE_TIMEOUT_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,12 @@ class RedisCounter:
     cost more than the round trip itself). One retry on a broken connection."""
 
     def __init__(self, url: str) -> None:
-        self.pool = redis.ConnectionPool.from_url(url)
+        # Short socket timeouts: an unreachable Redis costs a request a moment, never a hang.
+        self.pool = redis.ConnectionPool.from_url(
+            url,
+            socket_connect_timeout=OUTAGE_TIMEOUT_SECONDS,
+            socket_timeout=OUTAGE_TIMEOUT_SECONDS,
+        )
         self.local = threading.local()
 
     def _connection(self) -> "redis.connection.ConnectionInterface":
@@ -135,8 +141,9 @@ class WindowCounter:
     def _sync(key: str, window: _Window, now: float) -> None:
         try:
             shared = _redis(settings.REDIS_URL).add(key, window.unsynced, WINDOW_SECONDS * 2)
-        except redis.RedisError:
-            # Limits are protection, not billing: without Redis, count in this process alone.
+        except (redis.RedisError, OSError):
+            # Limits are protection, not billing: without Redis, count in this process alone
+            # (fail open: the call is answered, never a 5xx).
             logger.warning("Rate-limit counter unavailable; counting locally", exc_info=True)
             return
         window.known_total, window.unsynced, window.synced_at = shared, 0, now

@@ -4,12 +4,13 @@ authentication, and the X-RateLimit-* headers on every response.
 The default (300/min) is lowered through settings to keep the tests quick; the rule is the same.
 """
 
+import socket
 from datetime import UTC, datetime
 
 import pytest
 from freezegun import freeze_time
 
-from accounts import keys
+from accounts import key_records, keys
 from audit.models import AuditRecord
 from tests.conftest import API, client_for, error_of
 
@@ -275,3 +276,31 @@ def test_a_key_allowlist_judges_the_forwarded_client(make_key, settings):
         CURRENT, REMOTE_ADDR="198.51.100.1", HTTP_X_FORWARDED_FOR="203.0.113.5"
     )
     assert (behind_proxy.status_code, spoofed.status_code) == (200, 403)
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_it_answers_and_counts_locally_while_redis_is_unreachable(
+    make_key, settings, five_a_minute, frozen
+):
+    settings.REDIS_URL = f"redis://127.0.0.1:{_closed_port()}/0"
+    client = client_for(make_key())
+
+    statuses = [client.get(CURRENT).status_code for _ in range(6)]
+
+    assert statuses == [200, 200, 200, 200, 200, 429]
+
+
+def test_a_key_is_authenticated_from_the_database_while_redis_is_unreachable(make_key, settings):
+    settings.REDIS_URL = f"redis://127.0.0.1:{_closed_port()}/0"
+    key = make_key()
+    key_records.forget_all()  # nothing cached in this process: the snapshot comes from the DB
+
+    response = client_for(key).get(CURRENT)
+
+    assert response.status_code == 200
+    assert response.json()["id"] == key.key_id

@@ -20,12 +20,12 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from tests.webhooks.receiver import HttpsReceiver, ReceivedRequest, loopback_resolver
-from webhooks import attempts, pool
+from webhooks.delivery import sender
+from webhooks.delivery.transport import IPAddress
 from webhooks.events import Event
 from webhooks.models import Delivery, Webhook
 from webhooks.payloads import render_json
 from webhooks.secrets import encrypt_secret, new_signing_secret
-from webhooks.sender import IPAddress
 
 T = TypeVar("T")
 HOST = "hooks.example.com"  # public-looking: check_webhook_url refuses localhost
@@ -33,7 +33,7 @@ PUBLIC_IP = ipaddress.ip_address("93.184.216.34")
 
 
 def use_resolver(monkeypatch: pytest.MonkeyPatch, resolve: Callable[[str, int], Any]) -> None:
-    monkeypatch.setattr(attempts, "sender_factory", partial(attempts.build_sender, resolve=resolve))
+    monkeypatch.setattr(sender, "sender_factory", partial(sender.build_sender, resolve=resolve))
 
 
 @pytest.fixture(name="receiver")
@@ -45,16 +45,14 @@ def receiver_fixture() -> Iterator[HttpsReceiver]:
 @pytest.fixture(name="engine_settings")
 def engine_settings_fixture(
     settings: Any, receiver: HttpsReceiver, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Any]:
+) -> Any:
     """The engine trusts the receiver's CA, may reach loopback, and resolves HOST to it."""
     settings.WEBHOOK_CA_BUNDLE = receiver.ca_pem_path
     settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     settings.WEBHOOK_TIMEOUT_SECONDS = 5.0
     settings.WEBHOOK_RETRY_DELAYS = [60, 300, 1800, 7200, 21600]
     use_resolver(monkeypatch, loopback_resolver)
-    yield settings
-    pool.close_pool()
-    attempts.forget_sender()
+    return settings  # the suite's one process-state fixture stops the engine afterwards
 
 
 class Hooks:

@@ -8,6 +8,7 @@ everything else (broker, database, CA bundle, allowed networks) comes from the e
 """
 
 import os
+import sys
 from functools import partial
 
 import django
@@ -15,13 +16,14 @@ import django
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gshost.settings")
+    sys.argv = [sys.argv[0], "qcluster"]  # as ``manage.py qcluster``, which the app looks for
     django.setup()
     from django.core.management import call_command
 
     from tests.webhooks.receiver import loopback_resolver
-    from webhooks import attempts
+    from webhooks.delivery import sender
 
-    attempts.sender_factory = partial(attempts.build_sender, resolve=loopback_resolver)
+    sender.sender_factory = partial(sender.build_sender, resolve=loopback_resolver)
     call_command("qcluster")
 
 

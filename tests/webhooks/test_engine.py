@@ -24,8 +24,8 @@ from tests.webhooks.delivery_fixtures import (
     use_resolver,
 )
 from tests.webhooks.receiver import HttpsReceiver
-from webhooks import claims
-from webhooks.engine import deliver_due_now
+from webhooks.delivery import claims, recorder
+from webhooks.delivery.engine import deliver_due_now
 from webhooks.models import DeliveryAttempt, DeliveryStatus, Webhook, WebhookStatus
 
 SPEC_HEADERS = [
@@ -345,9 +345,9 @@ def test_a_redelivery_asked_for_during_an_attempt_is_kept(
     newer = timezone.now() + timedelta(seconds=1)
     delivery.__class__.objects.filter(pk=delivery.pk).update(redelivery_requested_at=newer)
 
-    from webhooks.attempts import send_delivery
+    from webhooks.delivery.sender import send_delivery
 
-    due_again = claims.record_attempts([claims.Finished(claim, send_delivery(claim))])
+    due_again = recorder.record_attempts([claims.Finished(claim, send_delivery(claim))])
 
     assert reload(delivery).redelivery_requested_at == newer
     assert due_again == [(delivery.id, delivery.webhook_id)]
@@ -389,9 +389,9 @@ def test_a_late_result_after_losing_the_lease_is_recorded_but_moves_nothing(
         clock.tick(60)
         (current,) = claims.claim_deliveries([delivery.id])
         receiver.set_behaviour(status=500)
-        from webhooks.attempts import send_delivery
+        from webhooks.delivery.sender import send_delivery
 
-        claims.record_attempts([claims.Finished(stale, send_delivery(stale))])
+        recorder.record_attempts([claims.Finished(stale, send_delivery(stale))])
 
     delivery = reload(delivery)
     assert (delivery.status, delivery.automatic_attempts) == (DeliveryStatus.PENDING, 0)
@@ -408,8 +408,8 @@ def test_it_skips_rows_that_are_not_due(hooks: Hooks) -> None:
     assert deliver_due_now() == 0
 
 
-def test_a_claim_takes_exactly_the_rows_the_sweep_finds_due(hooks: Hooks) -> None:
-    # The PostgreSQL claim spells the due condition in SQL; the sweep uses the ORM's due_filter.
+def test_a_claim_takes_exactly_the_rows_the_timer_finds_due(hooks: Hooks) -> None:
+    # The PostgreSQL claim spells the due condition in SQL; the timer uses the ORM's due_filter.
     now = timezone.now()
     webhook = hooks.webhook()
     due = [
@@ -505,7 +505,7 @@ def test_a_connection_closed_without_an_answer_is_tried_once_more_at_once(
     hooks: Hooks, dropping_server: Callable[..., DroppingServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # "At once" is under a second in production; a loaded CI machine gets more headroom.
-    monkeypatch.setattr("webhooks.sender.STALE_CONNECTION_SECONDS", 5.0)
+    monkeypatch.setattr("webhooks.delivery.transport.STALE_CONNECTION_SECONDS", 5.0)
     server = dropping_server(drops=1)
     delivery = hooks.delivery(hooks.webhook(url=f"https://{HOST}:{server.port}/hook"))
 

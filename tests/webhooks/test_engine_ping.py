@@ -12,7 +12,7 @@ from tests.webhooks.delivery_fixtures import (
     expected_signature,
 )
 from tests.webhooks.receiver import HttpsReceiver
-from webhooks.engine import send_test_ping
+from webhooks.delivery.engine import send_test_ping
 from webhooks.models import Delivery, DeliveryAttempt, Webhook
 
 

@@ -11,8 +11,6 @@ from django.test import Client, override_settings
 from tests.conftest import client_for, error_of
 from tests.webhooks.delivery_fixtures import (
     HOST,
-    engine_settings_fixture,  # noqa: F401
-    receiver_fixture,  # noqa: F401
     wait_for,
 )
 from tests.webhooks.receiver import HttpsReceiver

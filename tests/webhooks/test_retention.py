@@ -35,7 +35,7 @@ def test_it_purges_deliveries_and_attempts_older_than_seven_days(hooks: Hooks) -
 
 
 def test_it_purges_in_batches(hooks: Hooks, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("webhooks.engine._PURGE_BATCH", 3)
+    monkeypatch.setattr("webhooks.delivery.retention.PURGE_BATCH", 3)
     webhook = hooks.webhook()
     old = timezone.now() - timedelta(days=8)
     for _ in range(7):
@@ -46,16 +46,10 @@ def test_it_purges_in_batches(hooks: Hooks, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.django_db
-def test_migrate_schedules_the_sweep_the_purges_and_the_servers_tick() -> None:
+def test_migrate_schedules_the_purges_and_the_servers_tick_but_no_sweep() -> None:
     schedules = {s.name: s for s in Schedule.objects.all()}
 
-    sweep = schedules["webhooks.sweep"]
-    assert (sweep.func, sweep.schedule_type, sweep.minutes, sweep.repeats) == (
-        "webhooks.tasks.sweep_deliveries",
-        Schedule.MINUTES,
-        1,
-        -1,
-    )
+    assert "webhooks.sweep" not in schedules  # the engine's timer does that work
     assert schedules["webhooks.purge_history"].func == "webhooks.tasks.purge_delivery_history"
     assert schedules["webhooks.purge_history"].schedule_type == Schedule.HOURLY
     assert schedules["audit.purge_expired"].func == "audit.services.audit_purge_expired"
@@ -70,17 +64,31 @@ def test_migrate_schedules_the_sweep_the_purges_and_the_servers_tick() -> None:
 
 @pytest.mark.django_db
 def test_scheduling_again_corrects_rows_without_duplicating_them() -> None:
-    Schedule.objects.filter(name="webhooks.sweep").update(minutes=5, func="old.path")
-    Schedule.objects.create(name="webhooks.sweep", func="duplicate", schedule_type="I", minutes=1)
+    Schedule.objects.filter(name="servers.tick").update(minutes=5, func="old.path")
+    Schedule.objects.create(name="servers.tick", func="duplicate", schedule_type="I", minutes=1)
     next_run = Schedule.objects.get(name="audit.purge_expired").next_run
 
     ensure_schedules()
     call_command("migrate", verbosity=0)  # the post_migrate hook runs it too
 
-    (sweep,) = Schedule.objects.filter(name="webhooks.sweep")
-    assert (sweep.func, sweep.minutes) == ("webhooks.tasks.sweep_deliveries", 1)
+    (tick,) = Schedule.objects.filter(name="servers.tick")
+    assert (tick.func, tick.minutes) == ("servers.tasks.tick", 1)
     assert (
         Schedule.objects.filter(name__in=["webhooks.purge_history", "audit.purge_expired"]).count()
         == 2
     )
     assert Schedule.objects.get(name="audit.purge_expired").next_run == next_run
+
+
+@pytest.mark.django_db
+def test_migrate_deletes_the_retired_minute_sweep_schedule() -> None:
+    Schedule.objects.create(
+        name="webhooks.sweep",
+        func="webhooks.tasks.sweep_deliveries",
+        schedule_type=Schedule.MINUTES,
+        minutes=1,
+    )
+
+    call_command("migrate", verbosity=0)
+
+    assert not Schedule.objects.filter(name="webhooks.sweep").exists()

@@ -1,4 +1,4 @@
-"""Tests for webhooks.sender against a real local HTTPS receiver (no database, no Django)."""
+"""Tests for the delivery transport against a real local HTTPS receiver (no database, no Django)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from tests.webhooks.receiver import (
     HttpsReceiver,
     loopback_resolver,
 )
-from webhooks.sender import AttemptResult, WebhookSender
+from webhooks.delivery.transport import AttemptResult, WebhookSender
 from webhooks.signing import signature_headers, verify
+from webhooks.url_safety import parse_webhook_url
 
 SECRET = "whsec_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8s9T0u1V"
 BODY = '{"event":"server.started","data":{"name":"Überleben \\u0000"}}\n'.encode()
@@ -42,7 +43,7 @@ def webhook_headers(body: bytes = BODY) -> dict[str, str]:
 
 
 def post(sender: WebhookSender, url: str, body: bytes = BODY) -> AttemptResult:
-    return sender.send(url=url, body=body, headers=webhook_headers(body))
+    return sender.send(target=parse_webhook_url(url), body=body, headers=webhook_headers(body))
 
 
 @pytest.fixture

@@ -84,8 +84,8 @@ def test_non_string_input_is_malformed(value: object) -> None:
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
-        ("https://example.com/hook", CheckedUrl("example.com", 443, None)),
-        ("https://EXAMPLE.com:8443/x?y=1#frag", CheckedUrl("example.com", 8443, None)),
+        ("https://example.com/hook", CheckedUrl("example.com", 443, None, "/hook")),
+        ("https://EXAMPLE.com:8443/x?y=1#frag", CheckedUrl("example.com", 8443, None, "/x?y=1")),
         ("https://example.com./", CheckedUrl("example.com", 443, None)),
         ("https://example.com:00443/", CheckedUrl("example.com", 443, None)),
         ("https://bücher.de/", CheckedUrl("xn--bcher-kva.de", 443, None)),
@@ -107,6 +107,19 @@ def test_non_string_input_is_malformed(value: object) -> None:
 )
 def test_checked_url_for_the_sender(url: str, expected: CheckedUrl) -> None:
     assert check_webhook_url(url) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "target"),
+    [
+        ("https://example.com", "/"),
+        ("https://example.com?a=1", "/?a=1"),
+        ("https://example.com/a b/ü?q=ä#frag", "/a%20b/%C3%BC?q=%C3%A4"),
+        ("https://example.com/p%20q?x=%2F", "/p%20q?x=%2F"),
+    ],
+)
+def test_it_gives_the_sender_the_request_target_without_the_fragment(url: str, target: str) -> None:
+    assert check_webhook_url(url.replace(" ", "%20")).request_target == target.replace(" ", "%20")
 
 
 def test_checked_url_is_frozen() -> None:

@@ -1,4 +1,4 @@
-"""The worker side: the process pool (dispatcher, senders, recorder), the sweep, and claims
+"""The worker side: the process pool (dispatcher, senders, recorder), the timer, and claims
 made concurrently. Rows are committed (transactional tests) so the pool's threads see them."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from tests.webhooks.delivery_fixtures import (
     wait_for,
 )
 from tests.webhooks.receiver import HttpsReceiver
-from webhooks import claims, engine, pool, tasks
+from webhooks import tasks
+from webhooks.delivery import claims, engine
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,7 +42,7 @@ def test_the_task_hands_rows_to_the_pool_which_delivers_and_records_them(
 
     wait_for(lambda: settled(*deliveries))
     assert len(receiver.requests) == 20
-    assert pool.get_pool().in_flight() == 0
+    assert engine.get_engine().pool.in_flight() == 0
 
 
 def test_it_keeps_at_most_four_attempts_in_flight_per_webhook(
@@ -85,7 +86,7 @@ def test_ten_black_hole_endpoints_do_not_delay_healthy_deliveries(
     assert not DeliveryAttempt.objects.filter(delivery_id__in=dead).exists()
 
 
-def test_the_sweep_picks_up_due_retries_and_expired_leases(
+def test_the_timer_picks_up_due_retries_and_expired_leases_without_a_task(
     hooks: Hooks, receiver: HttpsReceiver
 ) -> None:
     webhook = hooks.webhook()
@@ -102,14 +103,15 @@ def test_the_sweep_picks_up_due_retries_and_expired_leases(
     later = hooks.delivery(webhook, next_attempt_at=now + timedelta(minutes=5))
     held = hooks.delivery(webhook, lease_expires_at=now + timedelta(minutes=1))
 
-    engine.sweep(duration=3.0, interval=0.2)
-    pool.close_pool()  # waits for in-flight attempts to be recorded
+    engine.get_engine()  # started, as in a worker; nothing is handed to it
 
+    wait_for(lambda: settled(retry, orphan, soon))
+    engine.stop_engine()
     assert settled(retry, orphan, soon)
     assert Delivery.objects.get(pk=later.pk).status == DeliveryStatus.PENDING
     assert Delivery.objects.get(pk=held.pk).status == DeliveryStatus.PENDING
     assert not requests_for(receiver, later.id) and not requests_for(receiver, held.id)
-    assert len(requests_for(receiver, soon.id)) == 1  # due during the sweep: taken by it
+    assert len(requests_for(receiver, soon.id)) == 1  # due while the timer ran: taken by it
     (attempt,) = DeliveryAttempt.objects.filter(delivery=soon)
     assert attempt.started_at >= soon.next_attempt_at  # and not before it was due
 
@@ -159,10 +161,26 @@ def test_the_pool_forgets_everything_once_idle(
     engine.attempt_deliveries([(d.id, d.webhook_id) for d in deliveries])
     engine.attempt_deliveries([("dlv_gone", webhooks[0].id)])
     wait_for(lambda: settled(*deliveries))
-    wait_for(lambda: pool.get_pool().in_flight() == 0)
+    current = engine.get_engine().pool
+    wait_for(lambda: current.in_flight() == 0)
 
     receiver.set_behaviour(path="/hook/0", hang=True)
     again = [hooks.delivery(webhooks[0]) for _ in range(4)]
     engine.attempt_deliveries([(d.id, d.webhook_id) for d in again])
 
     wait_for(lambda: all(requests_for(receiver, d.id) for d in again), timeout=4.0)
+
+
+def test_fifty_webhooks_on_one_host_never_overflow_the_connection_pool(
+    hooks: Hooks, receiver: HttpsReceiver, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings.WEBHOOK_SENDER_THREADS = 16
+    receiver.set_behaviour(delay=0.02)
+    webhooks = [hooks.webhook(f"/hook/{n}") for n in range(50)]
+    deliveries = [hooks.delivery(webhooks[n % 50]) for n in range(200)]
+
+    with caplog.at_level("WARNING", logger="urllib3"):
+        tasks.attempt_deliveries([(d.id, d.webhook_id) for d in deliveries])
+        wait_for(lambda: settled(*deliveries), timeout=60)
+
+    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]

@@ -108,8 +108,7 @@ def test_a_delivery_survives_its_worker_being_killed_mid_attempt(
     assert Delivery.objects.get(pk=delivery.pk).lease_expires_at is not None
     cluster()
 
-    # The new cluster's sweep starts at its scheduler's first tick (~30 s) and finds the lease
-    # expired (timeout 5 s + margin 1 s).
+    # The new cluster's timer retakes the row once its lease expires (timeout 5 s + margin 1 s).
     wait_for(lambda: len(requests_for(receiver, delivery.id)) == 2, timeout=60)
     wait_for(lambda: Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.SUCCESS)
     (attempt,) = DeliveryAttempt.objects.filter(delivery_id=delivery.pk)

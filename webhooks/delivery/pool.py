@@ -1,4 +1,4 @@
-"""The process-wide delivery pool: what picks work is kept apart from what waits on the network.
+"""A process's delivery pool: what picks work is kept apart from what waits on the network.
 
 - a **dispatcher** thread claims rows: only as many as there are idle sender threads, never more
   than ``per_webhook`` on the network for one webhook, webhooks taken round-robin. Rows it
@@ -7,60 +7,53 @@
 - **sender** threads (long-lived, fed by a queue) make the attempts over the shared
   keep-alive ``WebhookSender`` and never touch the database; a finished attempt frees its
   thread and webhook slot at once;
-- a **recorder** thread writes finished attempts in batches (one transaction each) and so gives
-  the leases back. Claimed-but-unrecorded rows are capped at ``UNRECORDED_PER_THREAD`` per
-  sender thread, which is the backpressure when the database is the slow part.
+- the **recorder** (``recorder.Recorder``) writes finished attempts in batches and so gives the
+  leases back. While ``MAX_FINISHED_UNRECORDED`` finished attempts wait for it, the dispatcher
+  claims nothing: that bounds what a crash would send twice.
 
-The dispatcher and the recorder gather work for a moment (``CLAIM_LINGER_SECONDS``,
-``RECORD_LINGER_SECONDS``) before each round trip: on
-a busy worker a claim or a batch then covers many rows for the cost of one. The database sees
-two connections per process however many senders there are. Every structure is bounded (slots
-by the thread count, waiting ids by ``max_waiting``) and per-webhook counters are dropped when
-a webhook has nothing on the network, so memory stays flat.
+The dispatcher gathers freed slots for a moment (``CLAIM_LINGER_SECONDS``) before a claim: on
+a busy worker one claim then covers many rows for the cost of one. The database sees two
+connections per process however many senders there are. Every structure is bounded (slots by
+the thread count, waiting ids by ``max_waiting``) and per-webhook counters are dropped when a
+webhook has nothing on the network, so memory stays flat.
+
+``close(deadline)`` stops claiming, gives back claims no sender has started, lets attempts on
+the network finish until the deadline, gives back the leases of those that did not, and
+records the rest.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Final
 
-from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import connection
 
-from webhooks import attempts
-from webhooks.claims import (
+from webhooks.delivery import sender
+from webhooks.delivery.claims import (
     Claim,
     ClaimInterrupted,
     Finished,
     claim_deliveries,
     due_candidates,
-    record_attempts,
+    give_back,
 )
+from webhooks.delivery.connections import refresh_connection
+from webhooks.delivery.recorder import MAX_FINISHED_UNRECORDED, Recorder
 from webhooks.models import AttemptError
 
 logger = logging.getLogger(__name__)
 
-RECORD_BATCH: Final = 200
 MAX_WAITING: Final = 10_000
-RECORDERS: Final = 1  # more did not help: the GIL, not the database, is the limit
-# How long the dispatcher and the recorders gather work before a round trip to the database.
+# How long the dispatcher gathers freed slots before a claim (a round trip to the database).
 CLAIM_LINGER_SECONDS: Final = 0.01
-# Recording waits longer: it only gives leases back, and larger batches cost fewer statements.
-RECORD_LINGER_SECONDS: Final = 0.05
-# Claimed rows whose attempt is over but not yet recorded, per sender thread: lets the recorders
-# write in larger batches when they are the bottleneck, without unbounded backlog.
-UNRECORDED_PER_THREAD: Final = 4
 _IDLE_WAIT_SECONDS: Final = 1.0
 _ERROR_PAUSE_SECONDS: Final = 0.5
-# A failed batch (a lock timeout, a dropped connection) is tried again before going row by row.
-_RECORD_RETRY_PAUSES: Final = (0.05, 0.2, 0.5)
-_CONNECTION_CHECK_SECONDS: Final = 1.0
 _STOP: Final = object()
 
 
@@ -71,24 +64,26 @@ class DeliveryPool:
         threads: int,
         per_webhook: int,
         max_waiting: int = MAX_WAITING,
-        recorders: int = RECORDERS,
+        max_finished_unrecorded: int = MAX_FINISHED_UNRECORDED,
     ) -> None:
-        if threads < 1 or per_webhook < 1 or recorders < 1:
-            raise ValueError("threads, per_webhook and recorders must be positive")
+        if threads < 1 or per_webhook < 1 or max_finished_unrecorded < 1:
+            raise ValueError("threads, per_webhook and max_finished_unrecorded must be positive")
         self.threads = threads
         self.per_webhook = per_webhook
         self._max_waiting = max_waiting
-        self._max_unrecorded = threads * UNRECORDED_PER_THREAD
+        self._max_unrecorded = threads + max_finished_unrecorded
+        self._max_finished = max_finished_unrecorded
         self._cond = threading.Condition()
         self._on_wire: dict[str, int] = {}  # webhook id -> attempts on the network now
         self._busy = 0  # sender threads taken (attempts on the network)
         self._unrecorded = 0  # claimed rows not yet recorded (the leases this process holds)
+        self._sending: dict[str, Claim] = {}  # delivery id -> its claim, while on the network
         self._waiting: OrderedDict[str, deque[str]] = OrderedDict()  # webhook id -> ids
         self._waiting_ids: set[str] = set()
         self._changed = False  # a slot was freed or work arrived since the last round
         self._urgent = False  # new work from a task arrived since the last round
         self._stopping = False
-        self._results: queue.SimpleQueue[Finished | object] = queue.SimpleQueue()
+        self._unstarted: list[Claim] = []  # claimed, but stopping began before they were sent
         # Plain threads on a queue, not a ThreadPoolExecutor: no Future and lock per attempt.
         self._claims: queue.SimpleQueue[Claim | object] = queue.SimpleQueue()
         self._senders = [
@@ -98,11 +93,8 @@ class DeliveryPool:
         self._dispatcher = threading.Thread(
             target=self._dispatch_loop, name="webhook-dispatcher", daemon=True
         )
-        self._recorders = [
-            threading.Thread(target=self._record_loop, name=f"webhook-recorder-{n}", daemon=True)
-            for n in range(recorders)
-        ]
-        for thread in (self._dispatcher, *self._senders, *self._recorders):
+        self._recorder = Recorder(on_recorded=self._release_recorded, on_due_again=self.offer)
+        for thread in (self._dispatcher, *self._senders):
             thread.start()
 
     # --- feeding work ---------------------------------------------------------------------
@@ -118,9 +110,9 @@ class DeliveryPool:
             self._cond.notify_all()
 
     def offer_due(self) -> int:
-        """One sweep round: offer what is due in the database, as much as there is room for."""
+        """One timer round: offer what is due in the database, as much as there is room for."""
         with self._cond:
-            room = self.threads - self._busy
+            room = 0 if self._stopping else self.threads - self._busy
             saturated = [w for w, n in self._on_wire.items() if n >= self.per_webhook]
         if room <= 0:
             return 0
@@ -133,7 +125,7 @@ class DeliveryPool:
             if delivery_id in self._waiting_ids:
                 continue
             if len(self._waiting_ids) >= self._max_waiting:
-                return  # dropped ids stay due in the database; the sweep finds them again
+                return  # dropped ids stay due in the database; the timer finds them again
             self._waiting.setdefault(webhook_id, deque()).append(delivery_id)
             self._waiting_ids.add(delivery_id)
 
@@ -166,7 +158,7 @@ class DeliveryPool:
             return not self._stopping
 
     def _dispatch(self) -> None:
-        _refresh_connection()
+        refresh_connection()
         picks = self._reserve()
         if not picks:
             return
@@ -191,6 +183,8 @@ class DeliveryPool:
         """Take waiting ids round-robin by webhook while there are free slots, holding them."""
         picks: list[tuple[str, str]] = []
         with self._cond:
+            if self._unrecorded - self._busy >= self._max_finished:
+                return picks  # the recorder is behind: claim nothing until it catches up
             for webhook_id in list(self._waiting):
                 room = min(
                     self.per_webhook - self._on_wire.get(webhook_id, 0),
@@ -216,15 +210,18 @@ class DeliveryPool:
     def _release_wire(self, webhook_ids: Iterable[str]) -> None:
         """Attempts off the network: their sender threads and webhook slots are free again."""
         with self._cond:
-            for webhook_id in webhook_ids:
-                left = self._on_wire.get(webhook_id, 0) - 1
-                if left > 0:
-                    self._on_wire[webhook_id] = left
-                else:
-                    self._on_wire.pop(webhook_id, None)
-                self._busy -= 1
-                self._changed = True
-            self._cond.notify_all()
+            self._release_wire_locked(webhook_ids)
+
+    def _release_wire_locked(self, webhook_ids: Iterable[str]) -> None:
+        for webhook_id in webhook_ids:
+            left = self._on_wire.get(webhook_id, 0) - 1
+            if left > 0:
+                self._on_wire[webhook_id] = left
+            else:
+                self._on_wire.pop(webhook_id, None)
+            self._busy -= 1
+            self._changed = True
+        self._cond.notify_all()
 
     def _release_recorded(self, count: int) -> None:
         if count:
@@ -241,77 +238,21 @@ class DeliveryPool:
             self._attempt(claim)
 
     def _attempt(self, claim: Claim) -> None:
+        with self._cond:
+            if self._stopping:  # claimed, never sent: given back by close()
+                self._unstarted.append(claim)
+                self._release_wire_locked([claim.webhook_id])
+                return
+            self._sending[claim.delivery_id] = claim
         try:
-            result = attempts.send_delivery(claim)
+            result = sender.send_delivery(claim)
         except Exception:
             logger.exception("Webhook attempt for %s crashed", claim.delivery_id)
-            result = attempts.refused(AttemptError.CONNECTION_ERROR)
-        self._results.put(Finished(claim, result))
+            result = sender.refused(AttemptError.CONNECTION_ERROR)
+        with self._cond:
+            self._sending.pop(claim.delivery_id, None)
+        self._recorder.put(Finished(claim, result))
         self._release_wire([claim.webhook_id])
-
-    # --- recorder -------------------------------------------------------------------------
-
-    def _record_loop(self) -> None:
-        try:
-            while True:
-                batch, stop = self._next_batch()
-                if batch:
-                    self._record(batch)
-                if stop:
-                    return
-        finally:
-            connection.close()
-
-    def _next_batch(self) -> tuple[list[Finished], bool]:
-        """Results that arrive within RECORD_LINGER_SECONDS of the first are written together."""
-        try:
-            item = self._results.get(timeout=_IDLE_WAIT_SECONDS)
-        except queue.Empty:
-            return [], False
-        batch: list[Finished] = []
-        until = time.monotonic() + RECORD_LINGER_SECONDS
-        while True:
-            if item is _STOP:
-                return batch, True
-            assert isinstance(item, Finished)
-            batch.append(item)
-            if len(batch) >= RECORD_BATCH:
-                return batch, False
-            try:
-                item = self._results.get(timeout=max(0.0, until - time.monotonic()))
-            except queue.Empty:
-                return batch, False
-
-    def _record(self, batch: Sequence[Finished]) -> None:
-        _refresh_connection()
-        due_again: list[tuple[str, str]] = []
-        try:
-            due_again = self._record_batch(batch)
-        finally:
-            self._release_recorded(len(batch))
-        if due_again:
-            self.offer(due_again)
-
-    def _record_batch(self, batch: Sequence[Finished]) -> list[tuple[str, str]]:
-        for pause in _RECORD_RETRY_PAUSES:
-            try:
-                return record_attempts(batch)
-            except Exception:
-                logger.warning("Recording %d webhook attempts failed", len(batch), exc_info=True)
-                connection.close()
-                time.sleep(pause)
-        return self._record_each(batch)
-
-    def _record_each(self, batch: Sequence[Finished]) -> list[tuple[str, str]]:
-        due_again: list[tuple[str, str]] = []
-        for done in batch:
-            try:
-                due_again += record_attempts([done])
-            except Exception:
-                # Unrecorded, the row keeps its lease and is attempted again once it expires.
-                logger.exception("Recording the attempt of %s failed", done.claim.delivery_id)
-                connection.close()
-        return due_again
 
     # --- life cycle -----------------------------------------------------------------------
 
@@ -320,83 +261,43 @@ class DeliveryPool:
         with self._cond:
             return self._unrecorded
 
-    def close(self) -> None:
-        """Stop claiming, let in-flight attempts finish and be recorded, then stop."""
+    def close(self, timeout: float | None = None) -> None:
+        """Stop claiming; give back claims not yet sent; let attempts on the network finish
+        for up to ``timeout`` seconds (forever if None) and record them; give back the leases
+        of those still on the network then."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             if self._stopping:
                 return
             self._stopping = True
+            self._waiting.clear()
+            self._waiting_ids.clear()
             self._cond.notify_all()
-        self._dispatcher.join()
+        self._dispatcher.join(_left(deadline))
         for _ in self._senders:
             self._claims.put(_STOP)  # after every claim already queued
-        for sender in self._senders:
-            sender.join()
-        for _ in self._recorders:
-            self._results.put(_STOP)
-        for recorder in self._recorders:
-            recorder.join()
+        for thread in self._senders:
+            thread.join(_left(deadline))
+        with self._cond:
+            abandoned = [*self._unstarted, *self._sending.values()]
+            self._unstarted.clear()
+        self._give_back(abandoned)
+        self._recorder.stop(_left(deadline, floor=1.0))
+
+    @staticmethod
+    def _give_back(claims: list[Claim]) -> None:
+        if not claims:
+            return
+        try:
+            give_back(claims)
+        except Exception:
+            logger.exception("Giving back %d webhook leases failed; they expire", len(claims))
+        finally:
+            connection.close()
 
 
-_thread_state = threading.local()
-
-
-def _refresh_connection() -> None:
-    """Drop this thread's connection if broken or too old, at most once a second.
-
-    Each check makes the next query ping the server first (CONN_HEALTH_CHECKS), which would
-    cost a round trip per batch if done every time.
-    """
-    now = time.monotonic()
-    if now - getattr(_thread_state, "checked_at", 0.0) >= _CONNECTION_CHECK_SECONDS:
-        _thread_state.checked_at = now
-        close_old_connections()
-
-
-_pool_lock = threading.Lock()
-_pool: tuple[int, DeliveryPool] | None = None
-_exit_hook_registered = False
-
-
-def get_pool() -> DeliveryPool:
-    """This process's pool, started on first use (never one inherited across fork)."""
-    global _pool
-    with _pool_lock:
-        if _pool is not None and _pool[0] == os.getpid():
-            return _pool[1]
-        pool = DeliveryPool(
-            threads=int(settings.WEBHOOK_SENDER_THREADS),
-            per_webhook=int(settings.WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK),
-            recorders=RECORDERS,
-        )
-        _pool = (os.getpid(), pool)
-        _register_exit_hook()
-        return pool
-
-
-def close_pool() -> None:
-    """Drain and stop this process's pool (process exit, tests)."""
-    global _pool
-    with _pool_lock:
-        current, _pool = _pool, None
-    if current is not None and current[0] == os.getpid():
-        current[1].close()
-
-
-def _register_exit_hook() -> None:
-    """Drain the pool before the interpreter joins threads, in django-q2 workers too.
-
-    ``threading._register_atexit`` runs when a process (a forked worker included) shuts down
-    its threads: in-flight attempts are recorded
-    instead of being repeated after their lease. A worker killed outright records nothing;
-    its leases expire and the sweep attempts those rows again.
-    """
-    global _exit_hook_registered
-    register = getattr(threading, "_register_atexit", None)
-    if _exit_hook_registered or register is None:
-        return
-    try:
-        register(close_pool)
-    except RuntimeError:
-        return  # already shutting down
-    _exit_hook_registered = True
+def _left(deadline: float | None, floor: float = 0.0) -> float | None:
+    """Seconds until ``deadline`` (None: no limit), at least ``floor``."""
+    if deadline is None:
+        return None
+    return max(floor, deadline - time.monotonic())

@@ -1,13 +1,13 @@
-"""One attempt on the wire: the URL re-check, the secret, the signed request, the answer.
+"""One attempt: the URL re-check, the secret, the signed request, the answer.
 
 Nothing here touches the database, so it can run on any sender thread. The process shares one
 ``WebhookSender`` (keep-alive pools, one cached SSL context); it is rebuilt only when the
-settings it was made from change, which in practice means in tests.
+settings it was made from change, which in practice means in tests. The URL is parsed once, by
+``check_webhook_url``, and the transport connects to what that returned.
 """
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import json
 import os
@@ -21,24 +21,24 @@ from django.conf import settings
 from django.utils import timezone
 
 from gshost.ids import format_timestamp
+from webhooks.delivery.transport import (
+    USER_AGENT,
+    AttemptResult,
+    IPNetwork,
+    Resolver,
+    WebhookSender,
+)
 from webhooks.models import AttemptError
 from webhooks.secrets import decrypt_secret
-from webhooks.sender import USER_AGENT, AttemptResult, IPNetwork, Resolver, WebhookSender
 from webhooks.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_headers
-from webhooks.url_safety import UnsafeWebhookUrl, check_webhook_url
+from webhooks.url_safety import CheckedUrl, UnsafeWebhookUrl, check_webhook_url
 
 if TYPE_CHECKING:
-    from webhooks.claims import Claim
+    from webhooks.delivery.claims import Claim
     from webhooks.models import Webhook
 
 EVENT_HEADER: Final = "X-Webhook-Event"
 DELIVERY_HEADER: Final = "X-Webhook-Delivery"
-# Failures that no retry can fix: the delivery fails at once.
-FINAL_ERRORS: Final = frozenset(
-    {AttemptError.ADDRESS_REJECTED.value, AttemptError.SIGNING_SECRET_UNUSABLE.value}
-)
-# Kept pooled per (host, port, address); above this, extra connections are closed after use.
-CONNECTIONS_PER_HOST: Final = 32
 
 
 # --- the process's sender ---------------------------------------------------------------------
@@ -49,6 +49,7 @@ class SenderConfig:
     ca_bundle: str | None
     timeout: float
     allowed_networks: tuple[IPNetwork, ...]
+    connections_per_host: int = 64
 
     @classmethod
     def from_settings(cls) -> SenderConfig:
@@ -59,6 +60,7 @@ class SenderConfig:
                 ipaddress.ip_network(network, strict=False)
                 for network in settings.WEBHOOK_ALLOWED_NETWORKS
             ),
+            connections_per_host=int(settings.WEBHOOK_SENDER_THREADS),
         )
 
 
@@ -68,7 +70,10 @@ def build_sender(config: SenderConfig, resolve: Resolver | None = None) -> Webho
         timeout=config.timeout,
         allowed_networks=config.allowed_networks,
         resolve=resolve,
-        max_connections_per_host=CONNECTIONS_PER_HOST,
+        # As many keep-alive connections per (host, address) as attempts can be on the
+        # network at once: a smaller pool discards connections (and urllib3 logs each one)
+        # when many webhooks share a receiver host.
+        max_connections_per_host=config.connections_per_host,
     )
 
 
@@ -89,6 +94,7 @@ def get_sender() -> WebhookSender:
         settings.WEBHOOK_CA_BUNDLE,
         settings.WEBHOOK_TIMEOUT_SECONDS,
         tuple(settings.WEBHOOK_ALLOWED_NETWORKS),
+        settings.WEBHOOK_SENDER_THREADS,
         sender_factory,
     )
     current = _sender
@@ -145,45 +151,32 @@ def refused(error: AttemptError) -> AttemptResult:
     )
 
 
-@functools.lru_cache(maxsize=4096)  # the static check depends on the URL alone
-def _passes_static_check(url: str) -> bool:
+def _checked(url: str, encrypted_secret: str) -> tuple[CheckedUrl, str] | AttemptResult:
+    """Where to send and the decrypted secret, or the refusal when the URL (re-checked before
+    every attempt, as written) or the secret forbids sending."""
     try:
-        check_webhook_url(url)
+        target = check_webhook_url(url)
     except UnsafeWebhookUrl:
-        return False
-    return True
-
-
-def _usable_secret(url: str, encrypted_secret: str) -> str | AttemptResult:
-    """The decrypted secret, or the refusal when the URL or the secret forbids sending."""
-    if not _passes_static_check(url):
         return refused(AttemptError.ADDRESS_REJECTED)
     secret = decrypt_secret(encrypted_secret)
     if secret is None:
         return refused(AttemptError.SIGNING_SECRET_UNUSABLE)
-    return secret
-
-
-def _send(url: str, body: bytes, headers: dict[str, str]) -> AttemptResult:
-    try:
-        return get_sender().send(url=url, body=body, headers=headers)
-    except ValueError:
-        # The sender could not make a target of a URL the static check accepted.
-        return refused(AttemptError.ADDRESS_REJECTED)
+    return target, secret
 
 
 def send_delivery(claim: Claim) -> AttemptResult:
     """One attempt of a claimed delivery: fresh timestamp and signature, the stored body."""
-    secret = _usable_secret(claim.url, claim.encrypted_secret)
-    if isinstance(secret, AttemptResult):
-        return secret
+    checked = _checked(claim.url, claim.encrypted_secret)
+    if isinstance(checked, AttemptResult):
+        return checked
+    target, secret = checked
     body = claim.body.encode()
     headers = {
         **signed_headers(secret, body),
         EVENT_HEADER: claim.event,
         DELIVERY_HEADER: claim.delivery_id,
     }
-    return _send(claim.url, body, headers)
+    return get_sender().send(target=target, body=body, headers=headers)
 
 
 def ping_body(webhook_id: str) -> bytes:
@@ -197,8 +190,9 @@ def ping_body(webhook_id: str) -> bytes:
 
 def send_ping(webhook: Webhook) -> AttemptResult:
     """The test ping: signed like a delivery, without the event and delivery headers."""
-    secret = _usable_secret(webhook.url, webhook.encrypted_secret)
-    if isinstance(secret, AttemptResult):
-        return secret
+    checked = _checked(webhook.url, webhook.encrypted_secret)
+    if isinstance(checked, AttemptResult):
+        return checked
+    target, secret = checked
     body = ping_body(webhook.id)
-    return _send(webhook.url, body, signed_headers(secret, body))
+    return get_sender().send(target=target, body=body, headers=signed_headers(secret, body))

@@ -1,4 +1,7 @@
-"""One HTTPS delivery attempt of a signed webhook: DNS-pinned, deadline-bound, pooled.
+"""The wire: one HTTPS POST of a webhook attempt, DNS-pinned, deadline-bound, pooled.
+
+The URL was parsed once, by ``webhooks.url_safety.check_webhook_url``; this module connects to
+the ``CheckedUrl`` it returned and never parses the URL again.
 
 Every attempt resolves the host, requires every resolved address to be allowed, and connects to
 a checked address while SNI, certificate verification and the ``Host`` header keep using the
@@ -20,16 +23,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, TypeAlias
-from urllib.parse import quote, urlsplit
 
 import certifi
-import idna
 import urllib3
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 from urllib3.exceptions import SSLError as Urllib3SSLError
 from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 from urllib3.util import SKIP_HEADER
+
+from webhooks.delivery.policy import is_success
+from webhooks.models import AttemptError
+from webhooks.url_safety import CheckedUrl, is_public_ip
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, WriteableBuffer
@@ -46,23 +51,15 @@ MAX_READ_BYTES: Final = 64 * 1024
 MAX_STORED_BYTES: Final = 16 * 1024
 DEFAULT_TIMEOUT_SECONDS: Final = 10.0
 _READ_CHUNK_BYTES: Final = 16 * 1024
-_DEFAULT_PORT: Final = 443
-# Characters left as they are when re-quoting the request target (as requests does).
-_SAFE_TARGET_CHARS: Final = "!$%&'()*+,/:;=?@[]~"
 # Framing headers are the sender's job; letting callers set them could desynchronise the body.
 _SENDER_HEADERS: Final = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
 )
 
-TIMEOUT: Final = "timeout"
-CONNECTION_ERROR: Final = "connection_error"
-TLS_ERROR: Final = "tls_error"
-REDIRECT: Final = "redirect"
-ADDRESS_REJECTED: Final = "address_rejected"
 # A transport failure this quick is taken for a dead pooled connection (it takes a round trip,
 # more on a busy worker), not a slow or failing receiver. The second try keeps the deadline.
 STALE_CONNECTION_SECONDS: Final = 1.0
-_STALE_CONNECTION_ERRORS: Final = frozenset({CONNECTION_ERROR, TLS_ERROR})
+_STALE_CONNECTION_ERRORS: Final = frozenset({AttemptError.CONNECTION_ERROR, AttemptError.TLS_ERROR})
 
 
 @dataclass(frozen=True)
@@ -77,7 +74,7 @@ class AttemptResult:
 
     @property
     def succeeded(self) -> bool:
-        return self.error is None and self.status_code is not None and 200 <= self.status_code < 300
+        return is_success(self.status_code, self.error)
 
 
 @dataclass(frozen=True)
@@ -86,48 +83,6 @@ class _Outcome:
     status_code: int | None = None
     response_body: str = ""
     response_headers: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class _Target:
-    host: str  # lower-case ASCII (IDNA), IPv6 literals without brackets
-    port: int
-    request_target: str
-    literal: IPAddress | None
-
-    @property
-    def host_header(self) -> str:
-        name = f"[{self.host}]" if ":" in self.host else self.host
-        return name if self.port == _DEFAULT_PORT else f"{name}:{self.port}"
-
-
-@functools.lru_cache(maxsize=4096)  # a pure function of the URL, asked for on every attempt
-def parse_target(url: str) -> _Target:
-    """Split a webhook URL into what the sender needs; raises ValueError for unusable URLs."""
-    parts = urlsplit(url)
-    if parts.scheme.lower() != "https":
-        raise ValueError("webhook URLs must use https")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError("webhook URLs must not contain credentials")
-    host = parts.hostname or ""
-    if not host:
-        raise ValueError("webhook URL has no host")
-    if not host.isascii():
-        host = idna.encode(host, uts46=True).decode("ascii")
-    port = _DEFAULT_PORT if parts.port is None else parts.port
-    if port == 0:
-        raise ValueError("webhook URL port must not be 0")
-    target = quote(parts.path or "/", safe=_SAFE_TARGET_CHARS)
-    if parts.query:
-        target += "?" + quote(parts.query, safe=_SAFE_TARGET_CHARS)
-    return _Target(host=host, port=port, request_target=target, literal=_ip_literal(host))
-
-
-def _ip_literal(host: str) -> IPAddress | None:
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None
 
 
 class _Unresolved(Exception):
@@ -142,23 +97,6 @@ def resolve_host(host: str, port: int) -> list[IPAddress]:
         if address not in addresses:
             addresses.append(address)
     return addresses
-
-
-def _is_global_unicast(address: IPAddress) -> bool:
-    """Fallback policy, only used while ``webhooks.url_safety`` is unavailable."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return _is_global_unicast(address.ipv4_mapped)
-    return address.is_global and not address.is_multicast
-
-
-def _default_address_policy() -> AddressPolicy:
-    try:
-        from webhooks.url_safety import is_public_ip
-    except ModuleNotFoundError as exc:
-        if exc.name != "webhooks.url_safety":
-            raise  # a broken dependency of url_safety must not silently weaken the check
-        return _is_global_unicast
-    return is_public_ip
 
 
 # --- wall-clock deadline ------------------------------------------------------------------------
@@ -236,7 +174,7 @@ class _PoolCache:
         )
         self._lock = threading.Lock()
 
-    def get(self, target: _Target, address: IPAddress) -> urllib3.HTTPSConnectionPool:
+    def get(self, target: CheckedUrl, address: IPAddress) -> urllib3.HTTPSConnectionPool:
         key = (target.host, target.port, address)
         evicted = None
         with self._lock:
@@ -252,7 +190,7 @@ class _PoolCache:
             evicted.close()  # connections still in use are closed when they are returned
         return pool
 
-    def _new_pool(self, target: _Target, address: IPAddress) -> urllib3.HTTPSConnectionPool:
+    def _new_pool(self, target: CheckedUrl, address: IPAddress) -> urllib3.HTTPSConnectionPool:
         return urllib3.HTTPSConnectionPool(
             host=str(address),
             port=target.port,
@@ -304,7 +242,7 @@ class WebhookSender:
         self._timeout = timeout
         self._allowed_networks = tuple(allowed_networks)
         self._resolve = resolve or resolve_host
-        self._address_allowed = address_allowed or _default_address_policy()
+        self._address_allowed = address_allowed or is_public_ip
         self._pools = _PoolCache(ssl_context_for(ca_bundle), max_pools, max_connections_per_host)
         self._retry_stale_connections = retry_stale_connections
 
@@ -317,9 +255,9 @@ class WebhookSender:
     def close(self) -> None:
         self._pools.close()
 
-    def send(self, *, url: str, body: bytes, headers: Mapping[str, str]) -> AttemptResult:
-        """Make one attempt; transport failures are reported in the result, never raised."""
-        target = parse_target(url)
+    def send(self, *, target: CheckedUrl, body: bytes, headers: Mapping[str, str]) -> AttemptResult:
+        """Make one attempt to ``target`` (what ``check_webhook_url`` returned); transport
+        failures are reported in the result, never raised."""
         request_headers = _request_headers(target, body, headers)
         started_at = datetime.now(UTC)
         start = time.monotonic()
@@ -335,15 +273,15 @@ class WebhookSender:
         )
 
     def _attempt(
-        self, target: _Target, body: bytes, headers: dict[str, str], deadline: float
+        self, target: CheckedUrl, body: bytes, headers: dict[str, str], deadline: float
     ) -> _Outcome:
         try:
             addresses = self._checked_addresses(target)
         except _Unresolved:
             # DNS trouble may pass: a retryable connection error, not a refused address.
-            return _Outcome(error=CONNECTION_ERROR)
+            return _Outcome(error=AttemptError.CONNECTION_ERROR)
         if not addresses:
-            return _Outcome(error=ADDRESS_REJECTED)
+            return _Outcome(error=AttemptError.ADDRESS_REJECTED)
         _attempt_state.deadline = deadline
         try:
             started = time.monotonic()
@@ -359,7 +297,7 @@ class WebhookSender:
             _attempt_state.deadline = None
 
     def _try_exchange(
-        self, target: _Target, addresses: list[IPAddress], body: bytes, headers: dict[str, str]
+        self, target: CheckedUrl, addresses: list[IPAddress], body: bytes, headers: dict[str, str]
     ) -> _Outcome:
         try:
             return self._exchange(target, addresses, body, headers)
@@ -370,10 +308,10 @@ class WebhookSender:
             )
             return _Outcome(error=error)
 
-    def _checked_addresses(self, target: _Target) -> list[IPAddress]:
+    def _checked_addresses(self, target: CheckedUrl) -> list[IPAddress]:
         """Addresses to try, or an empty list when the attempt must not connect at all."""
-        if target.literal is not None:
-            candidates = [target.literal]
+        if target.ip is not None:
+            candidates = [target.ip]
         else:
             try:
                 candidates = self._resolve(target.host, target.port)
@@ -393,7 +331,7 @@ class WebhookSender:
         return self._address_allowed(address)
 
     def _exchange(
-        self, target: _Target, addresses: list[IPAddress], body: bytes, headers: dict[str, str]
+        self, target: CheckedUrl, addresses: list[IPAddress], body: bytes, headers: dict[str, str]
     ) -> _Outcome:
         wire_headers = {**headers, "Accept-Encoding": SKIP_HEADER}
         for index, address in enumerate(addresses):
@@ -421,7 +359,7 @@ class WebhookSender:
         raise AssertionError("unreachable: addresses is never empty")
 
 
-def _request_headers(target: _Target, body: bytes, headers: Mapping[str, str]) -> dict[str, str]:
+def _request_headers(target: CheckedUrl, body: bytes, headers: Mapping[str, str]) -> dict[str, str]:
     built = {"Host": target.host_header}
     built.update(
         (name, value) for name, value in headers.items() if name.lower() not in _SENDER_HEADERS
@@ -442,7 +380,7 @@ def _read_response(response: urllib3.BaseHTTPResponse) -> _Outcome:
         response.release_conn()
     status = response.status
     return _Outcome(
-        error=REDIRECT if 300 <= status < 400 else None,
+        error=AttemptError.REDIRECT if 300 <= status < 400 else None,
         status_code=status,
         response_body=_stored_text(raw),
         response_headers=dict(response.headers),
@@ -467,13 +405,13 @@ def _stored_text(raw: bytes) -> str:
     return raw[:MAX_STORED_BYTES].decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
-def _classify(exc: BaseException) -> str:
+def _classify(exc: BaseException) -> AttemptError:
     chain = list(_exception_chain(exc))
     if any(_is_timeout(error) for error in chain):
-        return TIMEOUT
+        return AttemptError.TIMEOUT
     if any(isinstance(error, (ssl.SSLError, Urllib3SSLError)) for error in chain):
-        return TLS_ERROR
-    return CONNECTION_ERROR
+        return AttemptError.TLS_ERROR
+    return AttemptError.CONNECTION_ERROR
 
 
 def _is_timeout(error: BaseException) -> bool:

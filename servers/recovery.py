@@ -1,0 +1,18 @@
+"""Catching up when a hand-off was lost: the rows say what is overdue, this finishes it.
+
+A power action queues a follow-up task after commit; when the broker cannot be reached that
+task is never queued (``gshost.handoff`` logs and counts it), and django-q2's own minute tick
+cannot run either. The delivery engine's timer, which needs only the database, calls
+``finish_overdue_work`` every few seconds in each worker process, so a server never stays
+``starting`` because a task could not be queued. Everything it calls moves rows by
+compare-and-set, so running it alongside the tick, or in several processes, is harmless.
+"""
+
+from __future__ import annotations
+
+
+def finish_overdue_work() -> None:
+    """Overdue simulated transitions, jobs and migrations; due schedules and config events."""
+    from servers.tasks import tick  # imported late: the servers app loads after the engine
+
+    tick()

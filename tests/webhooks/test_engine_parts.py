@@ -1,0 +1,310 @@
+"""The engine's parts on their own: the retry policy, the timer, the recorder's bound, and
+hand-offs that never raise into the caller."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from gshost import handoff
+from tests.webhooks.delivery_fixtures import (
+    Hooks,
+    wait_for,
+)
+from webhooks import dispatch
+from webhooks.delivery import claims, policy, recorder
+from webhooks.delivery.claims import Finished
+from webhooks.delivery.pool import DeliveryPool
+from webhooks.delivery.timer import Timer
+from webhooks.models import AttemptError, DeliveryStatus
+
+ROOT = Path(__file__).resolve().parents[2]
+NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+
+# --- policy ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status_code", "error", "expected"),
+    [
+        (200, None, True),
+        (204, None, True),
+        (299, None, True),
+        (302, AttemptError.REDIRECT, False),
+        (404, None, False),
+        (500, None, False),
+        (None, AttemptError.TIMEOUT, False),
+    ],
+)
+def test_it_counts_only_a_2xx_answer_without_error_as_success(
+    status_code: int | None, error: str | None, expected: bool
+) -> None:
+    assert policy.is_success(status_code, error) is expected
+
+
+def test_it_schedules_the_next_attempt_by_the_configured_delays(settings: Any) -> None:
+    settings.WEBHOOK_RETRY_DELAYS = [5, 60]
+
+    first = policy.after_automatic_attempt(attempts_made=1, status_code=503, error=None, now=NOW)
+    second = policy.after_automatic_attempt(attempts_made=2, status_code=503, error=None, now=NOW)
+
+    assert first == policy.NextStep(DeliveryStatus.RETRY_SCHEDULED, NOW + timedelta(seconds=5))
+    assert second == policy.NextStep(DeliveryStatus.RETRY_SCHEDULED, NOW + timedelta(seconds=60))
+
+
+def test_it_fails_the_delivery_after_the_last_retry(settings: Any) -> None:
+    settings.WEBHOOK_RETRY_DELAYS = [5, 60]
+
+    step = policy.after_automatic_attempt(attempts_made=3, status_code=503, error=None, now=NOW)
+
+    assert step == policy.NextStep(DeliveryStatus.FAILED, None)
+
+
+@pytest.mark.parametrize("error", sorted(policy.FINAL_ERRORS))
+def test_it_fails_at_once_on_a_final_error(error: str) -> None:
+    step = policy.after_automatic_attempt(attempts_made=1, status_code=None, error=error, now=NOW)
+
+    assert step.status == DeliveryStatus.FAILED
+
+
+def test_it_labels_the_last_error_with_the_error_or_the_status() -> None:
+    assert policy.error_label(200, None) == ""
+    assert policy.error_label(503, None) == "status_503"
+    assert policy.error_label(None, AttemptError.TLS_ERROR) == "tls_error"
+
+
+# --- timer ------------------------------------------------------------------------------------
+
+
+class Rounds:
+    def __init__(self, answers: list[float | None]) -> None:
+        self.answers = answers
+        self.count = 0
+        self.exits = 0
+
+    def round(self) -> float | None:
+        self.count += 1
+        return self.answers.pop(0) if self.answers else None
+
+    def exit(self) -> None:
+        self.exits += 1
+
+
+def test_the_timer_comes_back_when_the_next_row_is_due_not_after_its_poll() -> None:
+    rounds = Rounds([0.2])
+    timer = Timer(on_round=rounds.round, on_exit=rounds.exit, poll=3600)
+
+    wait_for(lambda: rounds.count == 2)
+    timer.stop()
+
+
+def test_the_timer_runs_a_round_when_woken() -> None:
+    rounds = Rounds([])
+    timer = Timer(on_round=rounds.round, on_exit=rounds.exit, poll=3600)
+    wait_for(lambda: rounds.count == 1)
+
+    timer.wake()
+
+    wait_for(lambda: rounds.count == 2)
+    timer.stop()
+
+
+def test_the_timer_keeps_going_after_a_failed_round() -> None:
+    calls: list[int] = []
+
+    def failing() -> float | None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("database went away")
+        return None
+
+    timer = Timer(on_round=failing, on_exit=lambda: None, poll=3600)
+
+    wait_for(lambda: len(calls) == 2)
+    timer.stop()
+
+
+def test_stopping_the_timer_runs_its_exit_once() -> None:
+    rounds = Rounds([])
+    timer = Timer(on_round=rounds.round, on_exit=rounds.exit, poll=3600)
+
+    assert timer.stop(timeout=10)
+    timer.stop(timeout=10)
+
+    assert rounds.exits == 1
+
+
+def test_the_timer_runs_its_exit_when_the_main_thread_ends(tmp_path: Path) -> None:
+    marker = tmp_path / "exited"
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from webhooks.delivery.timer import Timer
+        Timer(on_round=lambda: None, on_exit=lambda: Path({str(marker)!r}).write_text("yes"))
+        """
+    )
+
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60, cwd=ROOT)
+
+    assert marker.read_text() == "yes"
+
+
+# --- recorder bound ----------------------------------------------------------------------------
+
+
+def test_the_recorder_writes_attempts_finished_together_as_one_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    batches: list[int] = []
+    recorded: list[int] = []
+
+    def record(batch: list[Finished]) -> list[tuple[str, str]]:
+        batches.append(len(batch))
+        return []
+
+    monkeypatch.setattr(recorder, "record_attempts", record)
+    monkeypatch.setattr(recorder, "RECORD_LINGER_SECONDS", 5.0)  # all three arrive in time
+    writer = recorder.Recorder(on_recorded=recorded.append, on_due_again=lambda due: None)
+    finished = [cast(Finished, object.__new__(Finished)) for _ in range(3)]
+
+    for done in finished:
+        writer.put(done)
+    assert writer.stop(timeout=10)
+
+    assert batches == [3]
+    assert recorded == [3]
+
+
+def test_the_pool_claims_nothing_while_the_recorder_is_behind() -> None:
+    pool = DeliveryPool(threads=4, per_webhook=4, max_finished_unrecorded=2)
+    try:
+        with pool._cond:
+            pool._unrecorded = 2  # two finished attempts waiting for the recorder
+            pool._enqueue([("dlv_a", "whk_a")])
+
+        assert pool._reserve() == []
+
+        with pool._cond:
+            pool._unrecorded = 1
+        assert pool._reserve() == [("dlv_a", "whk_a")]
+    finally:
+        with pool._cond:
+            pool._unrecorded = pool._busy = 0
+            pool._on_wire.clear()
+        pool.close(timeout=5)
+
+
+# --- hand-offs ---------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hand_off_the_broker_refuses_is_counted_and_never_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broker_down(*args: Any) -> None:
+        raise ConnectionError("Connection refused")
+
+    monkeypatch.setattr(dispatch, "async_task", broker_down)
+
+    with transaction.atomic():
+        dispatch.request_attempts([("dlv_1", "whk_1")])
+
+    assert handoff.failed_count() == 1
+
+
+def test_catch_ups_keep_running_when_one_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+    monkeypatch.setattr(handoff, "CATCH_UPS", ("no.such.module", f"{__name__}._record_run"))
+    monkeypatch.setattr(sys.modules[__name__], "_runs", ran)
+
+    handoff.run_catch_ups()
+
+    assert ran == ["ran"]
+
+
+_runs: list[str] = []
+
+
+def _record_run() -> None:
+    _runs.append("ran")
+
+
+def test_only_one_thread_owns_the_engine_lifecycle() -> None:
+    rounds = Rounds([])
+    timer = Timer(on_round=rounds.round, on_exit=rounds.exit, poll=3600)
+    names = [t.name for t in threading.enumerate() if not t.daemon and t.name == "webhook-timer"]
+    timer.stop()
+
+    assert names == ["webhook-timer"]
+
+
+# --- the timer's question ------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_next_due_moment_is_the_earliest_scheduled_attempt_or_lease_end(
+    hooks: Hooks,
+) -> None:
+    now = timezone.now()
+    webhook = hooks.webhook()
+    hooks.delivery(webhook, next_attempt_at=now - timedelta(seconds=5))  # due: not "next"
+    hooks.delivery(webhook, next_attempt_at=now + timedelta(seconds=30))
+    hooks.delivery(
+        webhook,
+        next_attempt_at=now - timedelta(seconds=1),
+        lease_expires_at=now + timedelta(seconds=12),
+    )
+    hooks.delivery(webhook, status=DeliveryStatus.SUCCESS, next_attempt_at=None)
+
+    assert claims.next_due_at(now) == now + timedelta(seconds=12)
+
+
+@pytest.mark.django_db
+def test_there_is_no_next_due_moment_when_nothing_waits(hooks: Hooks) -> None:
+    hooks.delivery(hooks.webhook(), status=DeliveryStatus.SUCCESS, next_attempt_at=None)
+
+    assert claims.next_due_at(timezone.now()) is None
+
+
+# --- riding on django-q2's processes ------------------------------------------------------------
+
+_FORK_MASKS = """
+import os, signal, sys
+from webhooks.delivery.process import shield_cluster_children
+shield_cluster_children([sys.argv[1], sys.argv[2]])
+read, write = os.pipe()
+if os.fork() == 0:
+    blocked = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    os.write(write, b"child-blocked" if blocked else b"child-open")
+    os._exit(0)
+os.wait()
+parent = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+print(os.read(read, 32).decode(), "parent-blocked" if parent else "parent-open")
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("qcluster", "child-blocked parent-open"),
+        ("runserver", "child-open parent-open"),
+    ],
+)
+def test_only_qclusters_children_are_forked_with_sigterm_blocked(
+    command: str, expected: str
+) -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", _FORK_MASKS, "manage.py", command],
+        check=True, capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+
+    assert run.stdout.strip() == expected
