@@ -19,6 +19,7 @@ from accounts.authentication import calling_key
 from accounts.models import Organization
 from accounts.scopes import Scope
 from gshost.api.errors import ApiError, ErrorCode, invalid_request
+from gshost.api.schema import ERROR_CODES
 from gshost.api.fields import TimestampField
 from gshost.ids import format_timestamp
 from webhooks.events import Event
@@ -192,7 +193,7 @@ class AwareDateTimeField(serializers.Field):
 def _events_field(**kwargs: Any) -> serializers.ListField:
     name = StrictCharField(allow_blank=True, max_length=MAX_EVENT_NAME_LENGTH)
     return serializers.ListField(
-        child=name, allow_empty=False, max_length=MAX_EVENT_ENTRIES, **kwargs
+        child=name, allow_empty=False, min_length=1, max_length=MAX_EVENT_ENTRIES, **kwargs
     )
 
 
@@ -332,6 +333,7 @@ class WebhookViewSet(_WebhookRoutes):
         operation_id="webhooks_create",
         request=WebhookCreateInput,
         responses={201: WebhookCreatedOutput},
+        extensions={ERROR_CODES: {422: ["invalid_webhook_url", "unknown_event"]}},
     )
     def create(self, request: Request) -> Response:
         data = _valid(WebhookCreateInput, request.data)
@@ -344,7 +346,13 @@ class WebhookViewSet(_WebhookRoutes):
     def retrieve(self, request: Request, webhook_id: str) -> Response:
         return Response(webhook_json(self._webhook(request, webhook_id)))
 
-    @extend_schema(operation_id="webhooks_update", request=WebhookUpdateInput)
+    @extend_schema(
+        operation_id="webhooks_update",
+        request=WebhookUpdateInput,
+        extensions={
+            ERROR_CODES: {422: ["conflicting_fields", "invalid_webhook_url", "unknown_event"]}
+        },
+    )
     def partial_update(self, request: Request, webhook_id: str) -> Response:
         webhook = self._webhook(request, webhook_id)
         data = _valid(WebhookUpdateInput, request.data)
