@@ -19,8 +19,8 @@ from accounts.authentication import calling_key
 from accounts.models import Organization
 from accounts.scopes import Scope
 from gshost.api.errors import ApiError, ErrorCode, invalid_request
-from gshost.api.schema import ERROR_CODES
 from gshost.api.fields import TimestampField
+from gshost.api.schema import ERROR_CODES
 from gshost.ids import format_timestamp
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Webhook

@@ -88,6 +88,6 @@ def test_it_finds_nothing_against_the_served_schema(
         str(tmp_path),
     ]
     result = subprocess.run(
-        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False
     )
     assert result.returncode == 0, result.stdout[-20000:] + result.stderr[-5000:]
