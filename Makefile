@@ -15,13 +15,14 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements.lock
 
-# Web + worker on SQLite and django-q2's ORM broker, with demo data. Ctrl-C stops both.
+# Web + worker on SQLite and django-q2's ORM broker, with demo data and a local HTTPS webhook
+# receiver that prints every delivery. Ctrl-C stops all three.
 run: install
 	DEBUG=true $(BIN)/python manage.py migrate --noinput
 	DEBUG=true $(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	DEBUG=true PANEL_URL=http://127.0.0.1:$(PORT)/panel/keys/ $(BIN)/python manage.py demo
 	@echo "API: http://127.0.0.1:$(PORT)/api/public/v1/  (docs: /api/public/v1/docs/)"
-	DEBUG=true PORT=$(PORT) ./scripts/run-web-and-worker.sh
+	DEBUG=true DEMO=1 PORT=$(PORT) PANEL_URL=http://127.0.0.1:$(PORT)/panel/keys/ \
+	  ./scripts/run-web-and-worker.sh
 
 lint: install
 	$(BIN)/ruff check .

@@ -56,6 +56,13 @@ INSTALLED_APPS = [
     "webhooks",
 ]
 
+# --- Development only (`make run`): the demo's local webhook receiver ---
+# Names the webhook sender resolves to 127.0.0.1 instead of asking DNS (see gshost/dev_webhooks.py).
+# Ignored unless DEBUG is on; never set it in production.
+DEV_WEBHOOK_LOOPBACK_HOSTS = env.list("DEV_WEBHOOK_LOOPBACK_HOSTS", default=[]) if DEBUG else []
+if DEV_WEBHOOK_LOOPBACK_HOSTS:
+    INSTALLED_APPS.append("gshost.dev_webhooks.DevWebhooksConfig")
+
 MIDDLEWARE = [
     "gshost.api.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
