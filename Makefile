@@ -6,7 +6,7 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/gshost
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint typecheck test-postgres test-sqlite bench bench-deliveries clean
+.PHONY: install run test lint typecheck browser test-postgres test-sqlite bench bench-deliveries clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,18 +31,24 @@ lint: install
 typecheck: install
 	$(BIN)/mypy .
 
-test-postgres: install
+browser:
+	./scripts/ensure-browser.sh
+
+test-postgres: install browser
 	./scripts/ensure-services.sh
 	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(BIN)/python -m pytest
 
-test-sqlite: install
+test-sqlite: install browser
 	DATABASE_URL= REDIS_URL= $(BIN)/python -m pytest
 
 # Lint, types, then the whole suite twice: PostgreSQL + Redis, and the embedded SQLite default.
+# The suite includes the browser tests (Debian's Chromium, installed by scripts/ensure-browser.sh
+# when missing) and a schemathesis run against the served OpenAPI schema.
 test: lint typecheck test-postgres test-sqlite
 
 bench: install
 	./scripts/ensure-services.sh
+	./scripts/ensure-wrk.sh
 	$(BIN)/python bench/auth.py
 	$(BIN)/python bench/deliveries.py
 
@@ -51,4 +57,4 @@ bench-deliveries: install
 	$(BIN)/python bench/deliveries.py
 
 clean:
-	rm -rf $(VENV) staticfiles db.sqlite3*
+	rm -rf $(VENV) staticfiles db.sqlite3* run build dist *.egg-info
