@@ -160,7 +160,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = env.path("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
+STATIC_ROOT = env.str("STATIC_ROOT", default="") or BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [ASSETS_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
