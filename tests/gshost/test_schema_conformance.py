@@ -82,8 +82,6 @@ def test_it_finds_nothing_against_the_served_schema(
         "negative_data_rejection",
         "--max-examples",
         MAX_EXAMPLES,
-        "--seed",
-        "12",
         "--workers",
         "1",
         "--request-timeout",
