@@ -28,7 +28,6 @@ from servers.models import Game, Server
 from servers.selectors import server_list_for_organization
 from servers.services import server_create
 from webhooks.events import Event
-from webhooks.models import Webhook
 from webhooks.selectors import webhook_list_for_org
 from webhooks.services import webhook_create, webhook_delete
 
@@ -120,7 +119,8 @@ def _ensure_admin() -> None:
         User.objects.create_superuser(email=ADMIN_EMAIL, password=DEMO_PASSWORD)
 
 
-def _replace_demo_webhook(organization: Organization) -> Webhook | None:
+def _replace_demo_webhook(organization: Organization) -> tuple[str, str] | None:
+    """The (id, url) of the demo's new webhook, or None without a receiver to send to."""
     url = os.environ.get("DEMO_WEBHOOK_URL", "")
     if not url:
         return None
@@ -138,7 +138,7 @@ def _replace_demo_webhook(organization: Organization) -> Webhook | None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch(mode=0o600)
         path.write_text(secret + "\n")
-    return webhook
+    return webhook.id, webhook.url
 
 
 def _describe(demo: DemoOrganization, organization: Organization, servers: list[Server]) -> str:
@@ -166,11 +166,12 @@ def _how_to_make_a_key(panel_url: str) -> str:
     )
 
 
-def _how_to_see_a_delivery(panel_url: str, webhook: Webhook) -> str:
-    deliveries_url = urljoin(panel_url, f"/panel/webhooks/{webhook.id}/deliveries")
+def _how_to_see_a_delivery(panel_url: str, webhook: tuple[str, str]) -> str:
+    webhook_id, url = webhook
+    deliveries_url = urljoin(panel_url, f"/panel/webhooks/{webhook_id}/deliveries")
     return "\n".join(
         [
-            f"Webhook {webhook.id} sends all eight events to {webhook.url}",
+            f"Webhook {webhook_id} sends all eight events to {url}",
             "(the local receiver, which prints each delivery and whether its signature verified).",
             f"  1. start a server at {urljoin(panel_url, '/panel/servers/')}",
             f"  2. watch the delivery at {deliveries_url}",
