@@ -6,7 +6,7 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/gshost
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint typecheck test-postgres test-sqlite bench bench-deliveries clean
+.PHONY: install run test lint typecheck browser test-postgres test-sqlite bench bench-deliveries clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,13 +15,14 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements.lock
 
-# Web + worker on SQLite and django-q2's ORM broker, with demo data. Ctrl-C stops both.
+# Web + worker on SQLite and django-q2's ORM broker, with demo data and a local HTTPS webhook
+# receiver that prints every delivery. Ctrl-C stops all three.
 run: install
 	DEBUG=true $(BIN)/python manage.py migrate --noinput
 	DEBUG=true $(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	DEBUG=true PANEL_URL=http://127.0.0.1:$(PORT)/panel/keys/ $(BIN)/python manage.py demo
 	@echo "API: http://127.0.0.1:$(PORT)/api/public/v1/  (docs: /api/public/v1/docs/)"
-	DEBUG=true PORT=$(PORT) ./scripts/run-web-and-worker.sh
+	DEBUG=true DEMO=1 PORT=$(PORT) PANEL_URL=http://127.0.0.1:$(PORT)/panel/keys/ \
+	  ./scripts/run-web-and-worker.sh
 
 lint: install
 	$(BIN)/ruff check .
@@ -30,18 +31,24 @@ lint: install
 typecheck: install
 	$(BIN)/mypy .
 
-test-postgres: install
+browser:
+	./scripts/ensure-browser.sh
+
+test-postgres: install browser
 	./scripts/ensure-services.sh
 	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(BIN)/python -m pytest
 
-test-sqlite: install
+test-sqlite: install browser
 	DATABASE_URL= REDIS_URL= $(BIN)/python -m pytest
 
 # Lint, types, then the whole suite twice: PostgreSQL + Redis, and the embedded SQLite default.
+# The suite includes the browser tests (Debian's Chromium, installed by scripts/ensure-browser.sh
+# when missing) and a schemathesis run against the served OpenAPI schema.
 test: lint typecheck test-postgres test-sqlite
 
 bench: install
 	./scripts/ensure-services.sh
+	./scripts/ensure-wrk.sh
 	$(BIN)/python bench/auth.py
 	$(BIN)/python bench/deliveries.py
 
@@ -50,4 +57,4 @@ bench-deliveries: install
 	$(BIN)/python bench/deliveries.py
 
 clean:
-	rm -rf $(VENV) staticfiles db.sqlite3*
+	rm -rf $(VENV) staticfiles db.sqlite3* run build dist *.egg-info

@@ -1,14 +1,7 @@
 #!/usr/bin/env python
-import os
-import sys
+"""Django's command line for a checkout; an installed package offers the same as `gshost`."""
 
-
-def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gshost.settings")
-    from django.core.management import execute_from_command_line
-
-    execute_from_command_line(sys.argv)
-
+from gshost.__main__ import main
 
 if __name__ == "__main__":
     main()

@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -66,6 +67,7 @@ class KeyViewSet(viewsets.GenericViewSet[ApiKey]):
         keys = self.paginate_queryset(api_key_list_live(calling_key(request).organization_id)) or []
         return self.get_paginated_response([key_record_json(record_from_key(k)) for k in keys])
 
+    @extend_schema(responses={200: KeyRecordSerializer})
     def destroy(self, request: Request, key_id: str) -> Response:
         caller = calling_key(request)
         if key_id != caller.key_id:

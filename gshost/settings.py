@@ -8,6 +8,8 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# templates/ and static/ sit at the top of a checkout; an installed wheel carries them in gshost/.
+ASSETS_DIR = BASE_DIR if (BASE_DIR / "templates").is_dir() else Path(__file__).resolve().parent
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
@@ -73,6 +75,13 @@ INSTALLED_APPS = [
     "gshost",
 ]
 
+# --- Development only (`make run`): the demo's local webhook receiver ---
+# Names the webhook sender resolves to 127.0.0.1 instead of asking DNS (webhooks/dev_loopback.py).
+# Ignored unless DEBUG is on; never set it in production.
+DEV_WEBHOOK_LOOPBACK_HOSTS = env.list("DEV_WEBHOOK_LOOPBACK_HOSTS", default=[]) if DEBUG else []
+if DEV_WEBHOOK_LOOPBACK_HOSTS:
+    INSTALLED_APPS.append("webhooks.dev_loopback.DevWebhooksConfig")
+
 MIDDLEWARE = [
     "gshost.api.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -95,7 +104,7 @@ WSGI_APPLICATION = "gshost.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [ASSETS_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -177,8 +186,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = env.str("STATIC_ROOT", default="") or BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [ASSETS_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
@@ -212,6 +221,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": "/api/public/v1",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "gshost.api.schema.postprocess_schema",
+    ],
 }
 
 # Rate limits, fixed one-minute windows.

@@ -20,6 +20,7 @@ from accounts.scopes import Scope
 from gshost.api.errors import ApiError, ErrorCode, invalid_request, rate_limited
 from gshost.api.fields import TimestampField, UsableDateTimeField
 from gshost.api.input import parse_input
+from gshost.api.schema import ERROR_CODES
 from webhooks.delivery.transport import AttemptResult
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Webhook
@@ -173,7 +174,7 @@ AwareDateTimeField = UsableDateTimeField
 def _events_field(**kwargs: Any) -> serializers.ListField:
     name = StrictCharField(allow_blank=True, max_length=MAX_EVENT_NAME_LENGTH)
     return serializers.ListField(
-        child=name, allow_empty=False, max_length=MAX_EVENT_ENTRIES, **kwargs
+        child=name, allow_empty=False, min_length=1, max_length=MAX_EVENT_ENTRIES, **kwargs
     )
 
 
@@ -307,6 +308,7 @@ class WebhookViewSet(_WebhookRoutes):
         operation_id="webhooks_create",
         request=WebhookCreateInput,
         responses={201: WebhookCreatedOutput},
+        extensions={ERROR_CODES: {422: ["invalid_webhook_url", "unknown_event"]}},
     )
     def create(self, request: Request) -> Response:
         data = parse_input(request, WebhookCreateInput)
@@ -319,7 +321,13 @@ class WebhookViewSet(_WebhookRoutes):
     def retrieve(self, request: Request, webhook_id: str) -> Response:
         return Response(webhook_json(self._webhook(request, webhook_id)))
 
-    @extend_schema(operation_id="webhooks_update", request=WebhookUpdateInput)
+    @extend_schema(
+        operation_id="webhooks_update",
+        request=WebhookUpdateInput,
+        extensions={
+            ERROR_CODES: {422: ["conflicting_fields", "invalid_webhook_url", "unknown_event"]}
+        },
+    )
     def partial_update(self, request: Request, webhook_id: str) -> Response:
         webhook = self._webhook(request, webhook_id)
         data = parse_input(request, WebhookUpdateInput)

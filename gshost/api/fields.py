@@ -58,3 +58,12 @@ class TimestampField(serializers.Field):
 
     def to_internal_value(self, data: Any) -> datetime:
         return UsableDateTimeField().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string only: DRF's CharField would turn 0 or true into text, unlike the schema."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)

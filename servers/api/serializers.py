@@ -4,7 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from gshost.api.fields import TimestampField
+from gshost.api.fields import StrictCharField, TimestampField
 from servers.models import (
     Backup,
     ConfigEvent,
@@ -24,7 +24,7 @@ class PowerInput(serializers.Serializer[Any]):
 
 
 class ConsoleInput(serializers.Serializer[Any]):
-    command = serializers.CharField(max_length=MAX_COMMAND_LENGTH, trim_whitespace=True)
+    command = StrictCharField(max_length=MAX_COMMAND_LENGTH, trim_whitespace=True)
 
     def validate_command(self, value: str) -> str:
         try:
@@ -38,7 +38,7 @@ class MaintenanceInput(serializers.Serializer[Any]):
 
 
 class BackupInput(serializers.Serializer[Any]):
-    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    name = StrictCharField(max_length=100, required=False, allow_blank=True, default="")
 
 
 # Output

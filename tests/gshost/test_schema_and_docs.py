@@ -42,3 +42,77 @@ def test_it_serves_the_docs_page_with_local_assets_only(client):
     sources = re.findall(r'(?:src|href)="([^"]+)"', page.content.decode())
     assert sources, "the docs page loads its assets"
     assert all(not s.startswith(("http://", "https://", "//")) for s in sources), sources
+
+
+def _operations(client):
+    schema = client.get(f"{API}/schema/?format=json").json()
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            yield path.removeprefix(API), method, operation
+
+
+def _error_codes(operation, status):
+    schema = operation["responses"][status]["content"]["application/json"]["schema"]
+    assert schema["allOf"][0] == {"$ref": "#/components/schemas/Error"}
+    return schema["allOf"][1]["properties"]["error"]["properties"]["code"]["enum"]
+
+
+def test_it_documents_the_error_envelope_on_every_operation(client):
+    for path, method, operation in _operations(client):
+        assert "401" in operation["responses"], (method, path)
+        assert "missing_token" in _error_codes(operation, "401")
+        assert "rate_limited" in _error_codes(operation, "429")
+
+
+def test_it_documents_server_not_found_on_every_server_route(client):
+    for path, method, operation in _operations(client):
+        if "{server_id}" in path:
+            assert "server_not_found" in _error_codes(operation, "404"), (method, path)
+
+
+def test_it_documents_payload_too_large_on_every_operation_with_a_body(client):
+    for path, method, operation in _operations(client):
+        if method in {"post", "patch"}:
+            assert _error_codes(operation, "413") == ["payload_too_large"], (method, path)
+
+
+def test_it_documents_the_webhook_registration_refusals(client):
+    operations = {(m, p): op for p, m, op in _operations(client)}
+    codes = _error_codes(operations["post", "/webhooks"], "422")
+    assert {"invalid_webhook_url", "unknown_event"} <= set(codes)
+
+
+def test_it_documents_every_list_as_a_page_with_a_bounded_limit(client):
+    lists = [
+        "/account/keys",
+        "/account/audit",
+        "/servers",
+        "/webhooks",
+        "/servers/{server_id}/backups",
+        "/servers/{server_id}/schedules",
+        "/servers/{server_id}/settings/history",
+        "/webhooks/{webhook_id}/deliveries",
+    ]
+    schema = client.get(f"{API}/schema/?format=json").json()
+    for route in lists:
+        operation = schema["paths"][f"{API}{route}"]["get"]
+        ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
+        if "$ref" in ok:
+            ok = schema["components"]["schemas"][ok["$ref"].split("/")[-1]]
+        assert set(ok["properties"]) == {"results", "next", "previous"}, route
+        (limit,) = [p for p in operation["parameters"] if p["name"] == "limit"]
+        assert limit["schema"] == {"type": "integer", "minimum": 1, "maximum": 100}, route
+
+
+def test_it_documents_self_revocation_as_the_revoked_key_record(client):
+    operation = client.get(f"{API}/schema/?format=json").json()["paths"][
+        f"{API}/account/keys/{{key_id}}"
+    ]["delete"]
+    assert "204" not in operation["responses"]
+    ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok == {"$ref": "#/components/schemas/KeyRecord"}
+
+
+def test_it_requires_at_least_one_event_in_the_schema(client):
+    schemas = client.get(f"{API}/schema/?format=json").json()["components"]["schemas"]
+    assert schemas["WebhookCreateInputRequest"]["properties"]["events"]["minItems"] == 1

@@ -3,10 +3,16 @@
 Safe to run again and again (`make run` does): everything is looked up by slug, email or
 name before it is created, and the demo logins get the demo password back. No API key is
 made: a key is shown only once, so a person creates it in the panel.
+
+With `DEMO_WEBHOOK_URL` set (`make run` sets it to its local receiver), the demo organization
+also gets a webhook to that URL for all eight events. A signing secret is shown only once, so
+each run replaces the webhook of that URL (and its history) with a new one and writes its
+secret to `DEMO_WEBHOOK_SECRET_FILE`, where the receiver reads it to verify signatures.
 """
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
@@ -21,6 +27,9 @@ from servers.demo import ensure_demo_extras
 from servers.models import Game, Server
 from servers.selectors import server_list_for_organization
 from servers.services import server_create
+from webhooks.events import Event
+from webhooks.selectors import webhook_list_for_org
+from webhooks.services import webhook_create, webhook_delete
 
 DEMO_PASSWORD = "demo-password"
 ADMIN_EMAIL = "admin@demo.gshost.test"
@@ -67,8 +76,9 @@ class Command(BaseCommand):
         with transaction.atomic():
             made = [(demo, *_ensure(demo)) for demo in (DEMO, RIVAL)]
             _ensure_admin()
-            _demo, _organization, demo_servers = made[0]
+            _demo, demo_organization, demo_servers = made[0]
             ensure_demo_extras(demo_servers, User.objects.get(email__iexact=DEMO.owner))
+            webhook = _replace_demo_webhook(demo_organization)
         panel_url = os.environ.get("PANEL_URL") or DEFAULT_PANEL_URL
         self.stdout.write(self.style.SUCCESS("Demo data is ready."))
         self.stdout.write(f"Panel:        {panel_url}")
@@ -81,6 +91,9 @@ class Command(BaseCommand):
         self.stdout.write(f"Django admin login (staff): {ADMIN_EMAIL} / {DEMO_PASSWORD}")
         self.stdout.write("")
         self.stdout.write(_how_to_make_a_key(panel_url))
+        if webhook is not None:
+            self.stdout.write("")
+            self.stdout.write(_how_to_see_a_delivery(panel_url, webhook))
 
 
 def _ensure(demo: DemoOrganization) -> tuple[Organization, list[Server]]:
@@ -106,6 +119,28 @@ def _ensure_admin() -> None:
         User.objects.create_superuser(email=ADMIN_EMAIL, password=DEMO_PASSWORD)
 
 
+def _replace_demo_webhook(organization: Organization) -> tuple[str, str] | None:
+    """The (id, url) of the demo's new webhook, or None without a receiver to send to."""
+    url = os.environ.get("DEMO_WEBHOOK_URL", "")
+    if not url:
+        return None
+    for old in webhook_list_for_org(organization.id).filter(url=url):
+        webhook_delete(webhook=old)
+    webhook, secret = webhook_create(
+        organization=organization,
+        url=url,
+        events=[event.value for event in Event],
+        description="The demo's local receiver (make run)",
+    )
+    secret_file = os.environ.get("DEMO_WEBHOOK_SECRET_FILE", "")
+    if secret_file:
+        path = Path(secret_file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secret + "\n")
+    return webhook.id, webhook.url
+
+
 def _describe(demo: DemoOrganization, organization: Organization, servers: list[Server]) -> str:
     lines = [f"{organization.name} (slug {organization.slug}, {organization.id})"]
     lines.append(f"  owner   {demo.owner} / {DEMO_PASSWORD}")
@@ -127,5 +162,18 @@ def _how_to_make_a_key(panel_url: str) -> str:
             f"  1. sign in at {login_url} as {DEMO.owner} / {DEMO_PASSWORD}",
             f"  2. open {new_key_url}, pick scopes (e.g. servers:read), copy the key",
             f'  3. curl -H "Authorization: Bearer gsk_..." {servers_url}',
+        ]
+    )
+
+
+def _how_to_see_a_delivery(panel_url: str, webhook: tuple[str, str]) -> str:
+    webhook_id, url = webhook
+    deliveries_url = urljoin(panel_url, f"/panel/webhooks/{webhook_id}/deliveries")
+    return "\n".join(
+        [
+            f"Webhook {webhook_id} sends all eight events to {url}",
+            "(the local receiver, which prints each delivery and whether its signature verified).",
+            f"  1. start a server at {urljoin(panel_url, '/panel/servers/')}",
+            f"  2. watch the delivery at {deliveries_url}",
         ]
     )

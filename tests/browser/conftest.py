@@ -1,0 +1,72 @@
+"""Browser tests: Debian's Chromium driven by Playwright, against the live test server.
+
+`scripts/ensure-browser.sh` (run by `make test`) installs `chromium` from apt when missing; no
+browser is ever downloaded. A failing test leaves a screenshot in tests/browser/screenshots/.
+"""
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(__file__).with_name("screenshots")
+TIMEOUT_MS = 15_000
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
+@pytest.fixture(scope="module", name="browser")
+def browser_fixture() -> Iterator[Browser]:
+    """Playwright's sync API keeps an event loop on this thread while the browser is open; the
+    database set-up and the ORM calls the tests make between browser steps are still plain
+    synchronous calls, which Django allows only when told so."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/ensure-browser.sh (make test does)")
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(name="page")
+def page_fixture(
+    browser: Browser, live_server: Any, request: pytest.FixtureRequest
+) -> Iterator[Page]:
+    context = browser.new_context(base_url=live_server.url)
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    yield page
+    call = getattr(request.node, "report_call", None)
+    if call is not None and call.failed:
+        SCREENSHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}.png"), full_page=True)
+    context.close()
+
+
+def sign_in(page: Page, email: str, password: str) -> None:
+    page.goto("/accounts/login/")
+    page.fill("input[name=username]", email)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/panel/**")

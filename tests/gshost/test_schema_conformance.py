@@ -1,0 +1,97 @@
+"""Schemathesis against the served schema with an owner key: no server error, no response
+that contradicts the schema, no schema-violating request accepted.
+
+Every operation runs except the one that revokes the calling key (which would end the run).
+Examples are bounded so the run takes about a minute. tests/gshost/schemathesis.toml says which
+answers are refusals by design (and why); tests/gshost/schemathesis_hooks.py keeps the check of
+schema-violating requests from counting the documented leniency of `limit`.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import API
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = Path(__file__).with_name("schemathesis.toml")
+MAX_EXAMPLES = os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "15")
+ALL_SCOPES = [
+    "servers:read",
+    "servers:power",
+    "console:write",
+    "schedules:read",
+    "schedules:execute",
+    "backups:read",
+    "backups:create",
+    "backups:restore",
+    "maintenance:execute",
+    "keys:read",
+    "keys:revoke",
+    "audit:read",
+    "webhooks:read",
+    "webhooks:write",
+    "webhooks:manage",
+]
+
+
+@pytest.fixture(name="quiet_limits")
+def quiet_limits_fixture(settings: Any) -> None:
+    """Schemathesis sends far more than a minute's worth of calls to each route."""
+    settings.API_RATE_DEFAULT = "1000000/min"
+    settings.API_RATE_REALTIME = "1000000/min"
+    settings.AUTH_FAILURE_RATE = "1000000/min"
+    settings.WEBHOOK_TIMEOUT_SECONDS = 1.0  # test pings to generated URLs fail fast offline
+
+
+def test_it_finds_nothing_against_the_served_schema(
+    live_server, quiet_limits, make_key, acme_server, acme_other_server, tmp_path
+):
+    key = make_key(ALL_SCOPES)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "NO_COLOR": "1",
+        "SCHEMATHESIS_HOOKS": "tests.gshost.schemathesis_hooks",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "--config-file",
+        str(CONFIG),
+        "run",
+        f"{live_server.url}{API}/schema/?format=json",
+        "--url",
+        live_server.url,
+        "--header",
+        f"Authorization: Bearer {key.full_key}",
+        "--exclude-operation-id",
+        "account_keys_destroy",
+        "--phases",
+        "examples,coverage,fuzzing",
+        "--checks",
+        "all",
+        "--exclude-checks",
+        "negative_data_rejection",
+        "--max-examples",
+        MAX_EXAMPLES,
+        "--workers",
+        "1",
+        "--request-timeout",
+        "10",
+        "--generation-deterministic",
+        "--no-color",
+        "--report-dir",
+        str(tmp_path),
+    ]
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 0, result.stdout[-20000:] + result.stderr[-5000:]
