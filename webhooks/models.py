@@ -35,6 +35,11 @@ class Webhook(models.Model):
         max_length=20, choices=WebhookStatus.choices, default=WebhookStatus.ACTIVE
     )
     encrypted_secret = models.TextField()  # Fernet token of the `whsec_` secret
+    # After a roll, the secret it replaced keeps signing (beside the new one) until this time.
+    encrypted_previous_secret = models.TextField(blank=True, default="")
+    previous_secret_expires_at = models.DateTimeField(null=True, blank=True)
+    # When the owners were last told a delivery failed; claimed by compare-and-set.
+    failure_notice_sent_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -71,9 +76,18 @@ class Delivery(models.Model):
     # A redelivery asked for through the API or panel: one extra attempt, outside the plan.
     redelivery_requested_at = models.DateTimeField(null=True, blank=True)
     last_error = models.CharField(max_length=40, blank=True, default="")
+    # For the endpoint's health: set when the first attempt is claimed, and when it succeeds.
+    first_attempt_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [
+            # The stats read only this index on PostgreSQL (an index-only scan).
+            models.Index(
+                fields=["webhook", "created_at"],
+                include=["status", "first_attempt_at", "completed_at"],
+                name="delivery_stats",
+            ),
             models.Index(fields=["webhook", "-created_at", "-id"]),
             models.Index(fields=["status", "next_attempt_at"]),
             models.Index(fields=["created_at"]),
