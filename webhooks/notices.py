@@ -67,9 +67,9 @@ def _claim_notice(webhook: Webhook, previous: datetime | None, moment: datetime)
         if previous is None
         else Q(failure_notice_sent_at=previous)
     )
-    return Webhook.objects.filter(unchanged, pk=webhook.pk).update(
-        failure_notice_sent_at=moment
-    ) == 1
+    return (
+        Webhook.objects.filter(unchanged, pk=webhook.pk).update(failure_notice_sent_at=moment) == 1
+    )
 
 
 def _give_back_claim(webhook: Webhook, previous: datetime | None, moment: datetime) -> None:

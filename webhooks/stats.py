@@ -88,7 +88,9 @@ def _empty_series(start: datetime, now: datetime, size: str) -> list[datetime]:
     return moments
 
 
-def webhook_stats(webhook_id: str, window_text: str, *, now: datetime | None = None) -> WebhookStats:
+def webhook_stats(
+    webhook_id: str, window_text: str, *, now: datetime | None = None
+) -> WebhookStats:
     """The health of ``webhook_id`` over the last ``window_text`` (`1h`-`7d`)."""
     window = parse_window(window_text)
     now = now or timezone.now()
@@ -139,6 +141,7 @@ def _latency_percentiles(rows: QuerySet[Delivery]) -> tuple[int | None, int | No
     latencies = sorted(
         (completed - first).total_seconds() * 1000
         for first, completed in timed.values_list("first_attempt_at", "completed_at")
+        if first is not None and completed is not None  # the filter says so; mypy cannot see it
     )
     return interpolated(latencies, 0.5), interpolated(latencies, 0.95)
 

@@ -24,9 +24,7 @@ def locmem_email(settings):
 
 
 def failed(webhook, **fields):
-    return make_delivery(
-        webhook, status=DeliveryStatus.FAILED, last_error="status_503", **fields
-    )
+    return make_delivery(webhook, status=DeliveryStatus.FAILED, last_error="status_503", **fields)
 
 
 def test_it_emails_the_owners_only(webhook):

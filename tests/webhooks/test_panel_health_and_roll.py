@@ -55,7 +55,11 @@ def test_it_keeps_the_old_secret_for_the_grace_asked(alice_client, webhook):
     roll(alice_client, webhook, grace_hours=2)
     webhook.refresh_from_db()
     assert decrypt_secret(webhook.encrypted_previous_secret) == old
-    assert timedelta(hours=2) <= webhook.previous_secret_expires_at - before < timedelta(hours=2, minutes=1)
+    assert (
+        timedelta(hours=2)
+        <= webhook.previous_secret_expires_at - before
+        < timedelta(hours=2, minutes=1)
+    )
 
 
 def test_it_refuses_a_grace_beyond_a_week(alice_client, webhook):
