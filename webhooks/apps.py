@@ -8,7 +8,11 @@ class WebhooksConfig(AppConfig):
     def ready(self) -> None:
         from django_q.models import Schedule
 
+        from gshost.monitoring.metrics import register_scrape_collector
         from gshost.schedules import Definition, schedule_after_migrate
+        from webhooks.metrics import backlog_collector
+
+        register_scrape_collector(backlog_collector)
 
         schedule_after_migrate(
             self,
