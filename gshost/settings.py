@@ -247,3 +247,10 @@ PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default="") or st
 )
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
 Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
+# OpenAPI 3.1, for its `webhooks` section (the event payloads and the test ping).
+SPECTACULAR_SETTINGS["OAS_VERSION"] = "3.1.0"
+_hooks = SPECTACULAR_SETTINGS.get("POSTPROCESSING_HOOKS")
+SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = [
+    *(_hooks if isinstance(_hooks, list) else ["drf_spectacular.hooks.postprocess_schema_enums"]),
+    "webhooks.openapi.add_webhooks",
+]
