@@ -40,6 +40,7 @@ class AttemptOutcome:
     started_at: datetime | None = None
     # The delivery's status after this attempt, when the attempt changed it to a final one.
     settled_as: str | None = None
+    delivery_id: str = ""
 
 
 def outcome_label(status_code: int | None, error: str | None) -> str:
