@@ -1,25 +1,26 @@
-"""An endpoint's health over a recent window, read from its delivery rows.
+"""An endpoint's health over a recent window.
 
-Counts come from one grouped query over the ``delivery_stats`` index (webhook, created_at,
-including status and the two timing columns), which PostgreSQL answers by an index-only scan.
-Latency is the time from the claim of a delivery's first attempt to the recording of its
-success, so retries count in it; its percentiles are interpolated like ``percentile_cont``.
+Settled deliveries (succeeded, failed) and their latencies are read from the hourly outcome
+counts the engine keeps (``webhooks.rollup``), a few hundred rows even for a busy week; the
+deliveries still open are counted from the rows, through a partial index that holds only them.
+The window is counted in whole buckets: from the start of the hour (or, beyond 48 hours, the
+day) ``window`` ago, up to now. Latency runs from the claim of a delivery's first attempt to
+the recording of its first success, so retries count in it; its percentiles are interpolated
+inside logarithmic buckets (within 5 %).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
-from django.db import connection
-from django.db.models import Count, DateTimeField, Q, QuerySet
-from django.db.models.functions import Trunc
+from django.db.models import Sum
 from django.utils import timezone
 
-from webhooks.models import Delivery, DeliveryStatus
+from webhooks.models import Delivery, DeliveryOutcomeCount, DeliveryStatus
+from webhooks.rollup import interpolated_percentile
 
 MIN_WINDOW: Final = timedelta(hours=1)
 MAX_WINDOW: Final = timedelta(days=7)
@@ -94,80 +95,42 @@ def webhook_stats(
     """The health of ``webhook_id`` over the last ``window_text`` (`1h`-`7d`)."""
     window = parse_window(window_text)
     now = now or timezone.now()
-    start, size = now - window, bucket_size(window)
-    rows = Delivery.objects.filter(webhook_id=webhook_id, created_at__gte=start)
-    counts: dict[tuple[datetime, str], int] = {}
-    grouped = (
-        rows.annotate(bucket=Trunc("created_at", size, output_field=DateTimeField()))
-        .values_list("bucket", "status")
-        .annotate(n=Count("*"))
-        .order_by()
-    )
-    for bucket, status, n in grouped:
-        counts[(bucket, status)] = n
+    size = bucket_size(window)
+    moments = _empty_series(now - window, now, size)
+    start = moments[0]
+    counts = DeliveryOutcomeCount.objects.filter(webhook_id=webhook_id, hour__gte=start)
+    by_bucket: dict[tuple[datetime, str], int] = {}
+    for hour, outcome, total in (
+        counts.values_list("hour", "outcome").annotate(total=Sum("count")).order_by()
+    ):
+        key = (_floor(hour, size), outcome)
+        by_bucket[key] = by_bucket.get(key, 0) + (total or 0)
     series = [
         Bucket(
             at=moment,
-            succeeded=counts.get((moment, DeliveryStatus.SUCCESS), 0),
-            failed=counts.get((moment, DeliveryStatus.FAILED), 0),
+            succeeded=by_bucket.get((moment, DeliveryStatus.SUCCESS), 0),
+            failed=by_bucket.get((moment, DeliveryStatus.FAILED), 0),
         )
-        for moment in _empty_series(start, now, size)
+        for moment in moments
     ]
-    by_status: dict[str, int] = {}
-    for (_, status), n in counts.items():
-        by_status[status] = by_status.get(status, 0) + n
-    p50, p95 = _latency_percentiles(rows)
+    histogram = list(
+        counts.filter(outcome=DeliveryStatus.SUCCESS)
+        .values_list("latency_bucket")
+        .annotate(total=Sum("count"))
+        .order_by("latency_bucket")
+    )
+    pending = Delivery.objects.filter(
+        webhook_id=webhook_id, status__in=_OPEN, created_at__gte=start
+    ).count()
+    succeeded = sum(bucket.succeeded for bucket in series)
+    failed = sum(bucket.failed for bucket in series)
     return WebhookStats(
         window=window_text,
-        deliveries=sum(by_status.values()),
-        succeeded=by_status.get(DeliveryStatus.SUCCESS, 0),
-        failed=by_status.get(DeliveryStatus.FAILED, 0),
-        pending=sum(by_status.get(status, 0) for status in _OPEN),
-        latency_p50_ms=p50,
-        latency_p95_ms=p95,
+        deliveries=succeeded + failed + pending,
+        succeeded=succeeded,
+        failed=failed,
+        pending=pending,
+        latency_p50_ms=interpolated_percentile(histogram, 0.5),
+        latency_p95_ms=interpolated_percentile(histogram, 0.95),
         series=series,
     )
-
-
-_TIMED: Final = Q(
-    status=DeliveryStatus.SUCCESS, first_attempt_at__isnull=False, completed_at__isnull=False
-)
-
-
-def _latency_percentiles(rows: QuerySet[Delivery]) -> tuple[int | None, int | None]:
-    timed = rows.filter(_TIMED)
-    if connection.vendor == "postgresql":
-        return _percentiles_in_postgres(timed)
-    latencies = sorted(
-        (completed - first).total_seconds() * 1000
-        for first, completed in timed.values_list("first_attempt_at", "completed_at")
-        if first is not None and completed is not None  # the filter says so; mypy cannot see it
-    )
-    return interpolated(latencies, 0.5), interpolated(latencies, 0.95)
-
-
-def _percentiles_in_postgres(timed: QuerySet[Delivery]) -> tuple[int | None, int | None]:
-    inner, params = timed.values("first_attempt_at", "completed_at").query.sql_with_params()
-    # The inner query is the ORM's own, compiled with placeholders.
-    sql = (
-        "SELECT percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP "  # noqa: S608
-        "(ORDER BY EXTRACT(EPOCH FROM (t.completed_at - t.first_attempt_at)) * 1000) "
-        f"FROM ({inner}) AS t"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        values = cursor.fetchone()[0]
-    if not values:
-        return None, None
-    return round(values[0]), round(values[1])
-
-
-def interpolated(ordered: Sequence[float], fraction: float) -> int | None:
-    """The ``fraction`` percentile of sorted values, interpolated between neighbours."""
-    if not ordered:
-        return None
-    position = fraction * (len(ordered) - 1)
-    lower = int(position)
-    upper = min(lower + 1, len(ordered) - 1)
-    value = ordered[lower] + (ordered[upper] - ordered[lower]) * (position - lower)
-    return round(value)
