@@ -7,7 +7,9 @@ receiver hands the library those bytes (as the docs say).
 import base64
 import hashlib
 import hmac
+import re
 import time
+from pathlib import Path
 
 import pytest
 from standardwebhooks import Webhook as StandardWebhook
@@ -80,3 +82,34 @@ def test_it_signs_the_legacy_header_with_the_previous_secret_during_a_grace_peri
 
 def test_it_leaves_out_the_standard_headers_without_a_message_id():
     assert set(signature_headers(SECRET, BODY)) == {"X-Webhook-Timestamp", "X-Webhook-Signature"}
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "webhook-signatures.md"
+DOC_BODY = (
+    b'{"event":"server.started","occurred_at":"2025-11-22T10:15:03.120Z","server":'
+    b'{"id":"srv_4fQ9xK2mLp7RtY3wZa8B","name":"Survival"},"data":{"previous_state":"starting"},'
+    b'"delivery_id":"dlv_7HcN2pQ4sV9xB1mK6tRw"}'
+)
+DOC_SECRET = "whsec_0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefg"
+DOC_NEW_SECRET = "whsec_ZyXwVuTsRqPoNmLkJiHgFeDcBa9876543210zyxwvut"
+
+
+def documented_signatures() -> list[str]:
+    return re.findall(r"```text\nwebhook-signature: ([^\n]+)\n```", DOC.read_text("utf-8"))
+
+
+def test_its_documented_vector_matches_an_independent_hmac():
+    message = b"dlv_7HcN2pQ4sV9xB1mK6tRw.1763806503." + DOC_BODY
+    digest = hmac.new(DOC_SECRET.encode(), message, hashlib.sha256).digest()
+    assert documented_signatures()[0] == "v1," + base64.b64encode(digest).decode()
+
+
+def test_its_documented_grace_vector_is_what_the_service_sends():
+    headers = signature_headers(
+        DOC_NEW_SECRET,
+        DOC_BODY,
+        now=1763806503,
+        message_id="dlv_7HcN2pQ4sV9xB1mK6tRw",
+        previous_secret=DOC_SECRET,
+    )
+    assert documented_signatures()[1] == headers["webhook-signature"]
