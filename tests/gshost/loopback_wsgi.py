@@ -8,8 +8,8 @@ from functools import partial
 
 from gshost.wsgi import application
 from tests.webhooks.receiver import loopback_resolver
-from webhooks import attempts
+from webhooks.delivery import sender
 
-attempts.sender_factory = partial(attempts.build_sender, resolve=loopback_resolver)
+sender.sender_factory = partial(sender.build_sender, resolve=loopback_resolver)
 
 __all__ = ["application"]

@@ -10,16 +10,10 @@ import pytest
 from django.db import transaction
 from django.test import Client
 from jsonschema import Draft202012Validator
-from webhooks.engine import deliver_due_now, send_test_ping
 
-from tests.webhooks.delivery_fixtures import (
-    Hooks,
-    engine_settings_fixture,  # noqa: F401
-    hooks_fixture,  # noqa: F401
-    org_fixture,  # noqa: F401
-    receiver_fixture,  # noqa: F401
-)
+from tests.webhooks.delivery_fixtures import Hooks
 from tests.webhooks.receiver import HttpsReceiver
+from webhooks.delivery.engine import deliver_due_now, send_test_ping
 from webhooks.events import Event
 from webhooks.openapi import schema_name
 from webhooks.services import publish_event
