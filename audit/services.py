@@ -21,6 +21,7 @@ class PanelAction(models.TextChoices):
     WEBHOOK_DELETE = "webhook.delete", "Webhook deleted"
     WEBHOOK_TEST = "webhook.test", "Webhook test ping"
     WEBHOOK_REDELIVER = "webhook.redeliver", "Delivery re-sent"
+    WEBHOOK_SECRET_ROLL = "webhook.secret_roll", "Webhook signing secret rolled"
     SERVER_POWER = "server.power", "Server power action"
     SERVER_CONSOLE = "server.console", "Console command"
     SERVER_UPDATE = "server.update", "Server changed"

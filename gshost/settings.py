@@ -1,6 +1,8 @@
 """Settings, all read from the environment (see .env.example for every variable)."""
 
+import hashlib
 import os
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -83,6 +85,7 @@ if DEV_WEBHOOK_LOOPBACK_HOSTS:
     INSTALLED_APPS.append("webhooks.dev_loopback.DevWebhooksConfig")
 
 MIDDLEWARE = [
+    "gshost.monitoring.middleware.RequestMetricsMiddleware",  # outermost: times everything
     "gshost.api.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -313,3 +316,26 @@ CONTENT_SECURITY_POLICY = {
 SILENCED_SYSTEM_CHECKS = ["security.W003"]
 # django-axes logs every sign-in at INFO; failures and lockouts (WARNING) are the useful part.
 LOGGING["loggers"]["axes"] = {"level": "WARNING"}  # type: ignore[index]
+
+# --- Webhook notices, endpoint health, metrics and probes ---
+# Absolute base of links in emails (failure notices): the address people reach the panel at.
+PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="http://127.0.0.1:8000")
+WEBHOOK_FAILURE_NOTICE_HOURS = env.float("WEBHOOK_FAILURE_NOTICE_HOURS", default=24.0)
+# /metrics answers only these networks (others get 404); METRICS_ENABLED=false turns metrics off.
+METRICS_ENABLED = env.bool("METRICS_ENABLED", default=True)
+METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.0/8", "::1/128"])
+# prometheus-client's multi-process mode: every process (gunicorn workers, delivery workers)
+# writes its samples here and /metrics adds them up. Must be set before prometheus_client loads.
+PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default="") or str(
+    Path(tempfile.gettempdir())
+    / f"gshost-prometheus-{hashlib.sha256(str(BASE_DIR).encode()).hexdigest()[:12]}"
+)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
+Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
+# OpenAPI 3.1, for its `webhooks` section (the event payloads and the test ping).
+SPECTACULAR_SETTINGS["OAS_VERSION"] = "3.1.0"
+_hooks = SPECTACULAR_SETTINGS.get("POSTPROCESSING_HOOKS")
+SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = [
+    *(_hooks if isinstance(_hooks, list) else ["drf_spectacular.hooks.postprocess_schema_enums"]),
+    "webhooks.openapi.add_webhooks",
+]

@@ -5,9 +5,12 @@ from django.views.generic import RedirectView
 from gshost.api.urls import bare_prefix, catch_all
 from gshost.api.urls import urlpatterns as api_patterns
 from gshost.api.views import HealthView
+from gshost.monitoring.views import metrics_view, readyz
 
 urlpatterns = [
     path("healthz", HealthView.as_view(), name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
     # The public API next: it is the hot path, and its prefix is unambiguous. Its routes are
     # listed here with the prefix rather than through include(): one resolver level less on
     # every call.

@@ -21,6 +21,7 @@ from gshost.api.errors import ApiError, ErrorCode, invalid_request, rate_limited
 from gshost.api.fields import TimestampField, UsableDateTimeField
 from gshost.api.input import parse_input
 from gshost.api.schema import ERROR_CODES
+from gshost.ids import format_timestamp
 from webhooks.delivery.transport import AttemptResult
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Webhook
@@ -33,7 +34,9 @@ from webhooks.selectors import (
     webhook_list_for_org,
 )
 from webhooks.services import (
+    DEFAULT_GRACE_HOURS,
     MAX_DESCRIPTION_LENGTH,
+    MAX_GRACE_HOURS,
     MAX_URL_LENGTH,
     InvalidWebhookRequest,
     UnknownEvents,
@@ -43,6 +46,7 @@ from webhooks.services import (
     delivery_request_redelivery,
     webhook_create,
     webhook_delete,
+    webhook_roll_secret,
     webhook_send_test,
     webhook_update,
 )
@@ -77,6 +81,12 @@ class WebhookOutput(serializers.Serializer[Webhook]):
 
 class WebhookCreatedOutput(WebhookOutput):
     signing_secret = serializers.CharField(help_text="Shown this once; never retrievable later.")
+
+
+class SecretRolledOutput(WebhookCreatedOutput):
+    previous_secret_expires_at = TimestampField(
+        allow_null=True, help_text="Until then the previous secret signs too; null: not at all."
+    )
 
 
 class AttemptOutput(serializers.Serializer[DeliveryAttempt]):
@@ -207,6 +217,25 @@ class WebhookUpdateInput(serializers.Serializer[Any]):
         return super().to_internal_value(data)
 
 
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer only (DRF's IntegerField accepts "12", 12.0 and true)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
+class SecretRollInput(serializers.Serializer[Any]):
+    grace_hours = StrictIntegerField(
+        required=False,
+        default=DEFAULT_GRACE_HOURS,
+        min_value=0,
+        max_value=MAX_GRACE_HOURS,
+        help_text="How long the previous secret keeps signing (0-168, default 24).",
+    )
+
+
 class BulkRedeliveryInput(serializers.Serializer[Any]):
     status = serializers.ChoiceField(
         choices=DeliveryStatus.choices, required=False, allow_null=True
@@ -296,6 +325,7 @@ class WebhookViewSet(_WebhookRoutes):
         "partial_update": Scope.WEBHOOKS_MANAGE,
         "destroy": Scope.WEBHOOKS_WRITE,
         "test": Scope.WEBHOOKS_MANAGE,
+        "roll_secret": Scope.WEBHOOKS_MANAGE,
     }
 
     @extend_schema(operation_id="webhooks_list", parameters=PAGE_PARAMETERS)
@@ -345,6 +375,20 @@ class WebhookViewSet(_WebhookRoutes):
         except PingLimitReached as busy:
             raise rate_limited(busy.retry_after) from None
         return Response(PingResultOutput(result).data)
+
+    @extend_schema(
+        operation_id="webhooks_secret_rotate", request=SecretRollInput, responses=SecretRolledOutput
+    )
+    def roll_secret(self, request: Request, webhook_id: str) -> Response:
+        webhook = self._webhook(request, webhook_id)
+        data = parse_input(request, SecretRollInput)
+        webhook, secret = webhook_roll_secret(webhook=webhook, **data)
+        body = {
+            **webhook_json(webhook),
+            "signing_secret": secret,
+            "previous_secret_expires_at": format_timestamp(webhook.previous_secret_expires_at),
+        }
+        return Response(body)
 
 
 class DeliveryViewSet(_WebhookRoutes):

@@ -11,8 +11,12 @@ class WebhooksConfig(AppConfig):
         from django_q.models import Schedule
         from django_q.signals import post_spawn
 
+        from gshost.monitoring.metrics import register_scrape_collector
         from gshost.schedules import Definition, schedule_after_migrate
         from webhooks.delivery.process import shield_cluster_children, start_in_worker
+        from webhooks.metrics import backlog_collector
+
+        register_scrape_collector(backlog_collector)
 
         # Each django-q2 worker process runs a delivery engine (pool and timer) of its own.
         post_spawn.connect(start_in_worker, dispatch_uid="webhooks.delivery.engine")

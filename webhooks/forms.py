@@ -8,7 +8,9 @@ from django import forms
 from webhooks.events import Event
 from webhooks.models import DeliveryStatus
 from webhooks.services import (
+    DEFAULT_GRACE_HOURS,
     MAX_DESCRIPTION_LENGTH,
+    MAX_GRACE_HOURS,
     MAX_URL_LENGTH,
     InvalidWebhookRequest,
     UnknownEvents,
@@ -72,3 +74,13 @@ class DeliveryFilterForm(forms.Form):
             "status": DeliveryStatus(status) if status else None,
             "event": Event(event) if event else None,
         }
+
+
+class SecretRollForm(forms.Form):
+    grace_hours = forms.IntegerField(
+        label="Grace period (hours)",
+        min_value=0,
+        max_value=MAX_GRACE_HOURS,
+        initial=DEFAULT_GRACE_HOURS,
+        help_text=f"0 to {MAX_GRACE_HOURS}. 0 stops the current secret at once.",
+    )

@@ -35,6 +35,11 @@ class Webhook(models.Model):
         max_length=20, choices=WebhookStatus.choices, default=WebhookStatus.ACTIVE
     )
     encrypted_secret = models.TextField()  # Fernet token of the `whsec_` secret
+    # After a roll, the secret it replaced keeps signing (beside the new one) until this time.
+    encrypted_previous_secret = models.TextField(blank=True, default="")
+    previous_secret_expires_at = models.DateTimeField(null=True, blank=True)
+    # When the owners were last told a delivery failed; claimed by compare-and-set.
+    failure_notice_sent_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -71,9 +76,18 @@ class Delivery(models.Model):
     # A redelivery asked for through the API or panel: one extra attempt, outside the plan.
     redelivery_requested_at = models.DateTimeField(null=True, blank=True)
     last_error = models.CharField(max_length=40, blank=True, default="")
+    # For the endpoint's health: set when the first attempt is claimed, and when it succeeds.
+    first_attempt_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [
+            # The endpoint stats count a webhook's open deliveries; few rows are open.
+            models.Index(
+                fields=["webhook", "created_at"],
+                condition=models.Q(status__in=["pending", "retry_scheduled"]),
+                name="delivery_open_by_webhook",
+            ),
             models.Index(fields=["webhook", "-created_at", "-id"]),
             models.Index(fields=["status", "next_attempt_at"]),
             models.Index(fields=["created_at"]),
@@ -142,3 +156,26 @@ class BulkRedelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.idempotency_key} ({self.count})"
+
+
+class DeliveryOutcomeCount(models.Model):
+    """How many deliveries of a webhook, created in one hour, ended in one outcome, with one
+    latency bucket (success) - kept up to date by the engine as it records attempts, so that the
+    endpoint stats read a few hundred rows instead of a week of deliveries."""
+
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField()  # the hour the deliveries were created in (UTC)
+    outcome = models.CharField(max_length=20, choices=DeliveryStatus.choices)
+    latency_bucket = models.SmallIntegerField(default=0)  # see webhooks.rollup; 0 for failures
+    count = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["webhook", "hour", "outcome", "latency_bucket"],
+                name="one_outcome_count_per_bucket",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.webhook_id} {self.hour:%Y-%m-%d %H}h {self.outcome}: {self.count}"

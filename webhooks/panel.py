@@ -22,7 +22,8 @@ from accounts.panel.access import MemberView, member_required, needs_scope
 from accounts.scopes import Scope
 from audit.services import PanelContext
 from gshost.panel_errors import found_or_404
-from webhooks.forms import DeliveryFilterForm, WebhookForm
+from webhooks.chart import health_chart
+from webhooks.forms import DeliveryFilterForm, SecretRollForm, WebhookForm
 from webhooks.models import Delivery, DeliveryStatus, Webhook
 from webhooks.payloads import parse_body
 from webhooks.ping_limit import PingLimitReached
@@ -38,9 +39,11 @@ from webhooks.services import (
     delivery_request_redelivery,
     webhook_create,
     webhook_delete,
+    webhook_roll_secret,
     webhook_send_test,
     webhook_update,
 )
+from webhooks.stats import DEFAULT_WINDOW, webhook_stats
 
 P = ParamSpec("P")
 GET_OR_POST = ["GET", "POST"]
@@ -147,6 +150,27 @@ def webhook_delete_page(
     return redirect("webhooks_panel:list")
 
 
+@never_cache  # the answer to a successful POST holds the new signing secret
+@require_http_methods(GET_OR_POST)
+@member_view(Scope.WEBHOOKS_MANAGE)
+def webhook_roll_secret_page(
+    request: HttpRequest, membership: Membership, webhook_id: str
+) -> HttpResponse:
+    webhook = _webhook_or_404(membership, webhook_id)
+    form = SecretRollForm(request.POST if request.method == "POST" else None)
+    if not form.is_valid():
+        status = 400 if form.is_bound else 200
+        context = {"webhook": webhook, "form": form}
+        return render(request, "webhooks/roll_secret.html", context, status=status)
+    webhook, secret = webhook_roll_secret(
+        webhook=webhook,
+        grace_hours=form.cleaned_data["grace_hours"],
+        context=PanelContext.from_request(request),
+    )
+    context = {"webhook": webhook, "signing_secret": secret}
+    return render(request, "webhooks/secret_rolled.html", context)
+
+
 @never_cache
 @require_POST
 @member_view(Scope.WEBHOOKS_MANAGE)
@@ -178,7 +202,15 @@ def delivery_list(request: HttpRequest, membership: Membership, webhook_id: str)
     )
     query = request.GET.copy()
     query.pop("page", None)
-    context = {"webhook": webhook, "form": form, "page": page, "query": query.urlencode()}
+    stats = webhook_stats(webhook.id, DEFAULT_WINDOW)
+    context = {
+        "webhook": webhook,
+        "form": form,
+        "page": page,
+        "query": query.urlencode(),
+        "stats": stats,
+        "chart": health_chart(stats.series),
+    }
     return render(request, "webhooks/deliveries.html", context)
 
 
@@ -239,6 +271,7 @@ urlpatterns = [
     re_path(rf"^{WEBHOOK}/edit/?$", webhook_edit, name="edit"),
     re_path(rf"^{WEBHOOK}/delete/?$", webhook_delete_page, name="delete"),
     re_path(rf"^{WEBHOOK}/test/?$", webhook_test_page, name="test"),
+    re_path(rf"^{WEBHOOK}/secret/roll/?$", webhook_roll_secret_page, name="roll_secret"),
     re_path(rf"^{WEBHOOK}/deliveries/?$", delivery_list, name="deliveries"),
     re_path(
         rf"^{WEBHOOK}/deliveries/redeliver-failed/?$",

@@ -3,14 +3,20 @@
 Encryption keys come from WEBHOOK_SECRET_KEYS (the first encrypts, all decrypt), so they can
 be rotated; without it a key is derived from SECRET_KEY. A secret that cannot be decrypted is
 "no usable signing secret": its deliveries fail at once, without retries.
+
+A rolled secret's predecessor is stored the same way (`encrypted_previous_secret`) and signs
+beside it until `previous_secret_expires_at`.
 """
 
 import base64
 import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cache, lru_cache
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
+from django.utils import timezone
 
 from gshost.ids import random_base62
 
@@ -53,3 +59,32 @@ def _decrypt(cipher: MultiFernet, token: str) -> str | None:
         return cipher.decrypt(token.encode()).decode()
     except (InvalidToken, ValueError):
         return None
+
+
+@dataclass(frozen=True)
+class SigningKeys:
+    """The secrets that sign one request: the current one, and during a roll's grace period
+    the one it replaced."""
+
+    current: str = field(repr=False)
+    previous: str | None = field(default=None, repr=False)
+
+
+def signing_keys(
+    encrypted_secret: str,
+    encrypted_previous_secret: str = "",
+    previous_secret_expires_at: datetime | None = None,
+    *,
+    now: datetime | None = None,
+) -> SigningKeys | None:
+    """The usable keys, or None when the current secret cannot be decrypted.
+
+    A previous secret past its grace, or one that cannot be decrypted, simply no longer signs.
+    """
+    current = decrypt_secret(encrypted_secret)
+    if current is None:
+        return None
+    moment = now or timezone.now()
+    in_grace = previous_secret_expires_at is not None and previous_secret_expires_at > moment
+    previous = decrypt_secret(encrypted_previous_secret) if in_grace else None
+    return SigningKeys(current=current, previous=previous)

@@ -7,7 +7,7 @@ marked, and `dispatch.request_attempts` queues "look at these rows" once the dat
 """
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -29,6 +29,8 @@ from webhooks.url_safety import UnsafeWebhookUrl, UrlRejection, check_webhook_ur
 MAX_URL_LENGTH = 2048
 MAX_DESCRIPTION_LENGTH = 500
 BULK_CHUNK = 500
+DEFAULT_GRACE_HOURS = 24
+MAX_GRACE_HOURS = 168
 
 
 class WebhookRequestRefused(Exception):
@@ -161,6 +163,43 @@ def webhook_delete(*, webhook: Webhook, context: PanelContext | None = None) -> 
     with transaction.atomic():
         _audit(webhook, context, PanelAction.WEBHOOK_DELETE)
         Webhook.objects.filter(pk=webhook.pk).delete()
+
+
+def _clean_grace_hours(grace_hours: int) -> int:
+    if isinstance(grace_hours, bool) or not 0 <= grace_hours <= MAX_GRACE_HOURS:
+        message = f"A whole number of hours from 0 to {MAX_GRACE_HOURS}."
+        raise InvalidWebhookRequest({"grace_hours": [message]})
+    return grace_hours
+
+
+def webhook_roll_secret(
+    *,
+    webhook: Webhook,
+    grace_hours: int = DEFAULT_GRACE_HOURS,
+    context: PanelContext | None = None,
+) -> tuple[Webhook, str]:
+    """A new signing secret, returned this once; the old one keeps signing for `grace_hours`.
+
+    Two secrets at most: rolling again during a grace period ends that grace at once (the
+    secret being replaced now becomes the previous one). The row is locked, so concurrent
+    rolls happen one after the other.
+    """
+    grace = timedelta(hours=_clean_grace_hours(grace_hours))
+    secret = new_signing_secret()
+    with transaction.atomic():
+        current = Webhook.objects.select_for_update().get(pk=webhook.pk)
+        now = timezone.now()
+        changes: dict[str, Any] = {
+            "encrypted_secret": encrypt_secret(secret),
+            "encrypted_previous_secret": current.encrypted_secret if grace else "",
+            "previous_secret_expires_at": now + grace if grace else None,
+            "updated_at": now,
+        }
+        Webhook.objects.filter(pk=webhook.pk).update(**changes)
+        for name, value in changes.items():
+            setattr(webhook, name, value)
+        _audit(webhook, context, PanelAction.WEBHOOK_SECRET_ROLL)
+    return webhook, secret
 
 
 def webhook_send_test(*, webhook: Webhook, context: PanelContext | None = None) -> AttemptResult:

@@ -8,6 +8,7 @@ from gshost.api.views import UnknownRouteView
 from servers.api import ServerViewSet
 from servers.api.urls import urlpatterns as server_routes
 from webhooks.api import DeliveryViewSet, WebhookViewSet
+from webhooks.api_stats import WebhookStatsViewSet
 
 
 class PublicSchemaView(SpectacularAPIView):
@@ -52,6 +53,16 @@ urlpatterns = [
         "webhooks/<str:webhook_id>/test",
         WebhookViewSet.as_view({"post": "test"}),
         name="webhooks.test",
+    ),
+    path(
+        "webhooks/<str:webhook_id>/secret/rotate",
+        WebhookViewSet.as_view({"post": "roll_secret"}),
+        name="webhooks.secret.rotate",
+    ),
+    path(
+        "webhooks/<str:webhook_id>/stats",
+        WebhookStatsViewSet.as_view({"get": "retrieve"}),
+        name="webhooks.stats",
     ),
     path(
         "webhooks/<str:webhook_id>/deliveries",

@@ -36,6 +36,9 @@ SPEC_HEADERS = [
     "User-Agent",
     "X-Webhook-Event",
     "X-Webhook-Delivery",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
     "Content-Length",
 ]
 

@@ -31,6 +31,9 @@ def test_it_sends_a_signed_ping_without_event_or_delivery_headers(
         "X-Webhook-Signature",
         "X-Webhook-Timestamp",
         "User-Agent",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
         "Content-Length",
     ]
     assert request.header("User-Agent") == "Service-Webhooks/1"

@@ -4,6 +4,7 @@ A row is due when an automatic attempt is due (pending or retry_scheduled, next_
 reached) or a redelivery was asked for, and nobody holds it: no lease, or a lease that ran out
 because its worker died. Claiming sets the lease; nothing else changes until the attempt is
 recorded, so a claim that is never finished simply becomes due again when its lease expires.
+The claim also stamps ``first_attempt_at`` (kept across retries) for the endpoint stats.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any, Final
 
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.db.models import Min, Q, QuerySet
+from django.db.models import F, Min, Q, QuerySet, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from webhooks.delivery.policy import OPEN_STATUSES
@@ -31,6 +33,8 @@ _CLAIM_FIELDS: Final = (
     "redelivery_requested_at",
     "webhook__url",
     "webhook__encrypted_secret",
+    "webhook__encrypted_previous_secret",
+    "webhook__previous_secret_expires_at",
 )
 
 
@@ -47,6 +51,9 @@ class Claim:
     trigger: AttemptTrigger
     lease_expires_at: datetime
     redelivery_requested_at: datetime | None
+    # A rolled secret's predecessor, signing beside it until its grace period ends.
+    encrypted_previous_secret: str = field(default="", repr=False)
+    previous_secret_expires_at: datetime | None = None
 
 
 class ClaimInterrupted(Exception):
@@ -117,7 +124,8 @@ def _claimable(ids: list[str], now: datetime) -> QuerySet[Delivery]:
 # written out: building it with the ORM cost more than the rest of a claim, and the claim
 # tests hold both spellings to the same cases.
 _CLAIM_SKIP_LOCKED_SQL: Final = (
-    f'UPDATE "{Delivery._meta.db_table}" AS claimed SET lease_expires_at = %(lease)s '  # noqa: S608
+    f'UPDATE "{Delivery._meta.db_table}" AS claimed SET lease_expires_at = %(lease)s, '  # noqa: S608
+    "first_attempt_at = COALESCE(claimed.first_attempt_at, %(now)s) "
     f'FROM "{Webhook._meta.db_table}" AS hook '
     "WHERE hook.id = claimed.webhook_id AND claimed.id IN ("
     f'SELECT id FROM "{Delivery._meta.db_table}" WHERE id = ANY(%(ids)s) '
@@ -126,7 +134,8 @@ _CLAIM_SKIP_LOCKED_SQL: Final = (
     "AND (lease_expires_at IS NULL OR lease_expires_at < %(now)s) "
     "FOR UPDATE SKIP LOCKED) "
     "RETURNING claimed.id, claimed.webhook_id, hook.url, hook.encrypted_secret, "
-    "claimed.event, claimed.body, claimed.redelivery_requested_at"
+    "claimed.event, claimed.body, claimed.redelivery_requested_at, "
+    "hook.encrypted_previous_secret, hook.previous_secret_expires_at"
 )
 
 
@@ -156,8 +165,20 @@ def _claim_skip_locked(ids: list[str], now: datetime, lease: datetime) -> list[C
             trigger=AttemptTrigger.REDELIVERY if redelivery else AttemptTrigger.AUTOMATIC,
             lease_expires_at=lease,
             redelivery_requested_at=redelivery,
+            encrypted_previous_secret=previous_secret,
+            previous_secret_expires_at=previous_expires,
         )
-        for delivery_id, webhook_id, url, encrypted_secret, event, body, redelivery in rows
+        for (
+            delivery_id,
+            webhook_id,
+            url,
+            encrypted_secret,
+            event,
+            body,
+            redelivery,
+            previous_secret,
+            previous_expires,
+        ) in rows
     ]
 
 
@@ -171,7 +192,10 @@ def _claim_compare_and_set(ids: list[str], now: datetime, lease: datetime) -> li
                 id=row.id,
                 lease_expires_at=row.lease_expires_at,
                 redelivery_requested_at=row.redelivery_requested_at,
-            ).update(lease_expires_at=lease)
+            ).update(
+                lease_expires_at=lease,
+                first_attempt_at=Coalesce(F("first_attempt_at"), Value(now)),
+            )
         except DatabaseError as error:
             raise ClaimInterrupted(taken) from error
         if changed == 1:
@@ -191,6 +215,8 @@ def _claim_of(row: Delivery, lease: datetime) -> Claim:
         trigger=AttemptTrigger.REDELIVERY if redelivery else AttemptTrigger.AUTOMATIC,
         lease_expires_at=lease,
         redelivery_requested_at=row.redelivery_requested_at,
+        encrypted_previous_secret=row.webhook.encrypted_previous_secret,
+        previous_secret_expires_at=row.webhook.previous_secret_expires_at,
     )
 
 

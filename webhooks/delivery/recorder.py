@@ -5,6 +5,10 @@ The ``Recorder`` thread writes what the senders finish within ``RECORD_LINGER_SE
 other as one batch. A finished attempt that is not yet recorded is what a crash would send
 again, so the pool stops claiming while ``MAX_FINISHED_UNRECORDED`` of them wait: with the
 linger and a batch's write time, an attempt is recorded within about 50 ms of finishing.
+
+Each batch also moves the endpoint stats' outcome counts (``rollup``, one upsert in the same
+transaction) and, once committed, tells ``recording_hooks`` what happened: delivery metrics,
+and failure notices for deliveries that have just failed.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from django.db.models.query import RawQuerySet
 from django.utils import timezone
 
 from gshost.pg_copy import copy_into
+from webhooks import recording_hooks, rollup
 from webhooks.delivery import policy
 from webhooks.delivery.claims import Finished
 from webhooks.delivery.connections import refresh_connection
+from webhooks.metrics import AttemptOutcome
 from webhooks.models import AttemptTrigger, Delivery, DeliveryAttempt, DeliveryStatus
 
 logger = logging.getLogger(__name__)
@@ -47,6 +53,7 @@ _STATE_FIELDS: Final = (
     "lease_expires_at",
     "redelivery_requested_at",
     "last_error",
+    "completed_at",
 )
 
 DueAgain = Callable[[list[tuple[str, str]]], None]
@@ -146,18 +153,50 @@ def record_attempts(finished: Sequence[Finished]) -> list[tuple[str, str]]:
     with transaction.atomic():
         ids = {done.claim.delivery_id for done in finished}
         rows = {row.id: row for row in _locked_with_attempt_counts(ids)}
-        new_attempts, changed = [], {}
+        new_attempts, changed, outcomes, counted = [], {}, [], []
         for done in finished:
             row = rows.get(done.claim.delivery_id)
             if row is None:
                 continue  # deleted meanwhile (webhook deleted, history purged)
             row.attempt_count += 1  # type: ignore[attr-defined]
             new_attempts.append(_attempt_values(done, row.attempt_count))  # type: ignore[attr-defined]
+            status_before, due_at = row.status, row.next_attempt_at
             if _apply_outcome(row, done, now):
                 changed[row.id] = row
+                counted.extend(_rollup_changes(row, status_before))
+            outcomes.append(_outcome(done, row, status_before, due_at))
         _insert_attempts(new_attempts)
         _save_states(changed.values())
+        rollup.apply_changes(counted)
+    recording_hooks.after_commit(outcomes)
     return [(row.id, row.webhook_id) for row in changed.values() if _due_again(row, now)]
+
+
+def _outcome(
+    done: Finished, row: Delivery, status_before: str, due_at: datetime | None
+) -> AttemptOutcome:
+    return recording_hooks.outcome_of(
+        delivery_id=row.id,
+        trigger=done.claim.trigger.value,
+        attempt_number=row.attempt_count,  # type: ignore[attr-defined]
+        status_code=done.result.status_code,
+        error=done.result.error,
+        started_at=done.result.started_at,
+        due_at=due_at,
+        status_before=status_before,
+        status_after=row.status,
+    )
+
+
+def _rollup_changes(row: Delivery, status_before: str) -> list[rollup.OutcomeChange]:
+    return recording_hooks.rollup_changes(
+        webhook_id=row.webhook_id,
+        created_at=row.created_at,
+        status_before=status_before,
+        status_after=row.status,
+        first_attempt_at=row.first_attempt_at,
+        completed_at=row.completed_at,
+    )
 
 
 def _save_states(rows: Iterable[Delivery]) -> None:
@@ -201,7 +240,8 @@ def _locked_with_attempt_counts(ids: Collection[str]) -> RawQuerySet[Delivery]:
     """
     quote = connection.ops.quote_name
     deliveries, attempts = quote(Delivery._meta.db_table), quote(DeliveryAttempt._meta.db_table)
-    columns = ", ".join(f"d.{quote(name)}" for name in ("id", "webhook_id", *_STATE_FIELDS))
+    names = ("id", "webhook_id", "created_at", "first_attempt_at", *_STATE_FIELDS)
+    columns = ", ".join(f"d.{quote(name)}" for name in names)
     placeholders = ", ".join(["%s"] * len(ids))
     lock = " FOR UPDATE OF d" if connection.features.has_select_for_update_of else ""
     # Only model metadata and placeholders are interpolated.
@@ -253,13 +293,13 @@ def _apply_outcome(row: Delivery, done: Finished, now: datetime) -> bool:
         return False  # our lease ran out and another worker holds the row: it decides
     row.lease_expires_at = None
     if done.claim.trigger == AttemptTrigger.REDELIVERY:
-        _apply_redelivery(row, done)
+        _apply_redelivery(row, done, now)
     elif row.status in policy.OPEN_STATUSES:
         _apply_automatic(row, done, now)
     return True
 
 
-def _apply_redelivery(row: Delivery, done: Finished) -> None:
+def _apply_redelivery(row: Delivery, done: Finished, now: datetime) -> None:
     """Success settles the delivery; a failure leaves the retry plan exactly as it was."""
     if row.redelivery_requested_at == done.claim.redelivery_requested_at:
         row.redelivery_requested_at = None  # a newer request, made during the attempt, stays
@@ -267,6 +307,7 @@ def _apply_redelivery(row: Delivery, done: Finished) -> None:
         row.status = DeliveryStatus.SUCCESS
         row.next_attempt_at = None
         row.last_error = ""
+        row.completed_at = row.completed_at or now  # latency runs to the first success
 
 
 def _apply_automatic(row: Delivery, done: Finished, now: datetime) -> None:
@@ -280,3 +321,5 @@ def _apply_automatic(row: Delivery, done: Finished, now: datetime) -> None:
         now=now,
     )
     row.status, row.next_attempt_at = step.status, step.next_attempt_at
+    if step.status == DeliveryStatus.SUCCESS:
+        row.completed_at = now

@@ -1,4 +1,5 @@
-"""The 7-day delivery history: older deliveries and their attempts are deleted in batches."""
+"""The 7-day delivery history: older deliveries and their attempts are deleted in batches,
+and with them the endpoint stats' hourly counts (``rollup``) of the hours they were in."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Final
 from django.db import transaction
 from django.utils import timezone
 
+from webhooks import rollup
 from webhooks.models import DELIVERY_HISTORY, Delivery, DeliveryAttempt
 
 PURGE_BATCH: Final = 1000
@@ -23,6 +25,7 @@ def purge_delivery_history() -> int:
             ]
         )
         if not ids:
+            rollup.purge_before(cutoff)  # the stats' hourly counts of the purged deliveries
             return purged
         with transaction.atomic():
             DeliveryAttempt.objects.filter(delivery_id__in=ids).delete()

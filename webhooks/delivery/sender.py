@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 from django.conf import settings
 from django.utils import timezone
 
-from gshost.ids import format_timestamp
+from gshost.ids import format_timestamp, new_id
 from webhooks.delivery.transport import (
     USER_AGENT,
     AttemptResult,
@@ -29,8 +29,15 @@ from webhooks.delivery.transport import (
     WebhookSender,
 )
 from webhooks.models import AttemptError
-from webhooks.secrets import decrypt_secret
-from webhooks.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_headers
+from webhooks.secrets import SigningKeys, signing_keys
+from webhooks.signing import (
+    SIGNATURE_HEADER,
+    STANDARD_ID_HEADER,
+    STANDARD_SIGNATURE_HEADER,
+    STANDARD_TIMESTAMP_HEADER,
+    TIMESTAMP_HEADER,
+    signature_headers,
+)
 from webhooks.url_safety import CheckedUrl, UnsafeWebhookUrl, check_webhook_url
 
 if TYPE_CHECKING:
@@ -39,6 +46,7 @@ if TYPE_CHECKING:
 
 EVENT_HEADER: Final = "X-Webhook-Event"
 DELIVERY_HEADER: Final = "X-Webhook-Delivery"
+STANDARD_HEADERS: Final = (STANDARD_ID_HEADER, STANDARD_TIMESTAMP_HEADER, STANDARD_SIGNATURE_HEADER)
 
 
 # --- the process's sender ---------------------------------------------------------------------
@@ -127,14 +135,21 @@ def compact_json(payload: object) -> str:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
 
-def signed_headers(secret: str, body: bytes) -> dict[str, str]:
-    """Content-Type, signature, timestamp and User-Agent, in the order of SPEC §6."""
-    signed = signature_headers(secret, body)
+def signed_headers(
+    keys: SigningKeys, body: bytes, message_id: str, extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Content-Type, signature, timestamp and User-Agent in the order of SPEC §6, then
+    ``extra`` (the event and delivery headers), then the Standard Webhooks headers."""
+    signed = signature_headers(
+        keys.current, body, message_id=message_id, previous_secret=keys.previous
+    )
     return {
         "Content-Type": "application/json",
         SIGNATURE_HEADER: signed[SIGNATURE_HEADER],
         TIMESTAMP_HEADER: signed[TIMESTAMP_HEADER],
         "User-Agent": USER_AGENT,
+        **(extra or {}),
+        **{name: signed[name] for name in STANDARD_HEADERS},
     }
 
 
@@ -151,31 +166,39 @@ def refused(error: AttemptError) -> AttemptResult:
     )
 
 
-def _checked(url: str, encrypted_secret: str) -> tuple[CheckedUrl, str] | AttemptResult:
-    """Where to send and the decrypted secret, or the refusal when the URL (re-checked before
-    every attempt, as written) or the secret forbids sending."""
+def _checked(
+    url: str,
+    encrypted_secret: str,
+    encrypted_previous_secret: str,
+    previous_secret_expires_at: datetime | None,
+) -> tuple[CheckedUrl, SigningKeys] | AttemptResult:
+    """Where to send and the signing keys (the current secret, and a rolled one's predecessor
+    during its grace period), or the refusal when the URL (re-checked before every attempt,
+    as written) or the secret forbids sending."""
     try:
         target = check_webhook_url(url)
     except UnsafeWebhookUrl:
         return refused(AttemptError.ADDRESS_REJECTED)
-    secret = decrypt_secret(encrypted_secret)
-    if secret is None:
+    keys = signing_keys(encrypted_secret, encrypted_previous_secret, previous_secret_expires_at)
+    if keys is None:
         return refused(AttemptError.SIGNING_SECRET_UNUSABLE)
-    return target, secret
+    return target, keys
 
 
 def send_delivery(claim: Claim) -> AttemptResult:
     """One attempt of a claimed delivery: fresh timestamp and signature, the stored body."""
-    checked = _checked(claim.url, claim.encrypted_secret)
+    checked = _checked(
+        claim.url,
+        claim.encrypted_secret,
+        claim.encrypted_previous_secret,
+        claim.previous_secret_expires_at,
+    )
     if isinstance(checked, AttemptResult):
         return checked
-    target, secret = checked
+    target, keys = checked
     body = claim.body.encode()
-    headers = {
-        **signed_headers(secret, body),
-        EVENT_HEADER: claim.event,
-        DELIVERY_HEADER: claim.delivery_id,
-    }
+    extra = {EVENT_HEADER: claim.event, DELIVERY_HEADER: claim.delivery_id}
+    headers = signed_headers(keys, body, claim.delivery_id, extra)
     return get_sender().send(target=target, body=body, headers=headers)
 
 
@@ -190,9 +213,15 @@ def ping_body(webhook_id: str) -> bytes:
 
 def send_ping(webhook: Webhook) -> AttemptResult:
     """The test ping: signed like a delivery, without the event and delivery headers."""
-    checked = _checked(webhook.url, webhook.encrypted_secret)
+    checked = _checked(
+        webhook.url,
+        webhook.encrypted_secret,
+        webhook.encrypted_previous_secret,
+        webhook.previous_secret_expires_at,
+    )
     if isinstance(checked, AttemptResult):
         return checked
-    target, secret = checked
+    target, keys = checked
     body = ping_body(webhook.id)
-    return get_sender().send(target=target, body=body, headers=signed_headers(secret, body))
+    headers = signed_headers(keys, body, new_id("png"))
+    return get_sender().send(target=target, body=body, headers=headers)

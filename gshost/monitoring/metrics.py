@@ -1,0 +1,93 @@
+"""Prometheus metrics in prometheus-client's multi-process mode.
+
+Every process of the service (gunicorn's workers, the delivery workers) writes its samples to
+files in ``PROMETHEUS_MULTIPROC_DIR`` (settings put it in the environment before this module
+loads); ``/metrics`` adds them up at scrape time. Only counters and histograms are kept per
+process, so a process that dies leaves its counts behind, as Prometheus expects; the
+due-but-unsent backlog is read from the database at each scrape instead.
+
+Observations are cheap on purpose (they run on every request and every attempt): the labelled
+children are looked up once and kept in small dictionaries.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Final
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.registry import Collector
+
+LATENCY_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+LAG_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+HTTP_REQUESTS: Final = Counter(
+    "gshost_http_requests",
+    "HTTP requests answered, by route (the URL pattern's name), method and status.",
+    ["route", "method", "status"],
+)
+HTTP_LATENCY: Final = Histogram(
+    "gshost_http_request_duration_seconds",
+    "Time from the request reaching Django to the response leaving it, by route.",
+    ["route"],
+    buckets=LATENCY_BUCKETS,
+)
+AUTH_FAILURES: Final = Counter(
+    "gshost_api_auth_failures",
+    "Public API calls refused with 401, by error code (missing_token, invalid_token, ...).",
+    ["code"],
+)
+WEBHOOK_ATTEMPTS: Final = Counter(
+    "gshost_webhook_attempts",
+    "Delivery attempts made, by trigger and outcome (success, http_<status class>, or error).",
+    ["trigger", "outcome"],
+)
+WEBHOOK_DELIVERIES: Final = Counter(
+    "gshost_webhook_deliveries_settled",
+    "Deliveries that reached a final state, by status (success, failed).",
+    ["status"],
+)
+WEBHOOK_FIRST_ATTEMPT_LAG: Final = Histogram(
+    "gshost_webhook_first_attempt_lag_seconds",
+    "From a delivery's creation (its first due time) to the start of its first attempt.",
+    buckets=LAG_BUCKETS,
+)
+
+# Collectors that compute a value at scrape time (from the database), registered by apps.
+_scrape_collectors: list[Callable[[], Collector]] = []
+_lock = threading.Lock()
+
+
+def register_scrape_collector(factory: Callable[[], Collector]) -> None:
+    with _lock:
+        if factory not in _scrape_collectors:
+            _scrape_collectors.append(factory)
+
+
+def render() -> bytes:
+    """Every process's samples added up, plus the scrape-time collectors, in text format."""
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    for factory in list(_scrape_collectors):
+        registry.register(factory())
+    return generate_latest(registry)
+
+
+def metrics_dir() -> str:
+    return os.environ["PROMETHEUS_MULTIPROC_DIR"]
+
+
+def mark_process_dead(pid: int) -> None:
+    """For gunicorn's ``child_exit`` hook: drop the files a dead worker keeps only while alive.
+
+    Its counters and histograms stay, so totals never go backwards.
+    """
+    multiprocess.mark_process_dead(pid, metrics_dir())

@@ -1,0 +1,137 @@
+"""Probes and Prometheus metrics: /healthz, /readyz, /metrics."""
+
+import re
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+from gshost.monitoring import metrics
+from gshost.monitoring.middleware import route_of
+from gshost.monitoring.views import metrics_allowed
+from tests.conftest import client_for
+from tests.webhooks.webhook_fixtures import make_delivery, webhook_fixture  # noqa: F401
+from webhooks.models import DeliveryStatus
+
+pytestmark = pytest.mark.usefixtures("fast_password_hashing")
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """The value of one sample in the Prometheus text format (0 when absent)."""
+    wanted = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
+    pattern = re.escape(name) + (r"\{" + re.escape(wanted) + r"\}" if labels else "") + r" (\S+)"
+    match = re.search("^" + pattern + "$", text, re.MULTILINE)
+    return float(match[1]) if match else 0.0
+
+
+def scrape(client: Client) -> str:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_it_answers_healthz(client):
+    assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_it_answers_readyz_when_the_database_answers(client, db, settings):
+    settings.REDIS_URL = ""
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json() == {
+        "status": "ready",
+        "checks": {"database": "ok", "redis": "not_configured"},
+    }
+
+
+def test_it_answers_503_when_redis_is_configured_but_unreachable(client, db, settings):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"] == {"database": "ok", "redis": "unavailable"}
+
+
+def test_it_answers_503_when_the_database_is_unreachable(client, db, monkeypatch):
+    from gshost.monitoring import views
+
+    monkeypatch.setattr(views, "_database_ready", lambda: False)
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["database"] == "unavailable"
+
+
+def test_it_serves_metrics_in_the_prometheus_text_format(client, db):
+    response = client.get("/metrics")
+    assert response["Content-Type"].startswith("text/plain; version=")
+    assert "# TYPE gshost_http_requests_total counter" in response.content.decode()
+
+
+def test_it_hides_metrics_from_other_networks(db, settings):
+    settings.METRICS_ALLOWED_NETWORKS = ["10.0.0.0/8"]
+    assert Client(REMOTE_ADDR="192.0.2.7").get("/metrics").status_code == 404
+
+
+def test_it_serves_metrics_to_an_allowed_network(db, settings):
+    settings.METRICS_ALLOWED_NETWORKS = ["10.0.0.0/8"]
+    assert Client(REMOTE_ADDR="10.1.2.3").get("/metrics").status_code == 200
+
+
+def test_it_judges_a_proxied_caller_by_its_forwarded_address(rf, settings):
+    settings.TRUSTED_PROXIES = ["127.0.0.1"]
+    request = rf.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.9")
+    assert not metrics_allowed(request)
+
+
+def test_it_allows_ipv4_loopback_reported_as_ipv6(rf):
+    assert metrics_allowed(rf.get("/metrics", REMOTE_ADDR="::ffff:127.0.0.1"))
+
+
+def test_it_counts_requests_by_route_and_status(client, db):
+    before = sample(
+        scrape(client), "gshost_http_requests_total", route="healthz", method="GET", status="200"
+    )
+    client.get("/healthz")
+    client.get("/healthz")
+    after = sample(
+        scrape(client), "gshost_http_requests_total", route="healthz", method="GET", status="200"
+    )
+    assert after - before == 2
+
+
+def test_it_times_requests_by_route(client, db):
+    before = sample(scrape(client), "gshost_http_request_duration_seconds_count", route="healthz")
+    client.get("/healthz")
+    after = sample(scrape(client), "gshost_http_request_duration_seconds_count", route="healthz")
+    assert after - before == 1
+
+
+def test_it_counts_failed_authentications_by_code(client, db):
+    before = sample(scrape(client), "gshost_api_auth_failures_total", code="invalid_token")
+    client_for("gsk_live_nonsense").get("/api/public/v1/webhooks")
+    after = sample(scrape(client), "gshost_api_auth_failures_total", code="invalid_token")
+    assert after - before == 1
+
+
+def test_it_names_an_unknown_path_unmatched(rf):
+    assert route_of(rf.get("/nowhere")) == "unmatched"
+
+
+def test_it_reports_the_due_backlog_at_scrape(client, webhook):
+    make_delivery(webhook, status=DeliveryStatus.PENDING, next_attempt_at=webhook.created_at)
+    make_delivery(webhook, status=DeliveryStatus.SUCCESS)
+    text = scrape(client)
+    assert sample(text, "gshost_webhook_backlog_deliveries") == 1
+    assert sample(text, "gshost_webhook_backlog_oldest_seconds") >= 0
+
+
+def test_it_drops_only_a_dead_processs_live_files():
+    directory = Path(metrics.metrics_dir())
+    live, counts = directory / "gauge_livesum_999999999.db", directory / "counter_999999999.db"
+    live.touch()
+    counts.touch()
+    try:
+        metrics.mark_process_dead(999_999_999)
+        assert (live.exists(), counts.exists()) == (False, True)
+    finally:
+        live.unlink(missing_ok=True)
+        counts.unlink(missing_ok=True)

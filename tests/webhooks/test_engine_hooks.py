@@ -1,0 +1,150 @@
+"""What the engine tells the rest of the service when it records attempts: the timing columns
+the endpoint stats read, the delivery metrics, and failure notices to the owners."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.core import mail
+from django.utils import timezone
+from freezegun import freeze_time
+
+from accounts.services import member_add
+from gshost.monitoring import metrics
+from tests.webhooks.delivery_fixtures import Hooks, reload
+from tests.webhooks.receiver import HttpsReceiver
+from webhooks.delivery.engine import deliver_due_now
+from webhooks.delivery.retention import purge_delivery_history
+from webhooks.models import DeliveryOutcomeCount, DeliveryStatus, Webhook
+from webhooks.rollup import OutcomeChange, apply_changes
+from webhooks.stats import webhook_stats
+
+pytestmark = pytest.mark.usefixtures("fast_password_hashing")
+
+
+def sample(name: str, **labels: str) -> float:
+    text = metrics.render().decode()
+    wanted = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
+    pattern = re.escape(name) + (r"\{" + re.escape(wanted) + r"\}" if labels else "") + r" (\S+)"
+    match = re.search("^" + pattern + "$", text, re.MULTILINE)
+    return float(match[1]) if match else 0.0
+
+
+@pytest.fixture
+def owner(hooks: Hooks, settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    return member_add(
+        organization=hooks.organization, email="olga@acme.test", password="olga-pw-123", owner=True
+    )
+
+
+def test_it_records_when_the_first_attempt_started_and_when_it_succeeded(hooks: Hooks) -> None:
+    delivery = hooks.delivery(hooks.webhook())
+    deliver_due_now()
+    delivery = reload(delivery)
+    assert delivery.status == DeliveryStatus.SUCCESS
+    assert delivery.first_attempt_at <= delivery.completed_at
+
+
+def test_it_keeps_the_first_attempts_time_across_retries(
+    hooks: Hooks, receiver: HttpsReceiver
+) -> None:
+    receiver.set_behaviour(status=503)
+    delivery = hooks.delivery(hooks.webhook())
+    deliver_due_now()
+    first = reload(delivery).first_attempt_at
+    receiver.set_behaviour(status=200)
+    type(delivery).objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
+    deliver_due_now()
+    delivery = reload(delivery)
+    assert (delivery.status, delivery.first_attempt_at) == (DeliveryStatus.SUCCESS, first)
+
+
+def test_it_gives_the_stats_a_latency(hooks: Hooks) -> None:
+    webhook = hooks.webhook()
+    hooks.delivery(webhook)
+    deliver_due_now()
+    assert webhook_stats(webhook.id, "1h").latency_p50_ms is not None
+
+
+def test_it_counts_a_settled_delivery_for_the_stats(hooks: Hooks) -> None:
+    webhook = hooks.webhook()
+    hooks.delivery(webhook)
+    deliver_due_now()
+    stats = webhook_stats(webhook.id, "1h")
+    assert (stats.succeeded, stats.failed, stats.pending) == (1, 0, 0)
+
+
+def test_it_moves_a_failure_redelivered_with_success_to_the_successes(
+    hooks: Hooks, receiver: HttpsReceiver
+) -> None:
+    webhook = hooks.webhook()
+    delivery = hooks.delivery(webhook)
+    url = webhook.url
+    Webhook.objects.filter(pk=webhook.pk).update(url=f"https://10.0.0.5:{receiver.port}/hook")
+    deliver_due_now()
+    assert webhook_stats(webhook.id, "1h").failed == 1
+    Webhook.objects.filter(pk=webhook.pk).update(url=url)
+    type(delivery).objects.filter(pk=delivery.pk).update(redelivery_requested_at=timezone.now())
+    deliver_due_now()
+    stats = webhook_stats(webhook.id, "1h")
+    assert (stats.succeeded, stats.failed) == (1, 0)
+
+
+def test_it_counts_attempts_by_outcome(hooks: Hooks, receiver: HttpsReceiver) -> None:
+    receiver.set_behaviour(status=503)
+    before = sample("gshost_webhook_attempts_total", trigger="automatic", outcome="http_5xx")
+    hooks.delivery(hooks.webhook())
+    deliver_due_now()
+    after = sample("gshost_webhook_attempts_total", trigger="automatic", outcome="http_5xx")
+    assert after - before == 1
+
+
+def test_it_counts_settled_deliveries(hooks: Hooks) -> None:
+    before = sample("gshost_webhook_deliveries_settled_total", status="success")
+    hooks.delivery(hooks.webhook())
+    deliver_due_now()
+    assert sample("gshost_webhook_deliveries_settled_total", status="success") - before == 1
+
+
+def test_it_observes_the_first_attempt_lag(hooks: Hooks) -> None:
+    before = sample("gshost_webhook_first_attempt_lag_seconds_count")
+    hooks.delivery(hooks.webhook(), next_attempt_at=timezone.now() - timedelta(seconds=3))
+    deliver_due_now()
+    assert sample("gshost_webhook_first_attempt_lag_seconds_count") - before == 1
+    assert sample("gshost_webhook_first_attempt_lag_seconds_bucket", le="2.0") < sample(
+        "gshost_webhook_first_attempt_lag_seconds_bucket", le="5.0"
+    )
+
+
+def test_it_emails_the_owners_when_a_delivery_fails(
+    hooks: Hooks, receiver: HttpsReceiver, owner
+) -> None:
+    webhook = hooks.webhook()
+    delivery = hooks.delivery(webhook)
+    Webhook.objects.filter(pk=webhook.pk).update(url=f"https://10.0.0.5:{receiver.port}/hook")
+    deliver_due_now()
+    (message,) = mail.outbox
+    assert message.to == ["olga@acme.test"]
+    assert delivery.id in message.body
+    assert "Last error: address_rejected" in message.body
+
+
+def test_it_sends_no_notice_for_a_retry(hooks: Hooks, receiver: HttpsReceiver, owner) -> None:
+    receiver.set_behaviour(status=503)
+    hooks.delivery(hooks.webhook())
+    deliver_due_now()
+    assert mail.outbox == []
+
+
+def test_it_purges_outcome_counts_with_the_history(hooks: Hooks) -> None:
+    webhook = hooks.webhook()
+    with freeze_time("2026-11-01 12:30:00"):
+        apply_changes([OutcomeChange(webhook.id, timezone.now(), DeliveryStatus.SUCCESS, 40)])
+    with freeze_time("2026-11-02 12:30:00"):
+        apply_changes([OutcomeChange(webhook.id, timezone.now(), DeliveryStatus.FAILED)])
+    with freeze_time("2026-11-09 12:10:00"):
+        purge_delivery_history()
+    assert list(DeliveryOutcomeCount.objects.values_list("outcome", flat=True)) == ["failed"]

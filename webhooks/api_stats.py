@@ -1,0 +1,64 @@
+"""`GET /webhooks/{id}/stats`: an endpoint's health over a recent window."""
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.authentication import calling_key
+from accounts.scopes import Scope
+from gshost.api.errors import invalid_request
+from gshost.api.fields import TimestampField
+from webhooks.api import _WebhookRoutes
+from webhooks.selectors import webhook_get_for_org
+from webhooks.stats import DEFAULT_WINDOW, Bucket, InvalidWindow, WebhookStats, webhook_stats
+
+
+class BucketOutput(serializers.Serializer[Bucket]):
+    at = TimestampField()
+    succeeded = serializers.IntegerField()
+    failed = serializers.IntegerField()
+
+
+class LatencyOutput(serializers.Serializer[WebhookStats]):
+    p50 = serializers.IntegerField(source="latency_p50_ms", allow_null=True)
+    p95 = serializers.IntegerField(source="latency_p95_ms", allow_null=True)
+
+
+class StatsOutput(serializers.Serializer[WebhookStats]):
+    window = serializers.CharField()
+    deliveries = serializers.IntegerField()
+    succeeded = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    pending = serializers.IntegerField(help_text="Pending or waiting for a retry.")
+    success_rate = serializers.FloatField(
+        allow_null=True, help_text="Succeeded / (succeeded + failed); null when none settled."
+    )
+    latency_ms = LatencyOutput(
+        source="*", help_text="First attempt to final success, over the succeeded deliveries."
+    )
+    series = BucketOutput(many=True, help_text="One bucket per hour, or per day beyond 48h.")
+
+
+WINDOW_PARAMETER = OpenApiParameter(
+    "window", str, description="`<n>h` or `<n>d`, from 1h to 7d; default 24h."
+)
+
+
+class WebhookStatsViewSet(_WebhookRoutes):
+    serializer_class = StatsOutput
+    scopes = {"retrieve": Scope.WEBHOOKS_READ}
+
+    @extend_schema(operation_id="webhooks_stats", parameters=[WINDOW_PARAMETER])
+    def retrieve(self, request: Request, webhook_id: str) -> Response:
+        webhook = webhook_get_for_org(calling_key(request).organization_id, webhook_id)
+        window = request.query_params.get("window", DEFAULT_WINDOW)
+        try:
+            stats = webhook_stats(webhook.id, window)
+        except InvalidWindow:
+            message = "From 1h to 7d, written like 6h or 3d."
+            raise invalid_request("The window is not valid.", {"window": [message]}) from None
+        body: dict[str, Any] = dict(StatsOutput(stats).data)
+        return Response(body)

@@ -1,0 +1,126 @@
+"""Failure notices: the organization's owners are emailed when a delivery ends `failed`.
+
+At most one notice per webhook per ``WEBHOOK_FAILURE_NOTICE_HOURS``, across every process: the
+right to send is claimed on the webhook row by compare-and-set (``failure_notice_sent_at``),
+so two workers recording failures of the same webhook at once send one email. The engine calls
+``deliveries_failed`` after its transaction commits; nothing here can undo or fail that
+recording, and a notice that could not be sent gives its claim back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.models import Membership, Role
+from webhooks.models import Delivery, Webhook
+
+logger = logging.getLogger(__name__)
+
+
+def deliveries_failed(delivery_ids: Collection[str]) -> int:
+    """Tell the owners about these newly failed deliveries; how many emails went out.
+
+    Never raises: a failure notice is a courtesy, the delivery rows are the truth.
+    """
+    try:
+        return _notify(delivery_ids)
+    except Exception:
+        logger.exception("Could not send webhook failure notices")
+        return 0
+
+
+def _notify(delivery_ids: Collection[str]) -> int:
+    if not delivery_ids:
+        return 0
+    first_by_webhook: dict[str, Delivery] = {}
+    failed = Delivery.objects.filter(id__in=list(delivery_ids)).select_related("webhook")
+    for delivery in failed.order_by("created_at"):
+        first_by_webhook.setdefault(delivery.webhook_id, delivery)
+    sent = 0
+    for delivery in first_by_webhook.values():
+        previous = delivery.webhook.failure_notice_sent_at
+        moment = timezone.now()
+        if not _claim_notice(delivery.webhook, previous, moment):
+            continue
+        if _send(delivery):
+            sent += 1
+        else:
+            _give_back_claim(delivery.webhook, previous, moment)
+    return sent
+
+
+def _claim_notice(webhook: Webhook, previous: datetime | None, moment: datetime) -> bool:
+    """Take the webhook's notice slot if the window since the last notice has passed."""
+    window = timedelta(hours=float(settings.WEBHOOK_FAILURE_NOTICE_HOURS))
+    if previous is not None and previous > moment - window:
+        return False
+    unchanged = (
+        Q(failure_notice_sent_at__isnull=True)
+        if previous is None
+        else Q(failure_notice_sent_at=previous)
+    )
+    return (
+        Webhook.objects.filter(unchanged, pk=webhook.pk).update(failure_notice_sent_at=moment) == 1
+    )
+
+
+def _give_back_claim(webhook: Webhook, previous: datetime | None, moment: datetime) -> None:
+    Webhook.objects.filter(pk=webhook.pk, failure_notice_sent_at=moment).update(
+        failure_notice_sent_at=previous
+    )
+
+
+def owner_emails(organization_id: str) -> list[str]:
+    owners = Membership.objects.filter(organization_id=organization_id, role=Role.OWNER)
+    return sorted(set(owners.values_list("user__email", flat=True)))
+
+
+def panel_link(path: str) -> str:
+    return settings.PUBLIC_BASE_URL.rstrip("/") + path
+
+
+def notice_message(delivery: Delivery) -> tuple[str, str]:
+    """The subject and body: what failed, where, why, and where to look."""
+    webhook = delivery.webhook
+    hours = settings.WEBHOOK_FAILURE_NOTICE_HOURS
+    history = panel_link(reverse("webhooks_panel:deliveries", args=[webhook.id]))
+    detail = panel_link(reverse("webhooks_panel:delivery", args=[webhook.id, delivery.id]))
+    subject = f"[gshost] Webhook delivery failed: {delivery.event} to {webhook.url}"[:200]
+    lines = [
+        f"A delivery to your webhook {webhook.id} failed after its last attempt.",
+        "",
+        f"Webhook: {webhook.id}" + (f" ({webhook.description})" if webhook.description else ""),
+        f"URL: {webhook.url}",
+        f"Event: {delivery.event}",
+        f"Delivery: {delivery.id}",
+        f"Last error: {delivery.last_error or 'unknown'}",
+        "",
+        f"This delivery: {detail}",
+        f"Failed deliveries of this webhook: {history}?status=failed",
+        "",
+        "The webhook stays active; later events are still sent. Once the endpoint is fixed,",
+        "failed deliveries can be sent again from the delivery history.",
+        f"You get at most one such email per webhook every {hours} hours.",
+    ]
+    return subject, "\n".join(lines)
+
+
+def _send(delivery: Delivery) -> bool:
+    recipients = owner_emails(delivery.organization_id)
+    if not recipients:
+        return True  # nobody to tell; the slot is used all the same
+    subject, body = notice_message(delivery)
+    try:
+        send_mail(subject, body, None, recipients)
+    except Exception:
+        logger.exception("Could not email the failure notice of webhook %s", delivery.webhook_id)
+        return False
+    return True
