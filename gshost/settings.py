@@ -81,8 +81,6 @@ INSTALLED_APPS = [
 # Names the webhook sender resolves to 127.0.0.1 instead of asking DNS (webhooks/dev_loopback.py).
 # Ignored unless DEBUG is on; never set it in production.
 DEV_WEBHOOK_LOOPBACK_HOSTS = env.list("DEV_WEBHOOK_LOOPBACK_HOSTS", default=[]) if DEBUG else []
-if DEV_WEBHOOK_LOOPBACK_HOSTS:
-    INSTALLED_APPS.append("webhooks.dev_loopback.DevWebhooksConfig")
 
 MIDDLEWARE = [
     "gshost.monitoring.middleware.RequestMetricsMiddleware",  # outermost: times everything

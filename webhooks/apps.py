@@ -1,6 +1,7 @@
 import sys
 
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class WebhooksConfig(AppConfig):
@@ -17,6 +18,10 @@ class WebhooksConfig(AppConfig):
         from webhooks.metrics import backlog_collector
 
         register_scrape_collector(backlog_collector)
+        if settings.DEV_WEBHOOK_LOOPBACK_HOSTS:  # development only: empty unless DEBUG is on
+            from webhooks.dev_loopback import install
+
+            install(frozenset(host.lower() for host in settings.DEV_WEBHOOK_LOOPBACK_HOSTS))
 
         # Each django-q2 worker process runs a delivery engine (pool and timer) of its own.
         post_spawn.connect(start_in_worker, dispatch_uid="webhooks.delivery.engine")

@@ -3,16 +3,13 @@
 Webhook URLs must name a public-looking host, and the sender resolves that name at send time.
 The demo receiver listens on 127.0.0.1 under a name of the reserved `.example` domain, which
 no DNS answers. Installed only when ``DEBUG`` is on and ``DEV_WEBHOOK_LOOPBACK_HOSTS`` names
-hosts (``make run`` does both), this app makes the sender resolve exactly those names to
+hosts (``make run`` does both), ``WebhooksConfig.ready`` installs this: the sender resolves those names to
 127.0.0.1; every other name goes to DNS as usual. The send-time address check still applies:
 127.0.0.1 passes only because ``make run`` also puts it in ``WEBHOOK_ALLOWED_NETWORKS``.
 """
 
 import ipaddress
 from functools import partial
-
-from django.apps import AppConfig
-from django.conf import settings
 
 from webhooks.delivery import sender
 from webhooks.delivery.transport import IPAddress, Resolver, resolve_host
@@ -27,15 +24,6 @@ def loopback_for(names: frozenset[str]) -> Resolver:
     return resolve
 
 
-class DevWebhooksConfig(AppConfig):
-    name = "webhooks.dev_loopback"
-    label = "webhooks_dev_loopback"
-    verbose_name = "Development webhook receiver"
-
-    def ready(self) -> None:
-        if not settings.DEBUG:
-            return
-        names = frozenset(h.lower() for h in settings.DEV_WEBHOOK_LOOPBACK_HOSTS)
-        if not names:
-            return
-        sender.sender_factory = partial(sender.build_sender, resolve=loopback_for(names))
+def install(names: frozenset[str]) -> None:
+    """Make this process's webhook sender resolve ``names`` to 127.0.0.1."""
+    sender.sender_factory = partial(sender.build_sender, resolve=loopback_for(names))

@@ -6,10 +6,10 @@ import ipaddress
 import time
 
 import pytest
-from django.apps import apps
 
 from gshost import demo_receiver
 from webhooks import dev_loopback
+from webhooks.delivery import sender
 from webhooks.dev_loopback import LOOPBACK, loopback_for
 
 
@@ -25,8 +25,9 @@ def test_it_leaves_every_other_name_to_the_system_resolver(monkeypatch):
     assert resolve("example.com", 443) == [public]
 
 
-def test_it_is_not_installed_outside_development():
-    assert not apps.is_installed("webhooks.dev_loopback")
+def test_it_is_not_installed_outside_development(settings):
+    assert settings.DEV_WEBHOOK_LOOPBACK_HOSTS == []
+    assert sender.sender_factory is sender.build_sender
 
 
 def _signed(secret: str, body: bytes, timestamp: int) -> tuple[str, str]:
