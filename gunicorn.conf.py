@@ -27,3 +27,10 @@ loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
 # X-Forwarded-For is judged by the application (TRUSTED_PROXIES), not by gunicorn.
 forwarded_allow_ips = os.environ.get("GUNICORN_FORWARDED_ALLOW_IPS", "127.0.0.1")
 proc_name = "gshost-web"
+
+
+def child_exit(server: object, worker: object) -> None:
+    """A worker process has exited: Prometheus drops the samples only a live process keeps."""
+    from gshost.monitoring.metrics import mark_process_dead
+
+    mark_process_dead(worker.pid)  # type: ignore[attr-defined]
