@@ -3,10 +3,12 @@ hand-offs that never raise into the caller."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -308,3 +310,56 @@ def test_only_qclusters_children_are_forked_with_sigterm_blocked(
     )  # fmt: skip
 
     assert run.stdout.strip() == expected
+
+
+_SHIELDED_WORKER = """
+import logging, signal, sys, time
+logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s", force=True)
+from webhooks.delivery.process import route_sigterm
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # as the cluster forks it
+route_sigterm()
+print("in the task loop", flush=True)
+try:
+    while True:
+        time.sleep(0.05)
+except SystemExit:
+    print("left the task loop", flush=True)
+    raise
+"""
+
+_SEND_SIGTERM = "import os, signal, sys; os.kill(int(sys.argv[1]), signal.SIGTERM)"
+
+
+@pytest.fixture(name="shielded_worker")
+def shielded_worker_fixture() -> Iterator[subprocess.Popen[str]]:
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _SHIELDED_WORKER], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    assert worker.stdout is not None
+    assert worker.stdout.readline().strip() == "in the task loop"
+    yield worker
+    worker.kill()
+    worker.wait()
+
+
+def test_it_leaves_the_task_loop_at_a_sigterm_from_its_parent(
+    shielded_worker: subprocess.Popen[str],
+) -> None:
+    shielded_worker.send_signal(signal.SIGTERM)  # this process is its parent, as the sentinel
+
+    assert shielded_worker.wait(timeout=60) == 0
+    assert shielded_worker.stdout is not None
+    assert shielded_worker.stdout.read().strip() == "left the task loop"
+
+
+def test_it_leaves_a_sigterm_from_elsewhere_to_the_clusters_orderly_stop(
+    shielded_worker: subprocess.Popen[str],
+) -> None:
+    sender = subprocess.Popen([sys.executable, "-c", _SEND_SIGTERM, str(shielded_worker.pid)])
+    sender.wait(timeout=60)
+
+    assert shielded_worker.stdout is not None
+    assert shielded_worker.stdout.readline().strip() == (
+        f"SIGTERM from pid {sender.pid} left to the cluster's orderly stop"
+    )
+    assert shielded_worker.poll() is None

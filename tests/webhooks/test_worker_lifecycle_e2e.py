@@ -24,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 from django_q.conf import Conf
 from django_q.models import Schedule
+from django_q.tasks import async_task
 from rest_framework.test import APIClient
 
 from accounts.models import Organization
@@ -97,6 +98,18 @@ def publish_many(hooks: Hooks, count: int) -> list[str]:
     return ids
 
 
+def queue_slow_tasks(notes: Path, count: int) -> set[str]:
+    """Tasks that keep both workers busy and the cluster's task queue full for a while."""
+    marks = {f"task-{n}" for n in range(count)}
+    for mark in sorted(marks):
+        async_task("tests.webhooks.worker_cluster.note_after", str(notes), 0.5, mark)
+    return marks
+
+
+def noted(notes: Path) -> list[str]:
+    return notes.read_text().split() if notes.exists() else []
+
+
 def all_succeeded(ids: list[str]) -> bool:
     return Delivery.objects.filter(id__in=ids, status=DeliveryStatus.SUCCESS).count() == len(ids)
 
@@ -140,13 +153,18 @@ def test_a_stopped_worker_exits_with_deliveries_in_flight_and_loses_none(
     receiver: HttpsReceiver,
     cluster: Cluster,
     send_signal: Callable[[subprocess.Popen[bytes]], None],
+    tmp_path: Path,
 ) -> None:
     receiver.set_behaviour(delay=1.5)
     for n in range(8):
         hooks.webhook(f"/slow/{n}")
     first = cluster()
     ids = publish_many(hooks, 40)  # 320 deliveries, 1.5 s each
-    wait_for(lambda: len(receiver.requests) >= 10, timeout=30)
+    # Queued tasks waiting at the stop: a worker leaving its loop early would drop them, and a
+    # pusher blocked on the full task queue would keep the cluster from ever exiting.
+    notes = tmp_path / "notes.txt"
+    marks = queue_slow_tasks(notes, 60)  # 15 s of work for the two workers
+    wait_for(lambda: len(receiver.requests) >= 10 and len(noted(notes)) >= 1, timeout=30)
 
     send_signal(first)
 
@@ -155,6 +173,7 @@ def test_a_stopped_worker_exits_with_deliveries_in_flight_and_loses_none(
     receiver.set_behaviour(delay=0.0)
     cluster()
     wait_for(lambda: all_succeeded(ids), timeout=120)
+    wait_for(lambda: set(noted(notes)) == marks, timeout=120)
 
 
 def test_a_killed_worker_loses_nothing_and_resends_only_what_was_unrecorded(

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,10 @@ def stop_cluster(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def note_after(path: str, seconds: float, mark: str) -> None:
+    """A queued task for the cluster: take ``seconds``, then append ``mark`` to ``path``."""
+    time.sleep(seconds)
+    with open(path, "a") as notes:
+        notes.write(f"{mark}\n")
