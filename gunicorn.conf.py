@@ -8,6 +8,13 @@ capped per organization (two at once), so one organization cannot hold every thr
 """
 
 import os
+from pathlib import Path
+
+from gshost.monitoring.directory import multiproc_dir
+
+# The master reaps workers (child_exit below) without loading Django: it must know the
+# directory the workers write their metrics to, and they inherit it from here.
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", multiproc_dir(Path(__file__).resolve().parent))
 
 wsgi_app = "gshost.wsgi:application"
 bind = [os.environ.get("GUNICORN_BIND") or f"0.0.0.0:{os.environ.get('PORT', '8000')}"]

@@ -1,13 +1,13 @@
 """Settings, all read from the environment (see .env.example for every variable)."""
 
-import hashlib
 import os
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+
+from gshost.monitoring.directory import multiproc_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # templates/ and static/ sit at the top of a checkout; an installed wheel carries them in gshost/.
@@ -324,10 +324,7 @@ METRICS_ENABLED = env.bool("METRICS_ENABLED", default=True)
 METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.0/8", "::1/128"])
 # prometheus-client's multi-process mode: every process (gunicorn workers, delivery workers)
 # writes its samples here and /metrics adds them up. Must be set before prometheus_client loads.
-PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default="") or str(
-    Path(tempfile.gettempdir())
-    / f"gshost-prometheus-{hashlib.sha256(str(BASE_DIR).encode()).hexdigest()[:12]}"
-)
+PROMETHEUS_MULTIPROC_DIR = multiproc_dir(BASE_DIR)
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
 Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
 # OpenAPI 3.1, for its `webhooks` section (the event payloads and the test ping).

@@ -1,6 +1,9 @@
 """Probes and Prometheus metrics: /healthz, /readyz, /metrics."""
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,3 +138,22 @@ def test_it_drops_only_a_dead_processs_live_files():
     finally:
         live.unlink(missing_ok=True)
         counts.unlink(missing_ok=True)
+
+
+def test_gunicorns_master_reaps_a_worker_without_loading_the_settings():
+    """The master runs child_exit with only gunicorn.conf.py loaded: no Django settings and,
+    unless the operator set it, no PROMETHEUS_MULTIPROC_DIR in its environment."""
+    root = Path(__file__).resolve().parents[2]
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"PROMETHEUS_MULTIPROC_DIR", "DJANGO_SETTINGS_MODULE"}
+    }
+    reap = (
+        "import runpy, types; config = runpy.run_path('gunicorn.conf.py'); "
+        "config['child_exit'](None, types.SimpleNamespace(pid=2**22 + 1))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", reap], cwd=root, env=environment, capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode()
