@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "200000"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gshost.settings")
 os.environ.setdefault("DATABASE_URL", "")
+os.environ.setdefault("SECRET_KEY", "bench-secret-key-not-for-production")
 sys.path.insert(0, str(ROOT))
 
 
