@@ -199,7 +199,8 @@ def group_memory_mb(pgid: int) -> float:
 
 
 def prepare_database() -> None:
-    for sql in (f"DROP DATABASE IF EXISTS {DB_NAME}", f"CREATE DATABASE {DB_NAME}"):
+    # WITH (FORCE): an earlier scenario of the same run may still hold a connection.
+    for sql in (f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)", f"CREATE DATABASE {DB_NAME}"):
         subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc", sql], check=True)
     subprocess.run(["redis-cli", "-n", REDIS_DB, "flushdb"], check=True, capture_output=True)
     subprocess.run(

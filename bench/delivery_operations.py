@@ -52,6 +52,7 @@ def run(flags: list[str]) -> int:
         return 2
     failures: list[str] = []
     for flag in flags:
+        close_django_connections()  # the database is dropped and made anew for each scenario
         prepare_database()
         setup_django()
         failures += scenarios[flag]()
@@ -60,6 +61,15 @@ def run(flags: list[str]) -> int:
         return 1
     print("\nAll targets met.")
     return 0
+
+
+def close_django_connections() -> None:
+    from django.conf import settings
+
+    if settings.configured:
+        from django.db import connections
+
+        connections.close_all()
 
 
 # --- processes ---------------------------------------------------------------------------------
