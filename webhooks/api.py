@@ -18,7 +18,7 @@ from accounts.authentication import calling_key
 from accounts.models import Organization
 from accounts.scopes import Scope
 from gshost.api.errors import ApiError, ErrorCode, invalid_request, rate_limited
-from gshost.api.fields import TimestampField, UsableDateTimeField
+from gshost.api.fields import StrictCharField, TimestampField, UsableDateTimeField
 from gshost.api.input import parse_input
 from gshost.api.schema import ERROR_CODES
 from gshost.ids import format_timestamp
@@ -154,19 +154,6 @@ def refusal_error(refused: WebhookRequestRefused) -> ApiError:
 # --- input --------------------------------------------------------------------------------------
 
 
-class StrictCharField(serializers.CharField):
-    """A JSON string only (DRF's CharField turns 12 or true into text), kept as sent."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("trim_whitespace", False)
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
 class StrictBooleanField(serializers.BooleanField):
     """JSON true or false only, not DRF's "yes", 1 or "on"."""
 
@@ -176,13 +163,10 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
-# ISO 8601 with a time zone (a naive time would silently mean the server's zone), within the
-# range the service can store and compute with.
-AwareDateTimeField = UsableDateTimeField
-
-
 def _events_field(**kwargs: Any) -> serializers.ListField:
-    name = StrictCharField(allow_blank=True, max_length=MAX_EVENT_NAME_LENGTH)
+    name = StrictCharField(
+        trim_whitespace=False, allow_blank=True, max_length=MAX_EVENT_NAME_LENGTH
+    )
     return serializers.ListField(
         child=name, allow_empty=False, min_length=1, max_length=MAX_EVENT_ENTRIES, **kwargs
     )
@@ -190,19 +174,25 @@ def _events_field(**kwargs: Any) -> serializers.ListField:
 
 class WebhookCreateInput(serializers.Serializer[Any]):
     # A blank or unsafe URL is a string: the URL rules judge it (422 invalid_webhook_url).
-    url = StrictCharField(allow_blank=True, max_length=MAX_URL_LENGTH)
+    url = StrictCharField(trim_whitespace=False, allow_blank=True, max_length=MAX_URL_LENGTH)
     events = _events_field()
     description = StrictCharField(
-        required=False, allow_blank=True, max_length=MAX_DESCRIPTION_LENGTH, default=""
+        trim_whitespace=False,
+        required=False,
+        allow_blank=True,
+        max_length=MAX_DESCRIPTION_LENGTH,
+        default="",
     )
 
 
 class WebhookUpdateInput(serializers.Serializer[Any]):
-    url = StrictCharField(required=False, allow_blank=True, max_length=MAX_URL_LENGTH)
+    url = StrictCharField(
+        trim_whitespace=False, required=False, allow_blank=True, max_length=MAX_URL_LENGTH
+    )
     events = _events_field(required=False)
     event_types = _events_field(required=False, help_text="Deprecated alias of `events`.")
     description = StrictCharField(
-        required=False, allow_blank=True, max_length=MAX_DESCRIPTION_LENGTH
+        trim_whitespace=False, required=False, allow_blank=True, max_length=MAX_DESCRIPTION_LENGTH
     )
 
     def to_internal_value(self, data: Any) -> Any:
@@ -241,8 +231,8 @@ class BulkRedeliveryInput(serializers.Serializer[Any]):
         choices=DeliveryStatus.choices, required=False, allow_null=True
     )
     event = serializers.ChoiceField(choices=EVENT_CHOICES, required=False, allow_null=True)
-    since = AwareDateTimeField(required=False, allow_null=True)
-    until = AwareDateTimeField(required=False, allow_null=True)
+    since = UsableDateTimeField(required=False, allow_null=True)
+    until = UsableDateTimeField(required=False, allow_null=True)
     dry_run = StrictBooleanField(required=False, default=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
