@@ -148,20 +148,23 @@ def _check_servers(organization: Organization, server_ids: list[str]) -> None:
         raise KeyRequestRefused("Unknown servers: " + ", ".join(sorted(unknown)), "servers")
 
 
-def _mint(**fields: object) -> NewKey:
-    """Insert a key with a fresh id and secret (a colliding id, about 1 in 2^47, is redrawn)."""
+def _unused_key_id() -> str:
+    """A fresh key id (a colliding id, about 1 in 2^47, is redrawn)."""
     for _ in range(5):
         key_id = keys.new_key_id()
-        if ApiKey.objects.filter(key_id=key_id).exists():
-            continue
-        full_key = keys.new_key_string(key_id)
-        secret = keys.parse_key(full_key)
-        assert secret is not None
-        key = ApiKey.objects.create(
-            key_id=key_id, secret_hash=hash_key_secret(secret.secret), **fields
-        )
-        return NewKey(key=key, full_key=full_key)
+        if not ApiKey.objects.filter(key_id=key_id).exists():
+            return key_id
     raise RuntimeError("could not draw an unused key id")
+
+
+def _mint(*, key_id: str | None = None, **fields: object) -> NewKey:
+    """Insert a key with a fresh secret, under `key_id` (drawn beforehand) or a fresh id."""
+    key_id = key_id or _unused_key_id()
+    full_key = keys.new_key_string(key_id)
+    secret = keys.parse_key(full_key)
+    assert secret is not None
+    key = ApiKey.objects.create(key_id=key_id, secret_hash=hash_key_secret(secret.secret), **fields)
+    return NewKey(key=key, full_key=full_key)
 
 
 def _name_taken(organization: Organization, name: str) -> bool:
@@ -239,9 +242,11 @@ def api_key_rotate(
             raise KeyRequestRefused("Only an active key that has not been rotated can be rotated.")
         grace_end = now + timedelta(hours=grace_hours)
         old.expires_at = min(old.expires_at, grace_end) if old.expires_at else grace_end
-        old.replaced_by, old.rotated_at = "pending", now  # frees the name for the successor
+        # The successor's id is drawn first: naming it on the old key frees the name for it.
+        old.replaced_by, old.rotated_at = _unused_key_id(), now
         old.save(update_fields=["expires_at", "replaced_by", "rotated_at"])
         new = _mint(
+            key_id=old.replaced_by,
             organization_id=old.organization_id,
             name=old.name,
             description=old.description,
@@ -253,8 +258,6 @@ def api_key_rotate(
             # The person who rotated is the successor's creator (the contract carries the rest).
             created_by=membership.user,
         )
-        old.replaced_by = new.key.key_id
-        old.save(update_fields=["replaced_by"])
         audit_panel_action(
             organization_id=old.organization_id, context=context, action=PanelAction.KEY_ROTATE
         )
