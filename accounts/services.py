@@ -261,7 +261,7 @@ def api_key_rotate(
         audit_panel_action(
             organization_id=old.organization_id, context=context, action=PanelAction.KEY_ROTATE
         )
-    _forget_everywhere(old.key_id)
+    _forget_in_this_process(old.key_id)
     return new
 
 
@@ -274,7 +274,7 @@ def api_key_revoke(*, key: ApiKey, context: PanelContext | None = None) -> ApiKe
             audit_panel_action(
                 organization_id=key.organization_id, context=context, action=PanelAction.KEY_REVOKE
             )
-    _forget_everywhere(key.key_id)
+    _forget_in_this_process(key.key_id)
     key.refresh_from_db()
     return key
 
@@ -285,6 +285,8 @@ def api_key_delete(*, key: ApiKey, membership: Membership, context: PanelContext
     return api_key_revoke(key=key, context=context)
 
 
-def _forget_everywhere(key_id: str) -> None:
+def _forget_in_this_process(key_id: str) -> None:
+    """Drop the key's cached record here, now and after commit; other processes' copies
+    expire within API_KEY_CACHE_SECONDS (at most 60 s)."""
     key_records.forget(key_id)
     transaction.on_commit(lambda: key_records.forget(key_id))
