@@ -2,7 +2,7 @@
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -28,6 +28,7 @@ from accounts.services import (
     api_key_rotate,
 )
 from audit.services import PanelContext
+from gshost.panel_errors import found_or_404
 from servers.selectors import server_list_for_organization
 
 GET_OR_POST = ["GET", "POST"]
@@ -40,10 +41,7 @@ def _server_names(membership: Membership) -> dict[str, str]:
 
 def _key_or_404(membership: Membership, key_id: str) -> ApiKey:
     """The key, if it belongs to the organization the person is acting in."""
-    try:
-        return api_key_get(membership.organization_id, key_id)
-    except ApiKey.DoesNotExist:
-        raise Http404("No such key in this organization.") from None
+    return found_or_404(api_key_get, membership.organization_id, key_id)
 
 
 def _add_refusal(form: KeyCreateForm | KeyRotateForm, refused: KeyRequestRefused) -> None:
