@@ -1,7 +1,7 @@
 """Public webhook routes: registration, test pings, delivery history and redelivery.
 
 Thin views: parse with an input serializer, call one selector or service, render the record.
-The services' refusals become the contract's errors in `refusal_error`.
+The services' refusals are domain errors: the API's exception handler answers them.
 """
 
 from collections.abc import Mapping
@@ -38,10 +38,6 @@ from webhooks.services import (
     MAX_DESCRIPTION_LENGTH,
     MAX_GRACE_HOURS,
     MAX_URL_LENGTH,
-    InvalidWebhookRequest,
-    UnknownEvents,
-    WebhookRequestRefused,
-    WebhookUrlRefused,
     deliveries_request_bulk_redelivery,
     delivery_request_redelivery,
     webhook_create,
@@ -135,20 +131,6 @@ def webhook_json(webhook: Webhook) -> dict[str, Any]:
 
 def delivery_json(delivery: Delivery) -> dict[str, Any]:
     return dict(DeliveryOutput(delivery).data)
-
-
-def refusal_error(refused: WebhookRequestRefused) -> ApiError:
-    if isinstance(refused, WebhookUrlRefused):
-        return ApiError(
-            422, ErrorCode.INVALID_WEBHOOK_URL, str(refused), reason=refused.reason, field="url"
-        )
-    if isinstance(refused, UnknownEvents):
-        return ApiError(
-            422, ErrorCode.UNKNOWN_EVENT, str(refused), fields={"events": refused.names}
-        )
-    if isinstance(refused, InvalidWebhookRequest):
-        return invalid_request("The request is not valid.", refused.fields)
-    return invalid_request(str(refused))
 
 
 # --- input --------------------------------------------------------------------------------------
@@ -294,11 +276,6 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
 
 
 class _WebhookRoutes(viewsets.GenericViewSet[Any]):
-    def handle_exception(self, exc: Exception) -> Response:
-        if isinstance(exc, WebhookRequestRefused):
-            exc = refusal_error(exc)
-        return super().handle_exception(exc)
-
     def _webhook(self, request: Request, webhook_id: str) -> Webhook:
         return webhook_get_for_org(calling_key(request).organization_id, webhook_id)
 

@@ -21,6 +21,7 @@ from accounts.models import Membership
 from accounts.panel.access import MemberView, member_required, needs_scope
 from accounts.scopes import Scope
 from audit.services import PanelContext
+from gshost.api.errors import domain_status
 from gshost.panel_errors import found_or_404
 from webhooks.chart import health_chart
 from webhooks.forms import DeliveryFilterForm, SecretRollForm, WebhookForm
@@ -90,10 +91,6 @@ def _render_form(
     return render(request, "webhooks/form.html", context, status=status)
 
 
-def _refusal_status(error_code: str) -> int:
-    return 400 if error_code == "invalid_request" else 422
-
-
 @never_cache  # the answer to a successful POST holds the signing secret
 @require_http_methods(GET_OR_POST)
 @member_view(Scope.WEBHOOKS_WRITE)
@@ -111,7 +108,7 @@ def webhook_create_page(request: HttpRequest, membership: Membership) -> HttpRes
         )
     except WebhookRequestRefused as refused:
         code = form.add_refusal(refused)
-        return _render_form(request, form, status=_refusal_status(code), error_code=code)
+        return _render_form(request, form, status=domain_status(refused), error_code=code)
     context = {"webhook": webhook, "signing_secret": secret}
     return render(request, "webhooks/created.html", context)
 
@@ -132,7 +129,7 @@ def webhook_edit(request: HttpRequest, membership: Membership, webhook_id: str) 
         )
     except WebhookRequestRefused as refused:
         code = form.add_refusal(refused)
-        return _render_form(request, form, webhook, _refusal_status(code), code)
+        return _render_form(request, form, webhook, domain_status(refused), code)
     messages.success(request, f"Webhook {webhook.id} is saved.")
     return redirect("webhooks_panel:list")
 

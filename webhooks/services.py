@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from audit.services import PanelAction, PanelContext, audit_panel_action
+from gshost.errors import DomainError, InvalidInput, RefusedValue
 from webhooks import dispatch
 from webhooks.delivery.engine import send_test_ping
 from webhooks.delivery.transport import AttemptResult
@@ -33,31 +34,35 @@ DEFAULT_GRACE_HOURS = 24
 MAX_GRACE_HOURS = 168
 
 
-class WebhookRequestRefused(Exception):
-    """A webhook request the rules refuse; subclasses say which contract error it is."""
+class WebhookRequestRefused(DomainError):
+    """A webhook request the rules refuse; each subclass is one kind of gshost.errors."""
 
 
-class InvalidWebhookRequest(WebhookRequestRefused):
-    """400 invalid_request: `fields` maps each field at fault to its messages."""
+class InvalidWebhookRequest(WebhookRequestRefused, InvalidInput):
+    """invalid_request: `fields` maps each field at fault to its messages."""
 
     def __init__(self, fields: dict[str, list[str]]) -> None:
-        super().__init__("; ".join(f"{name}: {' '.join(m)}" for name, m in fields.items()))
+        super().__init__("The request is not valid.", fields=fields)
         self.fields = fields
 
 
-class WebhookUrlRefused(WebhookRequestRefused):
-    """422 invalid_webhook_url, naming the first rule the URL breaks."""
+class WebhookUrlRefused(WebhookRequestRefused, RefusedValue):
+    """invalid_webhook_url, naming the first rule the URL breaks."""
+
+    code = "invalid_webhook_url"
 
     def __init__(self, reason: UrlRejection, message: str) -> None:
-        super().__init__(message)
+        super().__init__(message, reason=reason, field="url")
         self.reason = reason
 
 
-class UnknownEvents(WebhookRequestRefused):
-    """422 unknown_event: `names` are the subscribed names outside the eight."""
+class UnknownEvents(WebhookRequestRefused, RefusedValue):
+    """unknown_event: `names` are the subscribed names outside the eight."""
+
+    code = "unknown_event"
 
     def __init__(self, names: list[str]) -> None:
-        super().__init__("Unknown event names: " + ", ".join(names))
+        super().__init__("Unknown event names: " + ", ".join(names), fields={"events": names})
         self.names = names
 
 
