@@ -2,8 +2,8 @@
 
 Webhook URLs must name a public-looking host, and the sender resolves that name at send time.
 The demo receiver listens on 127.0.0.1 under a name of the reserved `.example` domain, which
-no DNS answers. Installed only when ``DEBUG`` is on and ``DEV_WEBHOOK_LOOPBACK_HOSTS`` names
-hosts (``make run`` does both), ``WebhooksConfig.ready`` installs this: the sender resolves those names to
+no DNS answers. When ``DEBUG`` is on and ``DEV_WEBHOOK_LOOPBACK_HOSTS`` names hosts (``make
+run`` does both), ``WebhooksConfig.ready`` installs this: the sender resolves those names to
 127.0.0.1; every other name goes to DNS as usual. The send-time address check still applies:
 127.0.0.1 passes only because ``make run`` also puts it in ``WEBHOOK_ALLOWED_NETWORKS``.
 """
