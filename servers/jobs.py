@@ -1,6 +1,6 @@
 """Backups, restores, wipes and reinstalls: jobs the runtime carries out on a server's data.
 
-No event fires for any of them (SPEC §6 rule 4); clients poll the job or the backup list.
+No event fires for any of them (a job is no state change): clients poll the job or backups.
 """
 
 from django.db import transaction

@@ -1,4 +1,4 @@
-"""The polling routes of SPEC §4.3: shapes and scopes."""
+"""The polling routes (status, players, stats, metrics, settings): shapes and scopes."""
 
 import re
 

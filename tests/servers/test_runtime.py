@@ -1,5 +1,5 @@
 """The simulated runtime: it finishes requests after SIMULATED_RUNTIME_DELAY_SECONDS through the
-task queue (or the minute sweep, if a task is lost) and invents deterministic readings."""
+task queue (or the servers' minute tick, if a task is lost) and invents deterministic readings."""
 
 from datetime import UTC, datetime, timedelta
 

@@ -138,7 +138,7 @@ def compact_json(payload: object) -> str:
 def signed_headers(
     keys: SigningKeys, body: bytes, message_id: str, extra: dict[str, str] | None = None
 ) -> dict[str, str]:
-    """Content-Type, signature, timestamp and User-Agent in the order of SPEC §6, then
+    """Content-Type, signature, timestamp and User-Agent in their documented order, then
     ``extra`` (the event and delivery headers), then the Standard Webhooks headers."""
     signed = signature_headers(
         keys.current, body, message_id=message_id, previous_secret=keys.previous
