@@ -7,8 +7,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from audit.actors import Actor
 from audit.services import PanelAction
-from servers.actors import Actor
 from servers.models import ConfigEvent, Game, Server, SettingChange, SettingSource
 from servers.runtime import get_runtime
 

@@ -8,8 +8,8 @@ from django.db.models import F
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from audit.actors import Actor
 from audit.services import PanelAction
-from servers.actors import Actor
 from servers.errors import InvalidState
 from servers.models import Backup, BackupState, Job, JobKind, JobState, Server, ServerState
 from servers.runtime import get_runtime

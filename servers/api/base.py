@@ -13,8 +13,8 @@ from rest_framework import serializers, viewsets
 from rest_framework.response import Response
 
 from accounts.authentication import calling_key
+from audit.actors import Actor
 from gshost.api.pagination import NewestFirstCursorPagination
-from servers.actors import Actor
 from servers.capabilities import Capability, capability_require
 from servers.models import Server
 from servers.selectors import server_get_for_key

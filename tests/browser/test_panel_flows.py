@@ -11,7 +11,7 @@ from playwright.sync_api import Page, expect
 from webhooks.engine import deliver_due_now
 
 from accounts.models import ApiKey, Membership
-from servers.actors import Actor
+from audit.actors import Actor
 from servers.models import Server
 from servers.runtime import get_runtime
 from servers.services import PowerAction, server_power

@@ -20,9 +20,9 @@ from django.utils import timezone
 from accounts.models import ApiKey, Membership, Organization
 from accounts.scopes import CATALOGUE, Scope
 from accounts.services import api_key_create, member_add
+from audit.actors import Actor
 from audit.models import AuditRecord
 from audit.services import PanelContext
-from servers.actors import Actor
 from servers.config_events import config_event_create
 from servers.jobs import backup_create
 from servers.models import (

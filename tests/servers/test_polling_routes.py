@@ -5,7 +5,7 @@ import re
 import pytest
 from freezegun import freeze_time
 
-from servers.actors import Actor
+from audit.actors import Actor
 from servers.migration import migration_begin
 from tests.conftest import API, client_for, error_of
 

@@ -8,8 +8,8 @@ from django.utils import timezone
 from django_q.conf import Conf
 from freezegun import freeze_time
 
+from audit.actors import Actor
 from servers import tasks
-from servers.actors import Actor
 from servers.models import Server
 from servers.runtime import get_runtime
 from servers.services import PowerAction, server_power
