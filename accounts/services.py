@@ -12,7 +12,8 @@ from accounts import key_records, keys
 from accounts import scopes as scope_catalogue
 from accounts.authentication import hash_key_secret
 from accounts.models import ApiKey, KeyStatus, Membership, Organization, Role, User
-from audit.services import PanelAction, PanelContext, audit_panel_action
+from audit.actors import Actor
+from audit.services import PanelAction
 from servers.selectors import server_ids_in_organization
 
 DEFAULT_EXPIRY_DAYS = 90
@@ -182,7 +183,7 @@ def api_key_create(
     scopes: Iterable[str] = (),
     server_ids: Iterable[str] = (),
     allowed_ips: Iterable[str] = (),
-    context: PanelContext,
+    actor: Actor,
 ) -> NewKey:
     """A new key of the membership's organization; the creator grants only scopes they hold."""
     organization = membership.organization
@@ -214,9 +215,7 @@ def api_key_create(
                 )
         except IntegrityError:
             raise KeyRequestRefused("A key with this name already exists.", "name") from None
-        audit_panel_action(
-            organization_id=organization.id, context=context, action=PanelAction.KEY_CREATE
-        )
+        actor.audit(organization_id=organization.id, action=PanelAction.KEY_CREATE)
     return new
 
 
@@ -225,7 +224,7 @@ def api_key_rotate(
     key: ApiKey,
     membership: Membership,
     grace_hours: int = DEFAULT_GRACE_HOURS,
-    context: PanelContext,
+    actor: Actor,
 ) -> NewKey:
     """A successor with a new id and secret; the old key works `grace_hours` more at most.
 
@@ -258,31 +257,27 @@ def api_key_rotate(
             # The person who rotated is the successor's creator (the contract carries the rest).
             created_by=membership.user,
         )
-        audit_panel_action(
-            organization_id=old.organization_id, context=context, action=PanelAction.KEY_ROTATE
-        )
+        actor.audit(organization_id=old.organization_id, action=PanelAction.KEY_ROTATE)
     _forget_in_this_process(old.key_id)
     return new
 
 
-def api_key_revoke(*, key: ApiKey, context: PanelContext | None = None) -> ApiKey:
+def api_key_revoke(*, key: ApiKey, actor: Actor) -> ApiKey:
     """Permanent. This process refuses the key at once, every other within the cache bound."""
     now = timezone.now()
     with transaction.atomic():
         changed = ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=now)
-        if changed and context is not None:
-            audit_panel_action(
-                organization_id=key.organization_id, context=context, action=PanelAction.KEY_REVOKE
-            )
+        if changed:
+            actor.audit(organization_id=key.organization_id, action=PanelAction.KEY_REVOKE)
     _forget_in_this_process(key.key_id)
     key.refresh_from_db()
     return key
 
 
-def api_key_delete(*, key: ApiKey, membership: Membership, context: PanelContext) -> ApiKey:
+def api_key_delete(*, key: ApiKey, membership: Membership, actor: Actor) -> ApiKey:
     """A person deleting (revoking) a key, under the deletion rule (KeyDeletionRefused)."""
     api_key_check_deletable(membership=membership, key=key)
-    return api_key_revoke(key=key, context=context)
+    return api_key_revoke(key=key, actor=actor)
 
 
 def _forget_in_this_process(key_id: str) -> None:

@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 from accounts import key_records, usage
 from accounts.models import Membership, Organization
 from accounts.services import api_key_create, member_add, organization_create
+from audit.actors import Actor
 from audit.services import PanelContext
 from gshost.api import rate_limits
 from servers.models import Server
@@ -118,7 +119,7 @@ def make_key(alice: Membership) -> KeyMaker:
             membership=creator,
             name=name or f"key-{make.count}",  # type: ignore[attr-defined]
             scopes=list(scopes),
-            context=PanelContext(user_email=creator.user.email),
+            actor=Actor.person(PanelContext(user_email=creator.user.email)),
             **options,
         )
         return IssuedKey(new.key.key_id, new.full_key, new.key.organization_id)

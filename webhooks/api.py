@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from accounts.authentication import calling_key
 from accounts.models import Organization
 from accounts.scopes import Scope
+from audit.actors import Actor
 from gshost.api.errors import ApiError, ErrorCode, invalid_request, rate_limited
 from gshost.api.fields import StrictCharField, TimestampField, UsableDateTimeField
 from gshost.api.input import parse_input
@@ -275,6 +276,11 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
 )
 
 
+def _caller(request: Request) -> Actor:
+    """The calling key as the actor: the request middleware audits the call."""
+    return Actor.api(calling_key(request))
+
+
 class _WebhookRoutes(viewsets.GenericViewSet[Any]):
     def _webhook(self, request: Request, webhook_id: str) -> Webhook:
         return webhook_get_for_org(calling_key(request).organization_id, webhook_id)
@@ -310,7 +316,7 @@ class WebhookViewSet(_WebhookRoutes):
     def create(self, request: Request) -> Response:
         data = parse_input(request, WebhookCreateInput)
         organization = Organization.objects.get(pk=calling_key(request).organization_id)
-        webhook, secret = webhook_create(organization=organization, **data)
+        webhook, secret = webhook_create(organization=organization, actor=_caller(request), **data)
         body = {**webhook_json(webhook), "signing_secret": secret}
         return Response(body, status=status.HTTP_201_CREATED)
 
@@ -328,17 +334,21 @@ class WebhookViewSet(_WebhookRoutes):
     def partial_update(self, request: Request, webhook_id: str) -> Response:
         webhook = self._webhook(request, webhook_id)
         data = parse_input(request, WebhookUpdateInput)
-        return Response(webhook_json(webhook_update(webhook=webhook, **data)))
+        return Response(
+            webhook_json(webhook_update(webhook=webhook, actor=_caller(request), **data))
+        )
 
     @extend_schema(operation_id="webhooks_delete", responses={204: None})
     def destroy(self, request: Request, webhook_id: str) -> Response:
-        webhook_delete(webhook=self._webhook(request, webhook_id))
+        webhook_delete(webhook=self._webhook(request, webhook_id), actor=_caller(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(operation_id="webhooks_test", request=None, responses=PingResultOutput)
     def test(self, request: Request, webhook_id: str) -> Response:
         try:
-            result = webhook_send_test(webhook=self._webhook(request, webhook_id))
+            result = webhook_send_test(
+                webhook=self._webhook(request, webhook_id), actor=_caller(request)
+            )
         except PingLimitReached as busy:
             raise rate_limited(busy.retry_after) from None
         return Response(PingResultOutput(result).data)
@@ -349,7 +359,7 @@ class WebhookViewSet(_WebhookRoutes):
     def roll_secret(self, request: Request, webhook_id: str) -> Response:
         webhook = self._webhook(request, webhook_id)
         data = parse_input(request, SecretRollInput)
-        webhook, secret = webhook_roll_secret(webhook=webhook, **data)
+        webhook, secret = webhook_roll_secret(webhook=webhook, actor=_caller(request), **data)
         body = {
             **webhook_json(webhook),
             "signing_secret": secret,
@@ -390,7 +400,7 @@ class DeliveryViewSet(_WebhookRoutes):
     )
     def redeliver(self, request: Request, webhook_id: str, delivery_id: str) -> Response:
         delivery = self._delivery(request, webhook_id, delivery_id)
-        delivery = delivery_request_redelivery(delivery=delivery)
+        delivery = delivery_request_redelivery(delivery=delivery, actor=_caller(request))
         return Response(delivery_json(delivery), status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
@@ -404,6 +414,7 @@ class DeliveryViewSet(_WebhookRoutes):
         data = parse_input(request, BulkRedeliveryInput)
         count = deliveries_request_bulk_redelivery(
             webhook=webhook,
+            actor=_caller(request),
             status=DeliveryStatus(data["status"]) if data.get("status") else None,
             event=Event(data["event"]) if data.get("event") else None,
             since=data.get("since"),

@@ -41,6 +41,9 @@ from tests.webhooks.webhook_fixtures import make_delivery
 from webhooks.models import Delivery, DeliveryStatus, Webhook
 from webhooks.services import webhook_create
 
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
+
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
 KEY_RULE = "key rule"  # key list, create, rotate, delete: the key service's own rule
@@ -197,10 +200,13 @@ def world(alice: Membership, acme: Organization, acme_server: Server) -> World:
         membership=alice,
         name="owners-key",
         scopes=KEY_SCOPES,
-        context=PanelContext(user_email=alice.user.email),
+        actor=Actor.person(PanelContext(user_email=alice.user.email)),
     ).key
     webhook, _ = webhook_create(
-        organization=acme, url="https://hooks.example.com/acme", events=["server.started"]
+        organization=acme,
+        url="https://hooks.example.com/acme",
+        events=["server.started"],
+        actor=TEST_ACTOR,
     )
     delivery = make_delivery(webhook, status=DeliveryStatus.FAILED, server_id=acme_server.id)
     system = Actor.system("matrix")
