@@ -110,6 +110,8 @@ ROUTES = [
     PanelRoute("get", W + "/delete", Scope.WEBHOOKS_WRITE),
     PanelRoute("post", W + "/delete", Scope.WEBHOOKS_WRITE, ok=302),
     PanelRoute("post", W + "/test", Scope.WEBHOOKS_MANAGE),
+    PanelRoute("get", W + "/secret/roll", Scope.WEBHOOKS_MANAGE),
+    PanelRoute("post", W + "/secret/roll", Scope.WEBHOOKS_MANAGE, {"grace_hours": "24"}),
     PanelRoute("get", W + "/deliveries", Scope.WEBHOOKS_READ),
     PanelRoute("get", W + "/deliveries/{delivery}", Scope.WEBHOOKS_READ),
     PanelRoute("post", W + "/deliveries/{delivery}/redeliver", Scope.WEBHOOKS_MANAGE, ok=302),
