@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.core.cache import cache
+from django.test import Client
 from rest_framework.test import APIClient
 
 from accounts import key_records, usage
@@ -140,3 +141,22 @@ def error_of(response: Any) -> dict[str, Any]:
     body = response.json()
     assert set(body) == {"error"}, body
     return body["error"]
+
+
+# The shared cast signed in to the panel, one test client each.
+@pytest.fixture
+def alice_client(client: Client, alice) -> Client:
+    client.force_login(alice.user)
+    return client
+
+
+@pytest.fixture
+def bob_client(client: Client, bob) -> Client:
+    client.force_login(bob.user)
+    return client
+
+
+@pytest.fixture
+def charlie_client(client: Client, charlie) -> Client:
+    client.force_login(charlie.user)
+    return client

@@ -33,18 +33,6 @@ def key_id_of(full_key: str) -> str:
     return full_key[4:12]
 
 
-@pytest.fixture
-def alice_client(client: Client, alice) -> Client:
-    client.force_login(alice.user)
-    return client
-
-
-@pytest.fixture
-def bob_client(client: Client, bob) -> Client:
-    client.force_login(bob.user)
-    return client
-
-
 def create(client: Client, **fields) -> object:
     data = {"name": "ci-deployer", "scopes": ["servers:read"], **fields}
     return client.post(NEW, data)

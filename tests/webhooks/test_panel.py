@@ -31,24 +31,6 @@ PANEL = "/panel/webhooks/"
 SHOWN_SECRET = re.compile(r'<code id="new-signing-secret">(whsec_[0-9A-Za-z]{43})</code>')
 
 
-@pytest.fixture
-def alice_client(client: Client, alice) -> Client:
-    client.force_login(alice.user)
-    return client
-
-
-@pytest.fixture
-def bob_client(client: Client, bob) -> Client:
-    client.force_login(bob.user)
-    return client
-
-
-@pytest.fixture
-def charlie_client(client: Client, charlie) -> Client:
-    client.force_login(charlie.user)
-    return client
-
-
 def create(client: Client, **fields):
     data = {"url": URL, "events": ["server.started", "server.crashed"], **fields}
     return client.post(f"{PANEL}new", data)
