@@ -184,7 +184,7 @@ def webhook_test_page(
         )
     except PingLimitReached as busy:
         context = {"webhook": webhook, "busy": busy}
-        response = render(request, "webhooks/test_busy.html", context, status=429)
+        response = render(request, "webhooks/test_result.html", context, status=429)
         response["Retry-After"] = str(busy.retry_after)
         return response
     return render(request, "webhooks/test_result.html", {"webhook": webhook, "result": result})
