@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from django.utils import timezone
 from playwright.sync_api import Page, expect
-from webhooks.engine import deliver_due_now
 
 from accounts.models import ApiKey, Membership
 from audit.actors import Actor
@@ -17,8 +16,9 @@ from servers.runtime import get_runtime
 from servers.services import PowerAction, server_power
 from tests.browser.conftest import sign_in
 from tests.conftest import API, client_for
+from tests.webhooks.delivery_fixtures import use_resolver
 from tests.webhooks.receiver import HttpsReceiver, loopback_resolver
-from webhooks import attempts, pool
+from webhooks.delivery.engine import deliver_due_now
 from webhooks.models import Delivery, Webhook
 from webhooks.services import webhook_create
 
@@ -46,15 +46,8 @@ def receiver_fixture(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator
         settings.WEBHOOK_CA_BUNDLE = receiver.ca_pem_path
         settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
         settings.WEBHOOK_TIMEOUT_SECONDS = 5.0
-        monkeypatch.setattr(
-            attempts,
-            "sender_factory",
-            lambda config: attempts.build_sender(config, resolve=loopback_resolver),
-        )
-        attempts.forget_sender()
-        yield receiver
-        pool.close_pool()
-        attempts.forget_sender()
+        use_resolver(monkeypatch, loopback_resolver)
+        yield receiver  # the suite's one process-state fixture stops the engine afterwards
 
 
 def _finish_transitions() -> None:
