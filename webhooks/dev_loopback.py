@@ -2,10 +2,11 @@
 
 Webhook URLs must name a public-looking host, and the sender resolves that name at send time.
 The demo receiver listens on 127.0.0.1 under a name of the reserved `.example` domain, which
-no DNS answers. When ``DEBUG`` is on and ``DEV_WEBHOOK_LOOPBACK_HOSTS`` names hosts (``make
-run`` does both), ``WebhooksConfig.ready`` installs this: the sender resolves those names to
-127.0.0.1; every other name goes to DNS as usual. The send-time address check still applies:
-127.0.0.1 passes only because ``make run`` also puts it in ``WEBHOOK_ALLOWED_NETWORKS``.
+no DNS answers. Only when ``DEBUG`` is on and ``DEV_WEBHOOK_LOOPBACK_HOSTS`` names hosts
+(``make run`` does both), ``WebhooksConfig.ready`` installs this: the sender resolves exactly
+those names to 127.0.0.1; every other name goes to DNS as usual. The send-time address check
+still applies: 127.0.0.1 passes only because ``make run`` also puts it in
+``WEBHOOK_ALLOWED_NETWORKS``.
 """
 
 import ipaddress
