@@ -13,6 +13,7 @@ from django.utils import timezone
 from accounts.models import ApiKey, Membership, Organization, User
 from accounts.scopes import Scope
 from accounts.services import api_key_revoke
+from audit.actors import Actor
 from audit.services import PanelContext
 
 
@@ -156,6 +157,6 @@ class ApiKeyAdmin(admin.ModelAdmin):
         )
         revoked = 0
         for key in queryset.filter(revoked_at__isnull=True):
-            api_key_revoke(key=key, context=context)
+            api_key_revoke(key=key, actor=Actor.person(context))
             revoked += 1
         self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)

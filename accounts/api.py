@@ -16,6 +16,7 @@ from accounts.scopes import Scope
 from accounts.selectors import api_key_get, api_key_list_live
 from accounts.services import api_key_revoke
 from accounts.usage import last_use
+from audit.actors import Actor
 from gshost.api.fields import TimestampField
 from gshost.ids import format_timestamp
 
@@ -76,5 +77,7 @@ class KeyViewSet(viewsets.GenericViewSet[ApiKey]):
                 "A key can revoke only itself; revoke other keys in the panel.",
                 rule="self_revocation_only",
             )
-        key = api_key_revoke(key=api_key_get(caller.organization_id, caller.key_id))
+        key = api_key_revoke(
+            key=api_key_get(caller.organization_id, caller.key_id), actor=Actor.api(caller)
+        )
         return Response(key_record_json(record_from_key(key)))

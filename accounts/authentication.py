@@ -1,6 +1,6 @@
 """Bearer API key authentication, the default for every public route.
 
-Order of checks (contract §1): token -> key state -> IP allowlist -> rate limit. Scopes come
+Order of checks: token -> key state -> IP allowlist -> rate limit. Scopes come
 next, in `accounts.permissions`.
 """
 

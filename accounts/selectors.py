@@ -1,5 +1,6 @@
 from django.db.models import QuerySet
 
+from accounts.errors import KeyNotFound
 from accounts.models import ApiKey, Membership, Organization
 from accounts.scopes import Scope
 
@@ -28,9 +29,13 @@ def api_key_list_for_person(membership: Membership) -> QuerySet[ApiKey]:
 
 
 def api_key_get(organization_id: str, key_id: str) -> ApiKey:
-    return ApiKey.objects.select_related("created_by").get(
-        organization_id=organization_id, key_id=key_id
-    )
+    """The organization's key (KeyNotFound otherwise)."""
+    try:
+        return ApiKey.objects.select_related("created_by").get(
+            organization_id=organization_id, key_id=key_id
+        )
+    except ApiKey.DoesNotExist:
+        raise KeyNotFound() from None
 
 
 def memberships_of(user_id: int) -> QuerySet[Membership]:

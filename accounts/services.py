@@ -12,7 +12,8 @@ from accounts import key_records, keys
 from accounts import scopes as scope_catalogue
 from accounts.authentication import hash_key_secret
 from accounts.models import ApiKey, KeyStatus, Membership, Organization, Role, User
-from audit.services import PanelAction, PanelContext, audit_panel_action
+from audit.actors import Actor
+from audit.services import PanelAction
 from servers.selectors import server_ids_in_organization
 
 DEFAULT_EXPIRY_DAYS = 90
@@ -148,20 +149,23 @@ def _check_servers(organization: Organization, server_ids: list[str]) -> None:
         raise KeyRequestRefused("Unknown servers: " + ", ".join(sorted(unknown)), "servers")
 
 
-def _mint(**fields: object) -> NewKey:
-    """Insert a key with a fresh id and secret (a colliding id, about 1 in 2^47, is redrawn)."""
+def _unused_key_id() -> str:
+    """A fresh key id (a colliding id, about 1 in 2^47, is redrawn)."""
     for _ in range(5):
         key_id = keys.new_key_id()
-        if ApiKey.objects.filter(key_id=key_id).exists():
-            continue
-        full_key = keys.new_key_string(key_id)
-        secret = keys.parse_key(full_key)
-        assert secret is not None
-        key = ApiKey.objects.create(
-            key_id=key_id, secret_hash=hash_key_secret(secret.secret), **fields
-        )
-        return NewKey(key=key, full_key=full_key)
+        if not ApiKey.objects.filter(key_id=key_id).exists():
+            return key_id
     raise RuntimeError("could not draw an unused key id")
+
+
+def _mint(*, key_id: str | None = None, **fields: object) -> NewKey:
+    """Insert a key with a fresh secret, under `key_id` (drawn beforehand) or a fresh id."""
+    key_id = key_id or _unused_key_id()
+    full_key = keys.new_key_string(key_id)
+    secret = keys.parse_key(full_key)
+    assert secret is not None
+    key = ApiKey.objects.create(key_id=key_id, secret_hash=hash_key_secret(secret.secret), **fields)
+    return NewKey(key=key, full_key=full_key)
 
 
 def _name_taken(organization: Organization, name: str) -> bool:
@@ -179,7 +183,7 @@ def api_key_create(
     scopes: Iterable[str] = (),
     server_ids: Iterable[str] = (),
     allowed_ips: Iterable[str] = (),
-    context: PanelContext,
+    actor: Actor,
 ) -> NewKey:
     """A new key of the membership's organization; the creator grants only scopes they hold."""
     organization = membership.organization
@@ -211,9 +215,7 @@ def api_key_create(
                 )
         except IntegrityError:
             raise KeyRequestRefused("A key with this name already exists.", "name") from None
-        audit_panel_action(
-            organization_id=organization.id, context=context, action=PanelAction.KEY_CREATE
-        )
+        actor.audit(organization_id=organization.id, action=PanelAction.KEY_CREATE)
     return new
 
 
@@ -222,7 +224,7 @@ def api_key_rotate(
     key: ApiKey,
     membership: Membership,
     grace_hours: int = DEFAULT_GRACE_HOURS,
-    context: PanelContext,
+    actor: Actor,
 ) -> NewKey:
     """A successor with a new id and secret; the old key works `grace_hours` more at most.
 
@@ -239,9 +241,11 @@ def api_key_rotate(
             raise KeyRequestRefused("Only an active key that has not been rotated can be rotated.")
         grace_end = now + timedelta(hours=grace_hours)
         old.expires_at = min(old.expires_at, grace_end) if old.expires_at else grace_end
-        old.replaced_by, old.rotated_at = "pending", now  # frees the name for the successor
+        # The successor's id is drawn first: naming it on the old key frees the name for it.
+        old.replaced_by, old.rotated_at = _unused_key_id(), now
         old.save(update_fields=["expires_at", "replaced_by", "rotated_at"])
         new = _mint(
+            key_id=old.replaced_by,
             organization_id=old.organization_id,
             name=old.name,
             description=old.description,
@@ -253,35 +257,31 @@ def api_key_rotate(
             # The person who rotated is the successor's creator (the contract carries the rest).
             created_by=membership.user,
         )
-        old.replaced_by = new.key.key_id
-        old.save(update_fields=["replaced_by"])
-        audit_panel_action(
-            organization_id=old.organization_id, context=context, action=PanelAction.KEY_ROTATE
-        )
-    _forget_everywhere(old.key_id)
+        actor.audit(organization_id=old.organization_id, action=PanelAction.KEY_ROTATE)
+    _forget_in_this_process(old.key_id)
     return new
 
 
-def api_key_revoke(*, key: ApiKey, context: PanelContext | None = None) -> ApiKey:
+def api_key_revoke(*, key: ApiKey, actor: Actor) -> ApiKey:
     """Permanent. This process refuses the key at once, every other within the cache bound."""
     now = timezone.now()
     with transaction.atomic():
         changed = ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=now)
-        if changed and context is not None:
-            audit_panel_action(
-                organization_id=key.organization_id, context=context, action=PanelAction.KEY_REVOKE
-            )
-    _forget_everywhere(key.key_id)
+        if changed:
+            actor.audit(organization_id=key.organization_id, action=PanelAction.KEY_REVOKE)
+    _forget_in_this_process(key.key_id)
     key.refresh_from_db()
     return key
 
 
-def api_key_delete(*, key: ApiKey, membership: Membership, context: PanelContext) -> ApiKey:
+def api_key_delete(*, key: ApiKey, membership: Membership, actor: Actor) -> ApiKey:
     """A person deleting (revoking) a key, under the deletion rule (KeyDeletionRefused)."""
     api_key_check_deletable(membership=membership, key=key)
-    return api_key_revoke(key=key, context=context)
+    return api_key_revoke(key=key, actor=actor)
 
 
-def _forget_everywhere(key_id: str) -> None:
+def _forget_in_this_process(key_id: str) -> None:
+    """Drop the key's cached record here, now and after commit; other processes' copies
+    expire within API_KEY_CACHE_SECONDS (at most 60 s)."""
     key_records.forget(key_id)
     transaction.on_commit(lambda: key_records.forget(key_id))

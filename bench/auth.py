@@ -67,12 +67,13 @@ def prepare_database() -> str:
     manage("migrate", "--noinput")
     script = (
         "from accounts.services import organization_create, member_add, api_key_create\n"
+        "from audit.actors import Actor\n"
         "from audit.services import PanelContext\n"
         "org = organization_create(slug='bench', name='Bench')\n"
         "owner = member_add(organization=org, email='bench@example.com', password='x',\n"
         "                   owner=True)\n"
         "new = api_key_create(membership=owner, name='bench', scopes=['servers:read'],\n"
-        "                     context=PanelContext(user_email='bench@example.com'))\n"
+        "                     actor=Actor.person(PanelContext(user_email='bench@example.com')))\n"
         "print(new.full_key)\n"
     )
     return manage("shell", "-c", script).strip().splitlines()[-1]

@@ -238,6 +238,7 @@ class Bench:
 
 def create_webhooks(port: int, prefix: str, count: int, path: str) -> tuple[str, list[str]]:
     from accounts.models import Organization
+    from audit.actors import Actor
     from webhooks.services import webhook_create
 
     organization, _ = Organization.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
@@ -247,6 +248,7 @@ def create_webhooks(port: int, prefix: str, count: int, path: str) -> tuple[str,
             organization=organization,
             url=f"https://{prefix}-{n}.{DOMAIN}:{port}{path}/{n}",
             events=["server.crashed"],
+            actor=Actor.system("bench"),
         )
         ids.append(webhook.id)
     return organization.id, ids

@@ -106,6 +106,7 @@ def main() -> None:
     from rest_framework.test import APIClient
 
     from accounts.services import api_key_create, member_add, organization_create
+    from audit.actors import Actor
     from audit.services import PanelContext
     from webhooks.services import webhook_create
 
@@ -115,11 +116,14 @@ def main() -> None:
         membership=owner,
         name="bench",
         scopes=["webhooks:read"],
-        context=PanelContext(user_email="bench@example.com"),
+        actor=Actor.person(PanelContext(user_email="bench@example.com")),
     )
     hooks = [
         webhook_create(
-            organization=org, url=f"https://hooks{i}.example.com/", events=["server.crashed"]
+            organization=org,
+            url=f"https://hooks{i}.example.com/",
+            events=["server.crashed"],
+            actor=Actor.system("bench"),
         )[0].id
         for i in range(5)
     ]

@@ -44,6 +44,10 @@ class NotEnabled(DomainError):
     code = "feature_not_enabled"
 
 
+class RefusedValue(DomainError):
+    """The request is well formed, but a rule refuses a value in it (the subclass names which)."""
+
+
 class InvalidInput(DomainError):
     """A value given by the caller is not acceptable; `fields` (in `extra`) says which."""
 

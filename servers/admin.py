@@ -9,9 +9,9 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from audit.actors import Actor
 from gshost.errors import DomainError
 from gshost.panel_errors import refusal_message
-from servers.actors import Actor
 from servers.capabilities import Capability
 from servers.migration import migration_begin, suggest_new_address
 from servers.models import (

@@ -10,8 +10,8 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import User
+from audit.actors import Actor
 from audit.services import PanelAction
-from servers.actors import Actor
 from servers.configuration import clean_values, desired_settings, settings_update
 from servers.models import ConfigEvent, ConfigEventState, Server, SettingSource
 

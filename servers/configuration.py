@@ -7,8 +7,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from audit.actors import Actor
 from audit.services import PanelAction
-from servers.actors import Actor
 from servers.models import ConfigEvent, Game, Server, SettingChange, SettingSource
 from servers.runtime import get_runtime
 
@@ -113,7 +113,8 @@ def settings_update(
     config_event: ConfigEvent | None = None,
 ) -> list[SettingChange]:
     """Change desired settings; one history row per setting that really changed. No event
-    fires (SPEC §6 rule 4). The runtime is told; a running game takes them at its restart."""
+    fires (a setting is no state change). The runtime is told; a running game takes them at
+    its restart."""
     with transaction.atomic():
         current = Server.objects.select_for_update().get(id=server.id)
         cleaned = clean_values(current.game, values)

@@ -6,7 +6,7 @@ Idempotent: a server that already has schedules or backups is left as it is.
 from django.db import transaction
 
 from accounts.models import User
-from servers.actors import Actor
+from audit.actors import Actor
 from servers.jobs import backup_create, job_finish
 from servers.models import Game, Server
 from servers.schedules import ScheduleInput, schedule_create

@@ -1,6 +1,6 @@
 """Backups, restores, wipes and reinstalls: jobs the runtime carries out on a server's data.
 
-No event fires for any of them (SPEC §6 rule 4); clients poll the job or the backup list.
+No event fires for any of them (a job is no state change): clients poll the job or backups.
 """
 
 from django.db import transaction
@@ -8,8 +8,8 @@ from django.db.models import F
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from audit.actors import Actor
 from audit.services import PanelAction
-from servers.actors import Actor
 from servers.errors import InvalidState
 from servers.models import Backup, BackupState, Job, JobKind, JobState, Server, ServerState
 from servers.runtime import get_runtime

@@ -1,4 +1,4 @@
-"""The server state machine (CONTRACT §6) as one table, and nothing else: no I/O, no clock.
+"""The server state machine as one table, and nothing else: no I/O, no clock.
 
 A move is (state, trigger) -> (next state, event or None). Requests from customers are
 start/stop/restart; everything else is a report from the host (the runtime). Only moves that
@@ -50,7 +50,7 @@ class Move:
     event: Event | None
 
     def event_data(self, exit_code: int | None = None) -> dict[str, Any]:
-        """The event's `data` (CONTRACT §5); empty when the move fires nothing."""
+        """The event's `data` (its payload schema); empty when the move fires nothing."""
         if self.event in (Event.SERVER_STARTED, Event.SERVER_STOPPED):
             return {"previous_state": self.source.value}
         if self.event == Event.SERVER_CRASHED:

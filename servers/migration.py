@@ -7,8 +7,8 @@ import random
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from audit.actors import Actor
 from servers import events
-from servers.actors import Actor
 from servers.errors import InvalidState
 from servers.models import MigrationState, Server, ServerMigration
 from servers.runtime import get_runtime

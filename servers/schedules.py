@@ -18,9 +18,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
+from audit.actors import Actor
 from audit.services import PanelAction
 from servers import events
-from servers.actors import Actor
 from servers.errors import InvalidState
 from servers.models import (
     ALERTABLE_STATUSES,

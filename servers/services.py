@@ -7,9 +7,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Organization
+from audit.actors import Actor
 from audit.services import PanelAction
 from servers import events
-from servers.actors import Actor
 from servers.errors import InvalidState
 from servers.lifecycle import REQUESTS, Move, Trigger, move
 from servers.models import ConsoleCommand, Game, Server, ServerState, ServerTransition

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
+from audit.actors import Actor
 from servers import simulation
-from servers.actors import Actor
 from servers.configuration import settings_report_applied
 from servers.errors import InvalidState
 from servers.jobs import job_begin, job_finish, job_progress

@@ -7,11 +7,13 @@ from typing import Any
 
 import pytest
 from django.core.cache import cache
+from django.test import Client
 from rest_framework.test import APIClient
 
 from accounts import key_records, usage
 from accounts.models import Membership, Organization
 from accounts.services import api_key_create, member_add, organization_create
+from audit.actors import Actor
 from audit.services import PanelContext
 from gshost.api import rate_limits
 from servers.models import Server
@@ -118,7 +120,7 @@ def make_key(alice: Membership) -> KeyMaker:
             membership=creator,
             name=name or f"key-{make.count}",  # type: ignore[attr-defined]
             scopes=list(scopes),
-            context=PanelContext(user_email=creator.user.email),
+            actor=Actor.person(PanelContext(user_email=creator.user.email)),
             **options,
         )
         return IssuedKey(new.key.key_id, new.full_key, new.key.organization_id)
@@ -139,3 +141,22 @@ def error_of(response: Any) -> dict[str, Any]:
     body = response.json()
     assert set(body) == {"error"}, body
     return body["error"]
+
+
+# The shared cast signed in to the panel, one test client each.
+@pytest.fixture
+def alice_client(client: Client, alice) -> Client:
+    client.force_login(alice.user)
+    return client
+
+
+@pytest.fixture
+def bob_client(client: Client, bob) -> Client:
+    client.force_login(bob.user)
+    return client
+
+
+@pytest.fixture
+def charlie_client(client: Client, charlie) -> Client:
+    client.force_login(charlie.user)
+    return client

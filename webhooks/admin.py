@@ -7,6 +7,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from audit.actors import Actor
 from audit.services import PanelContext
 from webhooks.models import Delivery, DeliveryAttempt, Webhook
 from webhooks.services import delivery_request_redelivery
@@ -113,7 +114,7 @@ class DeliveryAdmin(ReadOnlyAdmin):
         )
         count = 0
         for delivery in queryset:
-            delivery_request_redelivery(delivery=delivery, context=context)
+            delivery_request_redelivery(delivery=delivery, actor=Actor.person(context))
             count += 1
         self.message_user(request, f"{count} deliveries will be sent again.", messages.SUCCESS)
 

@@ -1,7 +1,7 @@
 """Public webhook routes: registration, test pings, delivery history and redelivery.
 
 Thin views: parse with an input serializer, call one selector or service, render the record.
-The services' refusals become the contract's errors in `refusal_error`.
+The services' refusals are domain errors: the API's exception handler answers them.
 """
 
 from collections.abc import Mapping
@@ -17,8 +17,9 @@ from rest_framework.response import Response
 from accounts.authentication import calling_key
 from accounts.models import Organization
 from accounts.scopes import Scope
+from audit.actors import Actor
 from gshost.api.errors import ApiError, ErrorCode, invalid_request, rate_limited
-from gshost.api.fields import TimestampField, UsableDateTimeField
+from gshost.api.fields import StrictCharField, TimestampField, UsableDateTimeField
 from gshost.api.input import parse_input
 from gshost.api.schema import ERROR_CODES
 from gshost.ids import format_timestamp
@@ -38,10 +39,6 @@ from webhooks.services import (
     MAX_DESCRIPTION_LENGTH,
     MAX_GRACE_HOURS,
     MAX_URL_LENGTH,
-    InvalidWebhookRequest,
-    UnknownEvents,
-    WebhookRequestRefused,
-    WebhookUrlRefused,
     deliveries_request_bulk_redelivery,
     delivery_request_redelivery,
     webhook_create,
@@ -137,34 +134,7 @@ def delivery_json(delivery: Delivery) -> dict[str, Any]:
     return dict(DeliveryOutput(delivery).data)
 
 
-def refusal_error(refused: WebhookRequestRefused) -> ApiError:
-    if isinstance(refused, WebhookUrlRefused):
-        return ApiError(
-            422, ErrorCode.INVALID_WEBHOOK_URL, str(refused), reason=refused.reason, field="url"
-        )
-    if isinstance(refused, UnknownEvents):
-        return ApiError(
-            422, ErrorCode.UNKNOWN_EVENT, str(refused), fields={"events": refused.names}
-        )
-    if isinstance(refused, InvalidWebhookRequest):
-        return invalid_request("The request is not valid.", refused.fields)
-    return invalid_request(str(refused))
-
-
 # --- input --------------------------------------------------------------------------------------
-
-
-class StrictCharField(serializers.CharField):
-    """A JSON string only (DRF's CharField turns 12 or true into text), kept as sent."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("trim_whitespace", False)
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -176,13 +146,10 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
-# ISO 8601 with a time zone (a naive time would silently mean the server's zone), within the
-# range the service can store and compute with.
-AwareDateTimeField = UsableDateTimeField
-
-
 def _events_field(**kwargs: Any) -> serializers.ListField:
-    name = StrictCharField(allow_blank=True, max_length=MAX_EVENT_NAME_LENGTH)
+    name = StrictCharField(
+        trim_whitespace=False, allow_blank=True, max_length=MAX_EVENT_NAME_LENGTH
+    )
     return serializers.ListField(
         child=name, allow_empty=False, min_length=1, max_length=MAX_EVENT_ENTRIES, **kwargs
     )
@@ -190,19 +157,25 @@ def _events_field(**kwargs: Any) -> serializers.ListField:
 
 class WebhookCreateInput(serializers.Serializer[Any]):
     # A blank or unsafe URL is a string: the URL rules judge it (422 invalid_webhook_url).
-    url = StrictCharField(allow_blank=True, max_length=MAX_URL_LENGTH)
+    url = StrictCharField(trim_whitespace=False, allow_blank=True, max_length=MAX_URL_LENGTH)
     events = _events_field()
     description = StrictCharField(
-        required=False, allow_blank=True, max_length=MAX_DESCRIPTION_LENGTH, default=""
+        trim_whitespace=False,
+        required=False,
+        allow_blank=True,
+        max_length=MAX_DESCRIPTION_LENGTH,
+        default="",
     )
 
 
 class WebhookUpdateInput(serializers.Serializer[Any]):
-    url = StrictCharField(required=False, allow_blank=True, max_length=MAX_URL_LENGTH)
+    url = StrictCharField(
+        trim_whitespace=False, required=False, allow_blank=True, max_length=MAX_URL_LENGTH
+    )
     events = _events_field(required=False)
     event_types = _events_field(required=False, help_text="Deprecated alias of `events`.")
     description = StrictCharField(
-        required=False, allow_blank=True, max_length=MAX_DESCRIPTION_LENGTH
+        trim_whitespace=False, required=False, allow_blank=True, max_length=MAX_DESCRIPTION_LENGTH
     )
 
     def to_internal_value(self, data: Any) -> Any:
@@ -241,8 +214,8 @@ class BulkRedeliveryInput(serializers.Serializer[Any]):
         choices=DeliveryStatus.choices, required=False, allow_null=True
     )
     event = serializers.ChoiceField(choices=EVENT_CHOICES, required=False, allow_null=True)
-    since = AwareDateTimeField(required=False, allow_null=True)
-    until = AwareDateTimeField(required=False, allow_null=True)
+    since = UsableDateTimeField(required=False, allow_null=True)
+    until = UsableDateTimeField(required=False, allow_null=True)
     dry_run = StrictBooleanField(required=False, default=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -303,12 +276,12 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
 )
 
 
-class _WebhookRoutes(viewsets.GenericViewSet[Any]):
-    def handle_exception(self, exc: Exception) -> Response:
-        if isinstance(exc, WebhookRequestRefused):
-            exc = refusal_error(exc)
-        return super().handle_exception(exc)
+def _caller(request: Request) -> Actor:
+    """The calling key as the actor: the request middleware audits the call."""
+    return Actor.api(calling_key(request))
 
+
+class _WebhookRoutes(viewsets.GenericViewSet[Any]):
     def _webhook(self, request: Request, webhook_id: str) -> Webhook:
         return webhook_get_for_org(calling_key(request).organization_id, webhook_id)
 
@@ -343,7 +316,7 @@ class WebhookViewSet(_WebhookRoutes):
     def create(self, request: Request) -> Response:
         data = parse_input(request, WebhookCreateInput)
         organization = Organization.objects.get(pk=calling_key(request).organization_id)
-        webhook, secret = webhook_create(organization=organization, **data)
+        webhook, secret = webhook_create(organization=organization, actor=_caller(request), **data)
         body = {**webhook_json(webhook), "signing_secret": secret}
         return Response(body, status=status.HTTP_201_CREATED)
 
@@ -361,17 +334,21 @@ class WebhookViewSet(_WebhookRoutes):
     def partial_update(self, request: Request, webhook_id: str) -> Response:
         webhook = self._webhook(request, webhook_id)
         data = parse_input(request, WebhookUpdateInput)
-        return Response(webhook_json(webhook_update(webhook=webhook, **data)))
+        return Response(
+            webhook_json(webhook_update(webhook=webhook, actor=_caller(request), **data))
+        )
 
     @extend_schema(operation_id="webhooks_delete", responses={204: None})
     def destroy(self, request: Request, webhook_id: str) -> Response:
-        webhook_delete(webhook=self._webhook(request, webhook_id))
+        webhook_delete(webhook=self._webhook(request, webhook_id), actor=_caller(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(operation_id="webhooks_test", request=None, responses=PingResultOutput)
     def test(self, request: Request, webhook_id: str) -> Response:
         try:
-            result = webhook_send_test(webhook=self._webhook(request, webhook_id))
+            result = webhook_send_test(
+                webhook=self._webhook(request, webhook_id), actor=_caller(request)
+            )
         except PingLimitReached as busy:
             raise rate_limited(busy.retry_after) from None
         return Response(PingResultOutput(result).data)
@@ -382,7 +359,7 @@ class WebhookViewSet(_WebhookRoutes):
     def roll_secret(self, request: Request, webhook_id: str) -> Response:
         webhook = self._webhook(request, webhook_id)
         data = parse_input(request, SecretRollInput)
-        webhook, secret = webhook_roll_secret(webhook=webhook, **data)
+        webhook, secret = webhook_roll_secret(webhook=webhook, actor=_caller(request), **data)
         body = {
             **webhook_json(webhook),
             "signing_secret": secret,
@@ -423,7 +400,7 @@ class DeliveryViewSet(_WebhookRoutes):
     )
     def redeliver(self, request: Request, webhook_id: str, delivery_id: str) -> Response:
         delivery = self._delivery(request, webhook_id, delivery_id)
-        delivery = delivery_request_redelivery(delivery=delivery)
+        delivery = delivery_request_redelivery(delivery=delivery, actor=_caller(request))
         return Response(delivery_json(delivery), status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
@@ -437,6 +414,7 @@ class DeliveryViewSet(_WebhookRoutes):
         data = parse_input(request, BulkRedeliveryInput)
         count = deliveries_request_bulk_redelivery(
             webhook=webhook,
+            actor=_caller(request),
             status=DeliveryStatus(data["status"]) if data.get("status") else None,
             event=Event(data["event"]) if data.get("event") else None,
             since=data.get("since"),

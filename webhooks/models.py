@@ -91,7 +91,7 @@ class Delivery(models.Model):
             models.Index(fields=["webhook", "-created_at", "-id"]),
             models.Index(fields=["status", "next_attempt_at"]),
             models.Index(fields=["created_at"]),
-            # The sweep looks for asked-for redeliveries every second; few rows have one.
+            # The engine's timer looks for asked-for redeliveries every second; few rows have one.
             models.Index(
                 fields=["redelivery_requested_at"],
                 condition=models.Q(redelivery_requested_at__isnull=False),

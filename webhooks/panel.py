@@ -20,7 +20,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.models import Membership
 from accounts.panel.access import MemberView, member_required, needs_scope
 from accounts.scopes import Scope
+from audit.actors import Actor
 from audit.services import PanelContext
+from gshost.api.errors import domain_status
 from gshost.panel_errors import found_or_404
 from webhooks.chart import health_chart
 from webhooks.forms import DeliveryFilterForm, SecretRollForm, WebhookForm
@@ -90,10 +92,6 @@ def _render_form(
     return render(request, "webhooks/form.html", context, status=status)
 
 
-def _refusal_status(error_code: str) -> int:
-    return 400 if error_code == "invalid_request" else 422
-
-
 @never_cache  # the answer to a successful POST holds the signing secret
 @require_http_methods(GET_OR_POST)
 @member_view(Scope.WEBHOOKS_WRITE)
@@ -106,12 +104,12 @@ def webhook_create_page(request: HttpRequest, membership: Membership) -> HttpRes
     try:
         webhook, secret = webhook_create(
             organization=membership.organization,
-            context=PanelContext.from_request(request),
+            actor=Actor.person(PanelContext.from_request(request)),
             **form.webhook_fields(),
         )
     except WebhookRequestRefused as refused:
         code = form.add_refusal(refused)
-        return _render_form(request, form, status=_refusal_status(code), error_code=code)
+        return _render_form(request, form, status=domain_status(refused), error_code=code)
     context = {"webhook": webhook, "signing_secret": secret}
     return render(request, "webhooks/created.html", context)
 
@@ -128,11 +126,13 @@ def webhook_edit(request: HttpRequest, membership: Membership, webhook_id: str) 
         return _render_form(request, form, webhook, status=400)
     try:
         webhook_update(
-            webhook=webhook, context=PanelContext.from_request(request), **form.webhook_fields()
+            webhook=webhook,
+            actor=Actor.person(PanelContext.from_request(request)),
+            **form.webhook_fields(),
         )
     except WebhookRequestRefused as refused:
         code = form.add_refusal(refused)
-        return _render_form(request, form, webhook, _refusal_status(code), code)
+        return _render_form(request, form, webhook, domain_status(refused), code)
     messages.success(request, f"Webhook {webhook.id} is saved.")
     return redirect("webhooks_panel:list")
 
@@ -145,7 +145,7 @@ def webhook_delete_page(
     webhook = _webhook_or_404(membership, webhook_id)
     if request.method != "POST":
         return render(request, "webhooks/delete.html", {"webhook": webhook})
-    webhook_delete(webhook=webhook, context=PanelContext.from_request(request))
+    webhook_delete(webhook=webhook, actor=Actor.person(PanelContext.from_request(request)))
     messages.success(request, f"Webhook {webhook.id} ({webhook.url}) is deleted.")
     return redirect("webhooks_panel:list")
 
@@ -165,7 +165,7 @@ def webhook_roll_secret_page(
     webhook, secret = webhook_roll_secret(
         webhook=webhook,
         grace_hours=form.cleaned_data["grace_hours"],
-        context=PanelContext.from_request(request),
+        actor=Actor.person(PanelContext.from_request(request)),
     )
     context = {"webhook": webhook, "signing_secret": secret}
     return render(request, "webhooks/secret_rolled.html", context)
@@ -179,10 +179,12 @@ def webhook_test_page(
 ) -> HttpResponse:
     webhook = _webhook_or_404(membership, webhook_id)
     try:
-        result = webhook_send_test(webhook=webhook, context=PanelContext.from_request(request))
+        result = webhook_send_test(
+            webhook=webhook, actor=Actor.person(PanelContext.from_request(request))
+        )
     except PingLimitReached as busy:
         context = {"webhook": webhook, "busy": busy}
-        response = render(request, "webhooks/test_busy.html", context, status=429)
+        response = render(request, "webhooks/test_result.html", context, status=429)
         response["Retry-After"] = str(busy.retry_after)
         return response
     return render(request, "webhooks/test_result.html", {"webhook": webhook, "result": result})
@@ -240,7 +242,9 @@ def delivery_redeliver(
     request: HttpRequest, membership: Membership, webhook_id: str, delivery_id: str
 ) -> HttpResponse:
     webhook, delivery = _delivery_or_404(membership, webhook_id, delivery_id)
-    delivery_request_redelivery(delivery=delivery, context=PanelContext.from_request(request))
+    delivery_request_redelivery(
+        delivery=delivery, actor=Actor.person(PanelContext.from_request(request))
+    )
     messages.success(request, f"Delivery {delivery.id} will be sent again in a moment.")
     return redirect("webhooks_panel:delivery", webhook_id=webhook.id, delivery_id=delivery.id)
 
@@ -252,7 +256,9 @@ def deliveries_redeliver_failed(
 ) -> HttpResponse:
     webhook = _webhook_or_404(membership, webhook_id)
     count = deliveries_request_bulk_redelivery(
-        webhook=webhook, status=DeliveryStatus.FAILED, context=PanelContext.from_request(request)
+        webhook=webhook,
+        status=DeliveryStatus.FAILED,
+        actor=Actor.person(PanelContext.from_request(request)),
     )
     messages.success(
         request, f"{count} failed deliver{'y' if count == 1 else 'ies'} will be sent again."

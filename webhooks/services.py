@@ -1,8 +1,9 @@
 """Writes for webhooks and their deliveries.
 
-Each function owns its transaction and, given a PanelContext, writes the panel audit row inside
-it; `publish_event` alone runs in its caller's transaction, so that the deliveries commit (or
-vanish) with the change that caused them. Attempts are never made here: rows are written or
+Each function owns its transaction and takes the `Actor` who asked, which writes a panel audit
+row inside it (an API call is recorded by the request middleware instead). `publish_event`
+alone runs in its caller's transaction, so that the deliveries commit (or vanish) with the
+change that caused them. Attempts are never made here: rows are written or
 marked, and `dispatch.request_attempts` queues "look at these rows" once the data commits.
 """
 
@@ -14,7 +15,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import Organization
-from audit.services import PanelAction, PanelContext, audit_panel_action
+from audit.actors import Actor
+from audit.services import PanelAction
+from gshost.errors import DomainError, InvalidInput, RefusedValue
 from webhooks import dispatch
 from webhooks.delivery.engine import send_test_ping
 from webhooks.delivery.transport import AttemptResult
@@ -33,31 +36,35 @@ DEFAULT_GRACE_HOURS = 24
 MAX_GRACE_HOURS = 168
 
 
-class WebhookRequestRefused(Exception):
-    """A webhook request the rules refuse; subclasses say which contract error it is."""
+class WebhookRequestRefused(DomainError):
+    """A webhook request the rules refuse; each subclass is one kind of gshost.errors."""
 
 
-class InvalidWebhookRequest(WebhookRequestRefused):
-    """400 invalid_request: `fields` maps each field at fault to its messages."""
+class InvalidWebhookRequest(WebhookRequestRefused, InvalidInput):
+    """invalid_request: `fields` maps each field at fault to its messages."""
 
     def __init__(self, fields: dict[str, list[str]]) -> None:
-        super().__init__("; ".join(f"{name}: {' '.join(m)}" for name, m in fields.items()))
+        super().__init__("The request is not valid.", fields=fields)
         self.fields = fields
 
 
-class WebhookUrlRefused(WebhookRequestRefused):
-    """422 invalid_webhook_url, naming the first rule the URL breaks."""
+class WebhookUrlRefused(WebhookRequestRefused, RefusedValue):
+    """invalid_webhook_url, naming the first rule the URL breaks."""
+
+    code = "invalid_webhook_url"
 
     def __init__(self, reason: UrlRejection, message: str) -> None:
-        super().__init__(message)
+        super().__init__(message, reason=reason, field="url")
         self.reason = reason
 
 
-class UnknownEvents(WebhookRequestRefused):
-    """422 unknown_event: `names` are the subscribed names outside the eight."""
+class UnknownEvents(WebhookRequestRefused, RefusedValue):
+    """unknown_event: `names` are the subscribed names outside the eight."""
+
+    code = "unknown_event"
 
     def __init__(self, names: list[str]) -> None:
-        super().__init__("Unknown event names: " + ", ".join(names))
+        super().__init__("Unknown event names: " + ", ".join(names), fields={"events": names})
         self.names = names
 
 
@@ -88,9 +95,8 @@ def _clean_description(description: str) -> str:
     return description
 
 
-def _audit(webhook: Webhook, context: PanelContext | None, action: PanelAction) -> None:
-    if context is not None:
-        audit_panel_action(organization_id=webhook.organization_id, context=context, action=action)
+def _audit(webhook: Webhook, actor: Actor, action: PanelAction) -> None:
+    actor.audit(organization_id=webhook.organization_id, action=action)
 
 
 def webhook_create(
@@ -99,7 +105,7 @@ def webhook_create(
     url: str,
     events: Sequence[str],
     description: str = "",
-    context: PanelContext | None = None,
+    actor: Actor,
 ) -> tuple[Webhook, str]:
     """A new webhook and its signing secret, which nobody can read again after this."""
     url = _clean_url(url)
@@ -117,7 +123,7 @@ def webhook_create(
             created_at=now,
             updated_at=now,
         )
-        _audit(webhook, context, PanelAction.WEBHOOK_CREATE)
+        _audit(webhook, actor, PanelAction.WEBHOOK_CREATE)
     return webhook, secret
 
 
@@ -140,7 +146,7 @@ def webhook_update(
     events: Sequence[str] | None = None,
     url: str | None = None,
     description: str | None = None,
-    context: PanelContext | None = None,
+    actor: Actor,
 ) -> Webhook:
     """Change what is given (None leaves a field as it is); a new URL is checked again."""
     changes = _changes(events, url, description)
@@ -150,18 +156,18 @@ def webhook_update(
             Webhook.objects.filter(pk=webhook.pk).update(**changes)
             for name, value in changes.items():
                 setattr(webhook, name, value)
-        _audit(webhook, context, PanelAction.WEBHOOK_UPDATE)
+        _audit(webhook, actor, PanelAction.WEBHOOK_UPDATE)
     return webhook
 
 
-def webhook_delete(*, webhook: Webhook, context: PanelContext | None = None) -> None:
+def webhook_delete(*, webhook: Webhook, actor: Actor) -> None:
     """Remove the webhook with its deliveries and their attempts.
 
     Pending deliveries go with it, which is what cancels them: the engine finds no row to
     attempt.
     """
     with transaction.atomic():
-        _audit(webhook, context, PanelAction.WEBHOOK_DELETE)
+        _audit(webhook, actor, PanelAction.WEBHOOK_DELETE)
         Webhook.objects.filter(pk=webhook.pk).delete()
 
 
@@ -176,7 +182,7 @@ def webhook_roll_secret(
     *,
     webhook: Webhook,
     grace_hours: int = DEFAULT_GRACE_HOURS,
-    context: PanelContext | None = None,
+    actor: Actor,
 ) -> tuple[Webhook, str]:
     """A new signing secret, returned this once; the old one keeps signing for `grace_hours`.
 
@@ -198,20 +204,20 @@ def webhook_roll_secret(
         Webhook.objects.filter(pk=webhook.pk).update(**changes)
         for name, value in changes.items():
             setattr(webhook, name, value)
-        _audit(webhook, context, PanelAction.WEBHOOK_SECRET_ROLL)
+        _audit(webhook, actor, PanelAction.WEBHOOK_SECRET_ROLL)
     return webhook, secret
 
 
-def webhook_send_test(*, webhook: Webhook, context: PanelContext | None = None) -> AttemptResult:
+def webhook_send_test(*, webhook: Webhook, actor: Actor) -> AttemptResult:
     """Send the test ping now and return its result; nothing about it is stored but the audit.
 
     At most PING_CONCURRENCY pings of an organization are under way at once (PingLimitReached).
     """
     with ping_slot(webhook.organization_id):
         result = send_test_ping(webhook)
-    if context is not None:
+    if actor.panel is not None:  # no transaction to open for an actor who writes no row
         with transaction.atomic():
-            _audit(webhook, context, PanelAction.WEBHOOK_TEST)
+            _audit(webhook, actor, PanelAction.WEBHOOK_TEST)
     return result
 
 
@@ -272,21 +278,17 @@ def publish_event(
     return deliveries
 
 
-def delivery_request_redelivery(
-    *, delivery: Delivery, context: PanelContext | None = None
-) -> Delivery:
+def delivery_request_redelivery(*, delivery: Delivery, actor: Actor) -> Delivery:
     """Ask for one extra attempt now; the engine makes it (trigger `redelivery`)."""
     now = timezone.now()
     with transaction.atomic():
         Delivery.objects.filter(pk=delivery.pk).update(redelivery_requested_at=now)
         delivery.redelivery_requested_at = now
-        if context is not None:
-            audit_panel_action(
-                organization_id=delivery.organization_id,
-                context=context,
-                action=PanelAction.WEBHOOK_REDELIVER,
-                server_id=delivery.server_id,
-            )
+        actor.audit(
+            organization_id=delivery.organization_id,
+            action=PanelAction.WEBHOOK_REDELIVER,
+            server_id=delivery.server_id,
+        )
         dispatch.request_attempts([(delivery.id, delivery.webhook_id)])
     return delivery
 
@@ -337,7 +339,7 @@ def deliveries_request_bulk_redelivery(
     until: datetime | None = None,
     dry_run: bool = False,
     idempotency_key: str | None = None,
-    context: PanelContext | None = None,
+    actor: Actor,
 ) -> int:
     """Ask for one extra attempt of every delivery in the history that matches; how many.
 
@@ -358,5 +360,5 @@ def deliveries_request_bulk_redelivery(
             BulkRedelivery.objects.filter(webhook=webhook, idempotency_key=idempotency_key).update(
                 count=len(ids)
             )
-        _audit(webhook, context, PanelAction.WEBHOOK_REDELIVER)
+        _audit(webhook, actor, PanelAction.WEBHOOK_REDELIVER)
     return len(ids)

@@ -2,7 +2,7 @@
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -27,7 +27,9 @@ from accounts.services import (
     api_key_delete,
     api_key_rotate,
 )
+from audit.actors import Actor
 from audit.services import PanelContext
+from gshost.panel_errors import found_or_404
 from servers.selectors import server_list_for_organization
 
 GET_OR_POST = ["GET", "POST"]
@@ -40,10 +42,7 @@ def _server_names(membership: Membership) -> dict[str, str]:
 
 def _key_or_404(membership: Membership, key_id: str) -> ApiKey:
     """The key, if it belongs to the organization the person is acting in."""
-    try:
-        return api_key_get(membership.organization_id, key_id)
-    except ApiKey.DoesNotExist:
-        raise Http404("No such key in this organization.") from None
+    return found_or_404(api_key_get, membership.organization_id, key_id)
 
 
 def _add_refusal(form: KeyCreateForm | KeyRotateForm, refused: KeyRequestRefused) -> None:
@@ -96,7 +95,9 @@ def key_create(request: HttpRequest, membership: Membership) -> HttpResponse:
         return _render_create_form(request, form, 400)
     try:
         new = api_key_create(
-            membership=membership, context=PanelContext.from_request(request), **form.key_request()
+            membership=membership,
+            actor=Actor.person(PanelContext.from_request(request)),
+            **form.key_request(),
         )
     except ScopeExceedsPermissions as refused:
         _add_refusal(form, refused)
@@ -135,7 +136,7 @@ def key_rotate(request: HttpRequest, membership: Membership, key_id: str) -> Htt
             key=key,
             membership=membership,
             grace_hours=form.cleaned_data["grace_hours"],
-            context=PanelContext.from_request(request),
+            actor=Actor.person(PanelContext.from_request(request)),
         )
     except ScopeExceedsPermissions as refused:
         return _rotation_refused(request, refused)
@@ -168,7 +169,9 @@ def key_delete(request: HttpRequest, membership: Membership, key_id: str) -> Htt
             api_key_check_deletable(membership=membership, key=key)
             row = key_rows([key], {}, timezone.now())[0]
             return render(request, "accounts/keys/delete.html", {"key": key, "row": row})
-        api_key_delete(key=key, membership=membership, context=PanelContext.from_request(request))
+        api_key_delete(
+            key=key, membership=membership, actor=Actor.person(PanelContext.from_request(request))
+        )
     except KeyDeletionRefused as refused:
         return _deletion_refused(request, refused)
     messages.success(request, f"Key “{key.name}” ({key.key_id}) is revoked for good.")

@@ -16,6 +16,7 @@ from gshost.errors import (
     NotEnabled,
     NotFound,
     NotSupported,
+    RefusedValue,
 )
 
 logger = logging.getLogger(__name__)
@@ -111,6 +112,7 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     NotSupported: status.HTTP_501_NOT_IMPLEMENTED,
     NotEnabled: status.HTTP_403_FORBIDDEN,
     InvalidInput: status.HTTP_400_BAD_REQUEST,
+    RefusedValue: status.HTTP_422_UNPROCESSABLE_ENTITY,
 }
 
 

@@ -1,4 +1,4 @@
-"""The server routes of the Customer API (CONTRACT §3)."""
+"""The server routes of the Customer API."""
 
 from servers.api.servers import ServerSerializer, ServerViewSet
 

@@ -1,6 +1,6 @@
 """What every route under /servers/{server_id}/ shares.
 
-Order of checks (CONTRACT §1): the key's scope (the permission class, before any lookup),
+Order of checks: the key's scope (the permission class, before any lookup),
 then the server (404 server_not_found, the same for foreign, restricted and absent), then the
 capability of the action (501 not_supported, 403 feature_not_enabled), then the body, and
 last the server's state (409 invalid_state, raised by the services).
@@ -13,8 +13,8 @@ from rest_framework import serializers, viewsets
 from rest_framework.response import Response
 
 from accounts.authentication import calling_key
+from audit.actors import Actor
 from gshost.api.pagination import NewestFirstCursorPagination
-from servers.actors import Actor
 from servers.capabilities import Capability, capability_require
 from servers.models import Server
 from servers.selectors import server_get_for_key

@@ -56,7 +56,7 @@ class ServerReadingsViewSet(ServerRouteViewSet):
 
 
 class RealtimeStatsViewSet(ServerRouteViewSet):
-    """600 requests a minute per key (SPEC §8), instead of the default tier."""
+    """600 requests a minute per key, instead of the default tier."""
 
     rate_tier = RATE_TIER_REALTIME
     scopes = {"stats": Scope.SERVERS_READ}

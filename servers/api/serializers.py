@@ -1,4 +1,4 @@
-"""Input and output shapes of the server routes (CONTRACT §3, §6)."""
+"""Input and output shapes of the server routes (docs/api.md)."""
 
 from typing import Any
 

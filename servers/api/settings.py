@@ -32,7 +32,7 @@ class SettingsViewSet(ServerRouteViewSet):
 
 
 class ConfigEventsStatusViewSet(ServerRouteViewSet):
-    """600 requests a minute per key (SPEC §8), instead of the default tier."""
+    """600 requests a minute per key, instead of the default tier."""
 
     rate_tier = RATE_TIER_REALTIME
     scopes = {"status": Scope.SERVERS_READ}

@@ -12,11 +12,11 @@ from django.shortcuts import redirect, render
 from accounts.models import Membership
 from accounts.panel.access import member_required, needs_scope
 from accounts.scopes import Scope
+from audit.actors import Actor
 from audit.services import PanelContext
 from gshost.api.errors import domain_status
 from gshost.errors import DomainError
 from gshost.panel_errors import refusal_message
-from servers.actors import Actor
 from servers.capabilities import Capability, capability_require
 from servers.models import Server
 from servers.selectors import server_list_for_organization

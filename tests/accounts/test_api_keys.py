@@ -8,8 +8,12 @@ from freezegun import freeze_time
 
 from accounts.models import ApiKey
 from accounts.services import KeyRequestRefused, api_key_create, api_key_revoke
+from audit.actors import Actor
 from audit.services import PanelContext
 from tests.conftest import API, client_for, error_of
+
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
@@ -37,7 +41,7 @@ RECORD_FIELDS = {
 
 
 def revoke(key_id: str) -> None:
-    api_key_revoke(key=ApiKey.objects.get(key_id=key_id))
+    api_key_revoke(key=ApiKey.objects.get(key_id=key_id), actor=TEST_ACTOR)
 
 
 # GET /account/keys/current
@@ -131,7 +135,7 @@ def test_it_refuses_an_expiry_outside_1_to_365_days(alice, days):
             membership=alice,
             name="bad-expiry",
             expiry_days=days,
-            context=PanelContext(user_email="alice@acme.test"),
+            actor=Actor.person(PanelContext(user_email="alice@acme.test")),
         )
     assert refused.value.field == "expiry_days"
 

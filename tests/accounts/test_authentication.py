@@ -12,9 +12,13 @@ from freezegun import freeze_time
 from accounts import keys
 from accounts.models import ApiKey
 from accounts.services import ScopeExceedsPermissions, api_key_create, api_key_revoke
+from audit.actors import Actor
 from audit.models import AuditRecord
 from audit.services import PanelContext
 from tests.conftest import API, client_for, error_of
+
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
@@ -145,7 +149,7 @@ def test_a_key_without_expiry_keeps_working(make_key):
 
 def test_it_refuses_a_revoked_key_with_token_revoked(make_key):
     key = make_key()
-    api_key_revoke(key=ApiKey.objects.get(key_id=key.key_id))
+    api_key_revoke(key=ApiKey.objects.get(key_id=key.key_id), actor=TEST_ACTOR)
     response = client_for(key).get(CURRENT)
     assert response.status_code == 401
     assert error_of(response)["code"] == "token_revoked"
@@ -153,7 +157,7 @@ def test_it_refuses_a_revoked_key_with_token_revoked(make_key):
 
 def test_a_wrong_secret_for_a_revoked_key_is_invalid_token(make_key):
     key = make_key()
-    api_key_revoke(key=ApiKey.objects.get(key_id=key.key_id))
+    api_key_revoke(key=ApiKey.objects.get(key_id=key.key_id), actor=TEST_ACTOR)
     response = client_for(well_formed_token(key.key_id)).get(CURRENT)
     assert error_of(response)["code"] == "invalid_token"
 
@@ -171,7 +175,8 @@ def test_a_panel_revocation_is_refused_at_once_in_the_revoking_process(make_key)
     client = client_for(key)
     assert client.get(CURRENT).status_code == 200  # the key's record is now cached here
     api_key_revoke(
-        key=ApiKey.objects.get(key_id=key.key_id), context=PanelContext(user_email="a@acme.test")
+        key=ApiKey.objects.get(key_id=key.key_id),
+        actor=Actor.person(PanelContext(user_email="a@acme.test")),
     )
     assert error_of(client.get(CURRENT))["code"] == "token_revoked"
 
@@ -264,7 +269,7 @@ def test_a_creator_cannot_grant_a_scope_they_do_not_hold(bob):
             membership=bob,
             name="too-much",
             scopes=["servers:read", "keys:revoke"],
-            context=PanelContext(user_email="bob@acme.test"),
+            actor=Actor.person(PanelContext(user_email="bob@acme.test")),
         )
     assert refused.value.code == "scope_exceeds_permissions"
     assert refused.value.scopes == ["keys:revoke"]
@@ -276,7 +281,7 @@ def test_an_unrecognized_scope_does_not_count_against_the_creator(bob):
         membership=bob,
         name="typo",
         scopes=["servers:read", "keys:revok"],
-        context=PanelContext(user_email="bob@acme.test"),
+        actor=Actor.person(PanelContext(user_email="bob@acme.test")),
     )
     assert new.key.scopes == ["servers:read", "keys:revok"]
 
@@ -300,7 +305,7 @@ def test_an_expired_key_without_the_scope_gets_401_not_403(make_key):
 
 def test_a_revoked_key_called_from_outside_its_allowlist_gets_token_revoked(make_key):
     key = make_key(allowed_ips=["10.0.0.0/8"])
-    api_key_revoke(key=ApiKey.objects.get(key_id=key.key_id))
+    api_key_revoke(key=ApiKey.objects.get(key_id=key.key_id), actor=TEST_ACTOR)
     response = client_for(key).get(CURRENT, REMOTE_ADDR="127.0.0.1")
     assert (response.status_code, error_of(response)["code"]) == (401, "token_revoked")
 

@@ -11,7 +11,11 @@ from freezegun import freeze_time
 
 from accounts.models import ApiKey
 from accounts.services import api_key_revoke
+from audit.actors import Actor
 from tests.conftest import API, IssuedKey, client_for, error_of
+
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
@@ -120,7 +124,7 @@ def scenario(request, make_key, charlie, acme_server, acme_other_server, globex_
         if kind == "expired":
             frozen.tick(86400)
         if kind == "revoked":
-            api_key_revoke(key=ApiKey.objects.get(key_id=caller.key_id))
+            api_key_revoke(key=ApiKey.objects.get(key_id=caller.key_id), actor=TEST_ACTOR)
         yield Scenario(kind, caller, caller.key_id, acme_server.id)
 
 

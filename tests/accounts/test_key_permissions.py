@@ -13,6 +13,7 @@ from accounts.services import (
     api_key_rotate,
     member_add,
 )
+from audit.actors import Actor
 from audit.services import PanelContext
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
@@ -30,7 +31,9 @@ def dora(acme: Organization) -> Membership:
 
 def mint(membership: Membership, scopes: list[str], name: str = "k") -> ApiKey:
     context = PanelContext(user_email=membership.user.email)
-    return api_key_create(membership=membership, name=name, scopes=scopes, context=context).key
+    return api_key_create(
+        membership=membership, name=name, scopes=scopes, actor=Actor.person(context)
+    ).key
 
 
 def context_of(membership: Membership) -> PanelContext:
@@ -40,7 +43,9 @@ def context_of(membership: Membership) -> PanelContext:
 def test_it_refuses_to_rotate_a_key_holding_scopes_the_person_lacks(alice, dora):
     key = mint(alice, OWNER_SCOPES)
     with pytest.raises(ScopeExceedsPermissions) as refused:
-        api_key_rotate(key=key, membership=dora, grace_hours=0, context=context_of(dora))
+        api_key_rotate(
+            key=key, membership=dora, grace_hours=0, actor=Actor.person(context_of(dora))
+        )
     assert refused.value.scopes == ["servers:power", "keys:read", "audit:read"]
 
 
@@ -48,14 +53,16 @@ def test_a_refused_rotation_leaves_the_key_as_it_was(alice, dora):
     key = mint(alice, OWNER_SCOPES)
     before = ApiKey.objects.filter(pk=key.pk).values().get()
     with pytest.raises(ScopeExceedsPermissions):
-        api_key_rotate(key=key, membership=dora, grace_hours=0, context=context_of(dora))
+        api_key_rotate(
+            key=key, membership=dora, grace_hours=0, actor=Actor.person(context_of(dora))
+        )
     assert ApiKey.objects.filter(pk=key.pk).values().get() == before
     assert ApiKey.objects.count() == 1
 
 
 def test_it_rotates_a_key_whose_recognised_scopes_the_person_holds(alice, dora):
     key = mint(alice, ["servers:read", "made:up"])
-    new = api_key_rotate(key=key, membership=dora, context=context_of(dora))
+    new = api_key_rotate(key=key, membership=dora, actor=Actor.person(context_of(dora)))
     assert new.key.scopes == ["servers:read", "made:up"]
     assert new.key.created_by == dora.user
 
@@ -63,27 +70,27 @@ def test_it_rotates_a_key_whose_recognised_scopes_the_person_holds(alice, dora):
 def test_it_lets_a_creator_delete_their_own_key(alice, acme):
     erin = member_add(organization=acme, email="erin@acme.test", password=None)
     key = mint(erin, [])
-    api_key_delete(key=key, membership=erin, context=context_of(erin))
+    api_key_delete(key=key, membership=erin, actor=Actor.person(context_of(erin)))
     assert ApiKey.objects.get(pk=key.pk).revoked_at is not None
 
 
 def test_it_refuses_to_delete_another_persons_key_with_scopes_the_person_lacks(alice, dora):
     key = mint(alice, OWNER_SCOPES)
     with pytest.raises(KeyDeletionRefused):
-        api_key_delete(key=key, membership=dora, context=context_of(dora))
+        api_key_delete(key=key, membership=dora, actor=Actor.person(context_of(dora)))
     assert ApiKey.objects.get(pk=key.pk).revoked_at is None
 
 
 def test_it_lets_a_person_holding_every_scope_on_the_key_delete_it(alice, dora):
     key = mint(alice, ["servers:read"])
-    api_key_delete(key=key, membership=dora, context=context_of(dora))
+    api_key_delete(key=key, membership=dora, actor=Actor.person(context_of(dora)))
     assert ApiKey.objects.get(pk=key.pk).revoked_at is not None
 
 
 def test_it_refuses_to_act_on_another_organizations_key(alice, charlie):
     key = mint(alice, [])
     with pytest.raises(ApiKey.DoesNotExist):
-        api_key_rotate(key=key, membership=charlie, context=context_of(charlie))
+        api_key_rotate(key=key, membership=charlie, actor=Actor.person(context_of(charlie)))
 
 
 def test_the_key_list_without_keys_read_holds_only_the_persons_own_keys(alice, dora):

@@ -18,6 +18,7 @@ from django.test.utils import CaptureQueriesContext
 from accounts import keys
 from accounts.models import ApiKey, Membership
 from accounts.services import api_key_create, api_key_revoke, api_key_rotate
+from audit.actors import Actor
 from audit.models import AuditRecord
 from audit.services import PanelContext
 from tests.conftest import API, client_for
@@ -68,14 +69,14 @@ def live_a_keys_life(make_key) -> Trail:
     successor = api_key_rotate(
         key=ApiKey.objects.get(key_id=key.key_id),
         membership=Membership.objects.get(user__email=PANEL.user_email),
-        context=PANEL,
+        actor=Actor.person(PANEL),
     )
     trail.tokens.append(successor.full_key)
     trail.call(key.full_key, "get", "/account/keys/current")  # in grace
     trail.call(successor.full_key, "get", "/account/keys")
     trail.call(successor.full_key, "delete", f"/account/keys/{successor.key.key_id}")
     trail.call(successor.full_key, "get", "/account/keys/current")  # revoked
-    api_key_revoke(key=ApiKey.objects.get(key_id=key.key_id), context=PANEL)
+    api_key_revoke(key=ApiKey.objects.get(key_id=key.key_id), actor=Actor.person(PANEL))
     trail.call(key.full_key, "get", "/account/keys/current")  # revoked
     trail.call(well_formed_token(key.key_id, "Z"), "get", "/account/keys/current")
     trail.tokens.append(well_formed_token(key.key_id, "Z"))
@@ -121,7 +122,7 @@ def test_no_api_response_contains_a_key_or_secret(trail):
 
 
 def test_the_creation_result_does_not_print_the_key(alice):
-    new = api_key_create(membership=alice, name="printed", context=PANEL)
+    new = api_key_create(membership=alice, name="printed", actor=Actor.person(PANEL))
     assert new.full_key not in repr(new)
     assert new.full_key[13:] not in str(new)
 

@@ -10,9 +10,13 @@ from freezegun import freeze_time
 
 from accounts.models import ApiKey
 from accounts.services import api_key_create, api_key_revoke, member_add
+from audit.actors import Actor
 from audit.models import AuditRecord, Source
 from audit.services import PanelContext
 from tests.conftest import API, client_for, error_of
+
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
 
 KEYS = "/panel/keys/"
 NEW = "/panel/keys/new"
@@ -27,18 +31,6 @@ def shown_key(response) -> str:
 
 def key_id_of(full_key: str) -> str:
     return full_key[4:12]
-
-
-@pytest.fixture
-def alice_client(client: Client, alice) -> Client:
-    client.force_login(alice.user)
-    return client
-
-
-@pytest.fixture
-def bob_client(client: Client, bob) -> Client:
-    client.force_login(bob.user)
-    return client
 
 
 def create(client: Client, **fields) -> object:
@@ -280,7 +272,7 @@ def test_it_refuses_a_grace_outside_0_to_168_hours(alice_client, make_key, grace
 
 def test_it_refuses_to_rotate_a_revoked_key(alice_client, make_key):
     key = make_key()
-    api_key_revoke(key=ApiKey.objects.get(key_id=key.key_id))
+    api_key_revoke(key=ApiKey.objects.get(key_id=key.key_id), actor=TEST_ACTOR)
     response = alice_client.post(f"{KEYS}{key.key_id}/rotate", {"grace_hours": "1"})
     assert response.status_code == 409
     assert ApiKey.objects.count() == 1
@@ -374,7 +366,9 @@ def test_it_switches_to_another_organization_of_the_person(alice_client, alice, 
         organization=globex, email=alice.user.email, password=None, member_scopes=["keys:read"]
     )
     api_key_create(
-        membership=charlie, name="globex-ci", context=PanelContext(user_email="c@globex.test")
+        membership=charlie,
+        name="globex-ci",
+        actor=Actor.person(PanelContext(user_email="c@globex.test")),
     )
     response = alice_client.post(
         "/panel/switch-organization/", {"organization": globex.id, "next": KEYS}

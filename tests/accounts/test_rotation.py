@@ -9,9 +9,13 @@ from freezegun import freeze_time
 from accounts import keys
 from accounts.models import ApiKey, Membership
 from accounts.services import KeyRequestRefused, NewKey, api_key_revoke, api_key_rotate
+from audit.actors import Actor
 from audit.models import AuditRecord
 from audit.services import PanelContext
 from tests.conftest import API, client_for, error_of
+
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
@@ -24,7 +28,7 @@ PANEL = PanelContext(user_email="alice@acme.test")
 def rotate(key_id: str, **options: int) -> NewKey:
     key = ApiKey.objects.get(key_id=key_id)
     alice = Membership.objects.get(user__email=PANEL.user_email, organization=key.organization)
-    return api_key_rotate(key=key, membership=alice, context=PANEL, **options)
+    return api_key_rotate(key=key, membership=alice, actor=Actor.person(PANEL), **options)
 
 
 @pytest.fixture
@@ -211,7 +215,7 @@ def test_it_refuses_to_rotate_an_expired_key(make_key, frozen):
 
 def test_it_refuses_to_rotate_a_revoked_key(make_key, frozen):
     old = make_key()
-    api_key_revoke(key=ApiKey.objects.get(key_id=old.key_id))
+    api_key_revoke(key=ApiKey.objects.get(key_id=old.key_id), actor=TEST_ACTOR)
     with pytest.raises(KeyRequestRefused):
         rotate(old.key_id)
 

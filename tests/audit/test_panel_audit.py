@@ -3,7 +3,6 @@
 from datetime import timedelta
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 from freezegun import freeze_time
 
@@ -11,12 +10,6 @@ from audit.models import ActorType, AuditRecord, Source
 from tests.conftest import API, client_for
 
 AUDIT = "/panel/audit/"
-
-
-@pytest.fixture
-def alice_client(client: Client, alice) -> Client:
-    client.force_login(alice.user)
-    return client
 
 
 def api_record(organization, **fields) -> AuditRecord:

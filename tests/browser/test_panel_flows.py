@@ -8,19 +8,22 @@ from typing import Any
 import pytest
 from django.utils import timezone
 from playwright.sync_api import Page, expect
-from webhooks.engine import deliver_due_now
 
 from accounts.models import ApiKey, Membership
-from servers.actors import Actor
+from audit.actors import Actor
 from servers.models import Server
 from servers.runtime import get_runtime
 from servers.services import PowerAction, server_power
 from tests.browser.conftest import sign_in
 from tests.conftest import API, client_for
+from tests.webhooks.delivery_fixtures import use_resolver
 from tests.webhooks.receiver import HttpsReceiver, loopback_resolver
-from webhooks import attempts, pool
+from webhooks.delivery.engine import deliver_due_now
 from webhooks.models import Delivery, Webhook
 from webhooks.services import webhook_create
+
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -43,15 +46,8 @@ def receiver_fixture(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator
         settings.WEBHOOK_CA_BUNDLE = receiver.ca_pem_path
         settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
         settings.WEBHOOK_TIMEOUT_SECONDS = 5.0
-        monkeypatch.setattr(
-            attempts,
-            "sender_factory",
-            lambda config: attempts.build_sender(config, resolve=loopback_resolver),
-        )
-        attempts.forget_sender()
-        yield receiver
-        pool.close_pool()
-        attempts.forget_sender()
+        use_resolver(monkeypatch, loopback_resolver)
+        yield receiver  # the suite's one process-state fixture stops the engine afterwards
 
 
 def _finish_transitions() -> None:
@@ -112,7 +108,9 @@ def test_it_creates_a_webhook_and_shows_its_secret_once(owner_page):
 
 
 def test_it_sends_a_test_ping_and_shows_its_result(owner_page, acme, receiver):
-    webhook_create(organization=acme, url=receiver.url(host=HOST), events=["server.started"])
+    webhook_create(
+        organization=acme, url=receiver.url(host=HOST), events=["server.started"], actor=TEST_ACTOR
+    )
     owner_page.goto("/panel/webhooks/")
     owner_page.get_by_role("button", name="Send test").click()
     expect(owner_page.locator("#test-result")).to_have_text("The receiver accepted the ping.")
@@ -133,7 +131,7 @@ def test_it_shows_a_server_state_change_without_reloading(owner_page, acme_serve
 
 def _delivered(acme: Any, server: Server, receiver: HttpsReceiver) -> tuple[Webhook, Delivery]:
     webhook, _secret = webhook_create(
-        organization=acme, url=receiver.url(host=HOST), events=["server.started"]
+        organization=acme, url=receiver.url(host=HOST), events=["server.started"], actor=TEST_ACTOR
     )
     server_power(server=server, action=PowerAction.START, actor=Actor.system("test"))
     _finish_transitions()

@@ -18,8 +18,12 @@ from accounts import keys
 from accounts.models import ApiKey
 from accounts.permissions import NO_SCOPE_REQUIRED
 from accounts.services import api_key_revoke
+from audit.actors import Actor
 from audit.models import AuditRecord
 from tests.conftest import API, client_for, error_of
+
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
@@ -192,7 +196,7 @@ def test_every_401_carries_www_authenticate(make_key):
     with freeze_time("2026-11-22 10:00:00") as frozen:
         expired = make_key(expiry_days=1)
         revoked = make_key()
-        api_key_revoke(key=ApiKey.objects.get(key_id=revoked.key_id))
+        api_key_revoke(key=ApiKey.objects.get(key_id=revoked.key_id), actor=TEST_ACTOR)
         frozen.tick(86400)
         answers = {
             "missing_token": client_for(None).get(CURRENT),

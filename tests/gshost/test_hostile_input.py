@@ -11,11 +11,15 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from accounts.scopes import CATALOGUE
+from audit.actors import Actor
 from servers.models import Server
 from tests.conftest import API, client_for, error_of
 from tests.webhooks.webhook_fixtures import make_delivery
 from webhooks.models import DeliveryStatus
 from webhooks.services import webhook_create
+
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
@@ -39,7 +43,10 @@ def owner_key(make_key) -> Any:
 @pytest.fixture
 def webhook(acme) -> Any:
     hook, _ = webhook_create(
-        organization=acme, url="https://hooks.example.com/x", events=["server.started"]
+        organization=acme,
+        url="https://hooks.example.com/x",
+        events=["server.started"],
+        actor=TEST_ACTOR,
     )
     return hook
 

@@ -94,7 +94,7 @@ def running_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
 
 def _start_a_demo_server(running: Running) -> None:
     code = (
-        "from servers.actors import Actor\n"
+        "from audit.actors import Actor\n"
         "from servers.models import Server\n"
         "from servers.services import PowerAction, server_power\n"
         "server = Server.objects.get(name='Survival', organization__slug='demo')\n"

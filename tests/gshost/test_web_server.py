@@ -30,13 +30,15 @@ BODY = b"pong-pong-pong"  # so each ping takes about 14 x 0.4 s = 5.6 s
 
 SETUP = """
 from accounts.services import organization_create, member_add, api_key_create
+from audit.actors import Actor
 from audit.services import PanelContext
 from webhooks.services import webhook_create
 org = organization_create(slug="acme", name="Acme")
 owner = member_add(organization=org, email="alice@acme.test", password=None, owner=True)
 key = api_key_create(membership=owner, name="k", scopes=["webhooks:manage", "keys:read"],
-                     context=PanelContext(user_email="alice@acme.test")).full_key
-hook, _ = webhook_create(organization=org, url="{url}", events=["server.started"])
+                     actor=Actor.person(PanelContext(user_email="alice@acme.test"))).full_key
+hook, _ = webhook_create(organization=org, url="{url}", events=["server.started"],
+                         actor=Actor.system("tests"))
 print(json.dumps({{"key": key, "webhook": hook.id}}))
 """
 

@@ -20,9 +20,9 @@ from django.utils import timezone
 from accounts.models import ApiKey, Membership, Organization
 from accounts.scopes import CATALOGUE, Scope
 from accounts.services import api_key_create, member_add
+from audit.actors import Actor
 from audit.models import AuditRecord
 from audit.services import PanelContext
-from servers.actors import Actor
 from servers.config_events import config_event_create
 from servers.jobs import backup_create
 from servers.models import (
@@ -40,6 +40,9 @@ from tests.panel.routes import panel_patterns
 from tests.webhooks.webhook_fixtures import make_delivery
 from webhooks.models import Delivery, DeliveryStatus, Webhook
 from webhooks.services import webhook_create
+
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
@@ -107,6 +110,8 @@ ROUTES = [
     PanelRoute("get", W + "/delete", Scope.WEBHOOKS_WRITE),
     PanelRoute("post", W + "/delete", Scope.WEBHOOKS_WRITE, ok=302),
     PanelRoute("post", W + "/test", Scope.WEBHOOKS_MANAGE),
+    PanelRoute("get", W + "/secret/roll", Scope.WEBHOOKS_MANAGE),
+    PanelRoute("post", W + "/secret/roll", Scope.WEBHOOKS_MANAGE, {"grace_hours": "24"}),
     PanelRoute("get", W + "/deliveries", Scope.WEBHOOKS_READ),
     PanelRoute("get", W + "/deliveries/{delivery}", Scope.WEBHOOKS_READ),
     PanelRoute("post", W + "/deliveries/{delivery}/redeliver", Scope.WEBHOOKS_MANAGE, ok=302),
@@ -197,10 +202,13 @@ def world(alice: Membership, acme: Organization, acme_server: Server) -> World:
         membership=alice,
         name="owners-key",
         scopes=KEY_SCOPES,
-        context=PanelContext(user_email=alice.user.email),
+        actor=Actor.person(PanelContext(user_email=alice.user.email)),
     ).key
     webhook, _ = webhook_create(
-        organization=acme, url="https://hooks.example.com/acme", events=["server.started"]
+        organization=acme,
+        url="https://hooks.example.com/acme",
+        events=["server.started"],
+        actor=TEST_ACTOR,
     )
     delivery = make_delivery(webhook, status=DeliveryStatus.FAILED, server_id=acme_server.id)
     system = Actor.system("matrix")

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 from freezegun import freeze_time
 
+from audit.actors import Actor
 from servers.lifecycle import Trigger
 from servers.models import Server
 from servers.runtime import get_runtime
@@ -17,11 +18,16 @@ from webhooks.events import EVENT_NAMES
 from webhooks.models import Delivery
 from webhooks.services import webhook_create
 
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
 
 @pytest.fixture
 def acme_hook(acme):
     webhook, _secret = webhook_create(
-        organization=acme, url="https://hooks.example.com/acme", events=sorted(EVENT_NAMES)
+        organization=acme,
+        url="https://hooks.example.com/acme",
+        events=sorted(EVENT_NAMES),
+        actor=TEST_ACTOR,
     )
     return webhook
 
@@ -29,7 +35,10 @@ def acme_hook(acme):
 @pytest.fixture
 def globex_hook(globex):
     webhook, _secret = webhook_create(
-        organization=globex, url="https://hooks.example.com/globex", events=sorted(EVENT_NAMES)
+        organization=globex,
+        url="https://hooks.example.com/globex",
+        events=sorted(EVENT_NAMES),
+        actor=TEST_ACTOR,
     )
     return webhook
 

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 from freezegun import freeze_time
 
-from servers.actors import Actor
+from audit.actors import Actor
 from servers.jobs import backup_create
 from servers.models import Backup, Job
 from servers.runtime import get_runtime

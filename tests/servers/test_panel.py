@@ -7,8 +7,8 @@ from django.test import Client
 from django.utils import timezone
 from freezegun import freeze_time
 
+from audit.actors import Actor
 from audit.models import AuditRecord
-from servers.actors import Actor
 from servers.jobs import backup_create
 from servers.models import ConfigEvent, Job, Schedule, ScheduleRun, Server, SettingChange
 from servers.runtime import get_runtime

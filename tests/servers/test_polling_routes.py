@@ -1,11 +1,11 @@
-"""The polling routes of SPEC §4.3: shapes and scopes."""
+"""The polling routes (status, players, stats, metrics, settings): shapes and scopes."""
 
 import re
 
 import pytest
 from freezegun import freeze_time
 
-from servers.actors import Actor
+from audit.actors import Actor
 from servers.migration import migration_begin
 from tests.conftest import API, client_for, error_of
 

@@ -1,5 +1,5 @@
 """The simulated runtime: it finishes requests after SIMULATED_RUNTIME_DELAY_SECONDS through the
-task queue (or the minute sweep, if a task is lost) and invents deterministic readings."""
+task queue (or the servers' minute tick, if a task is lost) and invents deterministic readings."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -8,8 +8,8 @@ from django.utils import timezone
 from django_q.conf import Conf
 from freezegun import freeze_time
 
+from audit.actors import Actor
 from servers import tasks
-from servers.actors import Actor
 from servers.models import Server
 from servers.runtime import get_runtime
 from servers.services import PowerAction, server_power

@@ -5,8 +5,8 @@ from django.core import mail
 from django_q.models import Schedule as QSchedule
 from freezegun import freeze_time
 
+from audit.actors import Actor
 from servers import tasks
-from servers.actors import Actor
 from servers.models import Schedule, ScheduleRun
 from servers.schedules import ScheduleInput, schedule_create, schedule_set_enabled
 from tests.conftest import API, client_for, error_of

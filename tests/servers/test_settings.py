@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 from freezegun import freeze_time
 
+from audit.actors import Actor, ActorSource
 from servers import tasks
-from servers.actors import Actor, Source
 from servers.config_events import (
     config_event_cancel,
     config_event_create,
@@ -65,7 +65,7 @@ def test_history_lists_changes_newest_first(reader, acme_server):
         settings_update(
             server=acme_server,
             values={"motd": "Hello"},
-            actor=Actor(Source.PANEL, user_email="a@b.test"),
+            actor=Actor(ActorSource.PANEL, user_email="a@b.test"),
         )
     body = reader.get(f"{API}/servers/{acme_server.id}/settings/history").json()
     assert set(body) == {"results", "next", "previous"}

@@ -10,7 +10,7 @@ from django.utils import timezone
 from freezegun import freeze_time
 
 from accounts.models import User
-from servers.actors import Actor
+from audit.actors import Actor
 from servers.errors import InvalidState
 from servers.migration import migration_begin
 from servers.models import Server, ServerMigration

@@ -1,5 +1,5 @@
 """Applying the state machine: compare-and-set, a recorded transition, and exactly the events
-SPEC §6 names (and none where it says none)."""
+each move fires (and none for the moves that fire none)."""
 
 import pytest
 from freezegun import freeze_time

@@ -4,7 +4,6 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from audit.models import AuditRecord, Source
@@ -18,18 +17,6 @@ pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
 PANEL = "/panel/webhooks/"
 SHOWN_SECRET = re.compile(r'<code id="new-signing-secret">(whsec_[0-9A-Za-z]{43})</code>')
-
-
-@pytest.fixture
-def alice_client(client: Client, alice) -> Client:
-    client.force_login(alice.user)
-    return client
-
-
-@pytest.fixture
-def bob_client(client: Client, bob) -> Client:
-    client.force_login(bob.user)
-    return client
 
 
 def settle(delivery, latency_ms=None):

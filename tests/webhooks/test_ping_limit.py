@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
+from audit.actors import Actor
 from tests.conftest import client_for, error_of
 from tests.webhooks.delivery_fixtures import (
     HOST,
@@ -19,6 +20,9 @@ from webhooks import ping_limit
 from webhooks.models import Webhook
 from webhooks.services import webhook_create, webhook_send_test
 
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
+
 pytestmark = pytest.mark.usefixtures("fast_password_hashing", "engine_settings")
 
 SLOW_SECONDS = 2.0
@@ -28,7 +32,10 @@ SLOW_SECONDS = 2.0
 def slow_hook(transactional_db: None, acme: Any, receiver: HttpsReceiver) -> Webhook:
     receiver.set_behaviour(status=200, body=b"pong", delay=SLOW_SECONDS)
     hook, _ = webhook_create(
-        organization=acme, url=f"https://{HOST}:{receiver.port}/hook", events=["server.started"]
+        organization=acme,
+        url=f"https://{HOST}:{receiver.port}/hook",
+        events=["server.started"],
+        actor=TEST_ACTOR,
     )
     return hook
 
@@ -38,7 +45,9 @@ def two_waiting(slow_hook: Webhook, receiver: HttpsReceiver) -> Iterator[list[An
     """Two pings of Acme held by the slow receiver; yields their results once they are over."""
     results: list[Any] = []
     threads = [
-        threading.Thread(target=lambda: results.append(webhook_send_test(webhook=slow_hook)))
+        threading.Thread(
+            target=lambda: results.append(webhook_send_test(webhook=slow_hook, actor=TEST_ACTOR))
+        )
         for _ in range(2)
     ]
     for thread in threads:
@@ -77,16 +86,19 @@ def test_the_waiting_pings_still_succeed(two_waiting, slow_hook):
 
 def test_another_organizations_ping_is_not_held_back(two_waiting, globex, receiver):
     hook, _ = webhook_create(
-        organization=globex, url=f"https://{HOST}:{receiver.port}/other", events=["server.started"]
+        organization=globex,
+        url=f"https://{HOST}:{receiver.port}/other",
+        events=["server.started"],
+        actor=TEST_ACTOR,
     )
     receiver.set_behaviour(path="/other", status=200, body=b"pong")
-    assert webhook_send_test(webhook=hook).succeeded
+    assert webhook_send_test(webhook=hook, actor=TEST_ACTOR).succeeded
 
 
 def test_a_slot_is_free_again_once_a_ping_is_over(slow_hook, receiver):
     receiver.set_behaviour(status=200, body=b"pong", delay=0)
     for _ in range(3):
-        assert webhook_send_test(webhook=slow_hook).succeeded
+        assert webhook_send_test(webhook=slow_hook, actor=TEST_ACTOR).succeeded
 
 
 UNREACHABLE_CACHE = {
@@ -101,7 +113,7 @@ def test_an_unreachable_cache_does_not_fail_a_ping(slow_hook, receiver):
     receiver.set_behaviour(status=200, body=b"pong", delay=0)
     ping_limit.reset()
     with override_settings(CACHES=UNREACHABLE_CACHE):
-        assert webhook_send_test(webhook=slow_hook).succeeded
+        assert webhook_send_test(webhook=slow_hook, actor=TEST_ACTOR).succeeded
 
 
 def test_an_unreachable_cache_falls_back_to_a_per_process_cap(slow_hook, receiver):
@@ -113,5 +125,5 @@ def test_an_unreachable_cache_falls_back_to_a_per_process_cap(slow_hook, receive
         ping_limit.ping_slot(organization),
         pytest.raises(ping_limit.PingLimitReached),
     ):
-        webhook_send_test(webhook=slow_hook)
+        webhook_send_test(webhook=slow_hook, actor=TEST_ACTOR)
     assert len(receiver.requests) == 0

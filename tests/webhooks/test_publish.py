@@ -7,10 +7,14 @@ import pytest
 from django.db import transaction
 from freezegun import freeze_time
 
+from audit.actors import Actor
 from webhooks import dispatch
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryStatus, Webhook
 from webhooks.services import publish_event, webhook_create
+
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
 
 SERVER_ID = "srv_0000000000000000000A"
 OCCURRED = datetime(2026, 11, 22, 10, 15, 3, 120456, tzinfo=UTC)
@@ -24,7 +28,9 @@ def queued(monkeypatch) -> list[tuple[str, list[str]]]:
 
 
 def hook(organization, *events: Event, url: str = "https://hooks.example.com/x") -> Webhook:
-    webhook, _ = webhook_create(organization=organization, url=url, events=list(events))
+    webhook, _ = webhook_create(
+        organization=organization, url=url, events=list(events), actor=TEST_ACTOR
+    )
     return webhook
 
 

@@ -17,6 +17,7 @@ from freezegun import freeze_time
 from standardwebhooks import Webhook as StandardWebhook
 from standardwebhooks import WebhookVerificationError
 
+from audit.actors import Actor
 from gshost.schedules import ensure_schedules
 from tests.webhooks.delivery_fixtures import Hooks, expected_signature, wait_for
 from tests.webhooks.receiver import HttpsReceiver, ReceivedRequest
@@ -29,6 +30,9 @@ from tests.webhooks.worker_cluster import (
 from webhooks.delivery.engine import deliver_due_now, send_test_ping
 from webhooks.events import Event
 from webhooks.services import publish_event, webhook_roll_secret
+
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
 
 ROLLED_AT = "2026-11-22T10:00:00Z"
 
@@ -96,7 +100,7 @@ def rolled_fixture(hooks: Hooks) -> Iterator[tuple[Any, str, str]]:
     webhook = hooks.webhook()
     old = hooks.secrets[webhook.id]
     with freeze_time(ROLLED_AT):
-        webhook, new = webhook_roll_secret(webhook=webhook, grace_hours=24)
+        webhook, new = webhook_roll_secret(webhook=webhook, grace_hours=24, actor=TEST_ACTOR)
     yield webhook, old, new
 
 

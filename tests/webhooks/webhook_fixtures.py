@@ -14,11 +14,15 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.models import Membership, Organization
+from audit.actors import Actor
 from tests.conftest import API, IssuedKey, KeyMaker, client_for
 from webhooks.events import Event
 from webhooks.models import AttemptTrigger, Delivery, DeliveryAttempt, DeliveryStatus, Webhook
 from webhooks.payloads import event_body
 from webhooks.services import webhook_create
+
+TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
+
 
 WEBHOOK_SCOPES = ["webhooks:read", "webhooks:write", "webhooks:manage"]
 URL = "https://hooks.example.com/gshost"
@@ -46,7 +50,10 @@ def outsider_fixture(make_key: KeyMaker, charlie: Membership) -> APIClient:
 def webhook_fixture(acme: Organization) -> Webhook:
     """Acme's webhook for server.started and server.crashed."""
     webhook, _ = webhook_create(
-        organization=acme, url=URL, events=[Event.SERVER_STARTED, Event.SERVER_CRASHED]
+        organization=acme,
+        url=URL,
+        events=[Event.SERVER_STARTED, Event.SERVER_CRASHED],
+        actor=TEST_ACTOR,
     )
     return webhook
 

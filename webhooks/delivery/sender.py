@@ -138,7 +138,7 @@ def compact_json(payload: object) -> str:
 def signed_headers(
     keys: SigningKeys, body: bytes, message_id: str, extra: dict[str, str] | None = None
 ) -> dict[str, str]:
-    """Content-Type, signature, timestamp and User-Agent in the order of SPEC §6, then
+    """Content-Type, signature, timestamp and User-Agent in their documented order, then
     ``extra`` (the event and delivery headers), then the Standard Webhooks headers."""
     signed = signature_headers(
         keys.current, body, message_id=message_id, previous_secret=keys.previous
@@ -185,21 +185,24 @@ def _checked(
     return target, keys
 
 
-def send_delivery(claim: Claim) -> AttemptResult:
-    """One attempt of a claimed delivery: fresh timestamp and signature, the stored body."""
+def _send_signed(
+    to: Claim | Webhook, body: bytes, message_id: str, extra: dict[str, str] | None = None
+) -> AttemptResult:
+    """Check the URL and the secrets of `to`, then send `body` signed under `message_id`."""
     checked = _checked(
-        claim.url,
-        claim.encrypted_secret,
-        claim.encrypted_previous_secret,
-        claim.previous_secret_expires_at,
+        to.url, to.encrypted_secret, to.encrypted_previous_secret, to.previous_secret_expires_at
     )
     if isinstance(checked, AttemptResult):
         return checked
     target, keys = checked
-    body = claim.body.encode()
-    extra = {EVENT_HEADER: claim.event, DELIVERY_HEADER: claim.delivery_id}
-    headers = signed_headers(keys, body, claim.delivery_id, extra)
+    headers = signed_headers(keys, body, message_id, extra)
     return get_sender().send(target=target, body=body, headers=headers)
+
+
+def send_delivery(claim: Claim) -> AttemptResult:
+    """One attempt of a claimed delivery: fresh timestamp and signature, the stored body."""
+    extra = {EVENT_HEADER: claim.event, DELIVERY_HEADER: claim.delivery_id}
+    return _send_signed(claim, claim.body.encode(), claim.delivery_id, extra)
 
 
 def ping_body(webhook_id: str) -> bytes:
@@ -213,15 +216,4 @@ def ping_body(webhook_id: str) -> bytes:
 
 def send_ping(webhook: Webhook) -> AttemptResult:
     """The test ping: signed like a delivery, without the event and delivery headers."""
-    checked = _checked(
-        webhook.url,
-        webhook.encrypted_secret,
-        webhook.encrypted_previous_secret,
-        webhook.previous_secret_expires_at,
-    )
-    if isinstance(checked, AttemptResult):
-        return checked
-    target, keys = checked
-    body = ping_body(webhook.id)
-    headers = signed_headers(keys, body, new_id("png"))
-    return get_sender().send(target=target, body=body, headers=headers)
+    return _send_signed(webhook, ping_body(webhook.id), new_id("png"))

@@ -23,6 +23,7 @@ from accounts.models import Organization, User
 from accounts.scopes import Scope
 from accounts.selectors import organization_get_by_slug
 from accounts.services import member_add, organization_create
+from audit.actors import Actor
 from servers.demo import ensure_demo_extras
 from servers.models import Game, Server
 from servers.selectors import server_list_for_organization
@@ -119,18 +120,22 @@ def _ensure_admin() -> None:
         User.objects.create_superuser(email=ADMIN_EMAIL, password=DEMO_PASSWORD)
 
 
+DEMO_ACTOR = Actor.system("demo command")
+
+
 def _replace_demo_webhook(organization: Organization) -> tuple[str, str] | None:
     """The (id, url) of the demo's new webhook, or None without a receiver to send to."""
     url = os.environ.get("DEMO_WEBHOOK_URL", "")
     if not url:
         return None
     for old in webhook_list_for_org(organization.id).filter(url=url):
-        webhook_delete(webhook=old)
+        webhook_delete(webhook=old, actor=DEMO_ACTOR)
     webhook, secret = webhook_create(
         organization=organization,
         url=url,
         events=[event.value for event in Event],
         description="The demo's local receiver (make run)",
+        actor=DEMO_ACTOR,
     )
     secret_file = os.environ.get("DEMO_WEBHOOK_SECRET_FILE", "")
     if secret_file:

@@ -1,46 +1,57 @@
-"""Who asked for an action: an API key, a person in the panel, or the platform itself."""
+"""Who acted: an API key, a person in the panel, or the platform itself.
+
+Every service that changes something takes an `Actor` and audits through it, so an API call
+is said to be one (`Actor.api`) rather than implied by a missing panel context: the request
+middleware records API calls, `Actor.audit` records panel actions inside the service's
+transaction, and the platform's own moves (`Actor.system`) are nobody's call.
+"""
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
-from accounts.key_records import KeyRecord
 from audit.services import PanelAction, PanelContext, audit_panel_action
 
 
-class Source(StrEnum):
+class ActorSource(StrEnum):
     API = "api"
     PANEL = "panel"
     SYSTEM = "system"
 
 
+class _CallingKey(Protocol):
+    @property
+    def key_id(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class Actor:
-    source: Source
+    source: ActorSource
     key_id: str | None = None
     user_email: str | None = None
     panel: PanelContext | None = None
     label: str = ""
 
     @classmethod
-    def api(cls, key: KeyRecord) -> "Actor":
-        return cls(Source.API, key_id=key.key_id)
+    def api(cls, key: _CallingKey) -> "Actor":
+        return cls(ActorSource.API, key_id=key.key_id)
 
     @classmethod
     def person(cls, context: PanelContext) -> "Actor":
-        return cls(Source.PANEL, user_email=context.user_email, panel=context)
+        return cls(ActorSource.PANEL, user_email=context.user_email, panel=context)
 
     @classmethod
     def system(cls, label: str) -> "Actor":
-        return cls(Source.SYSTEM, label=label)
+        return cls(ActorSource.SYSTEM, label=label)
 
     def describe(self) -> str:
-        if self.source == Source.API:
+        if self.source == ActorSource.API:
             return f"api key {self.key_id}"
-        if self.source == Source.PANEL:
+        if self.source == ActorSource.PANEL:
             return f"panel {self.user_email}"
         return self.label or "system"
 
-    def audit(self, *, organization_id: str, action: PanelAction, server_id: str) -> None:
+    def audit(self, *, organization_id: str, action: PanelAction, server_id: str = "") -> None:
         """Panel actions are audited here, inside the acting service's transaction. API calls
         are audited by the request middleware, and the platform's own moves are not calls."""
         if self.panel is not None:
