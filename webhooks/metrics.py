@@ -7,6 +7,7 @@ read from the database at scrape time, so it is right whichever process is alive
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -54,14 +55,21 @@ def outcome_label(status_code: int | None, error: str | None) -> str:
 
 
 def attempts_recorded(outcomes: Iterable[AttemptOutcome]) -> None:
+    """Counted per label set, one increment each: in multi-process mode every increment is a
+    locked write to a shared file, and a recorded batch holds many attempts of few kinds."""
+    attempts: Counter[tuple[str, str]] = Counter()
+    settled: Counter[str] = Counter()
     for outcome in outcomes:
-        label = outcome_label(outcome.status_code, outcome.error)
-        WEBHOOK_ATTEMPTS.labels(outcome.trigger, label).inc()
+        attempts[(outcome.trigger, outcome_label(outcome.status_code, outcome.error))] += 1
         if outcome.due_at is not None and outcome.started_at is not None:
             lag = (outcome.started_at - outcome.due_at).total_seconds()
             WEBHOOK_FIRST_ATTEMPT_LAG.observe(max(lag, 0.0))
         if outcome.settled_as in SETTLED:
-            WEBHOOK_DELIVERIES.labels(outcome.settled_as).inc()
+            settled[outcome.settled_as] += 1
+    for (trigger, label), count in attempts.items():
+        WEBHOOK_ATTEMPTS.labels(trigger, label).inc(count)
+    for status, count in settled.items():
+        WEBHOOK_DELIVERIES.labels(status).inc(count)
 
 
 class BacklogCollector(Collector):
