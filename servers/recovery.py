@@ -10,9 +10,9 @@ compare-and-set, so running it alongside the tick, or in several processes, is h
 
 from __future__ import annotations
 
+from servers.tasks import tick
+
 
 def finish_overdue_work() -> None:
     """Overdue simulated transitions, jobs and migrations; due schedules and config events."""
-    from servers.tasks import tick  # imported late: the servers app loads after the engine
-
     tick()

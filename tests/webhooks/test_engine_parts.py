@@ -225,19 +225,15 @@ def test_a_hand_off_the_broker_refuses_is_counted_and_never_raised(
 
 def test_catch_ups_keep_running_when_one_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[str] = []
-    monkeypatch.setattr(handoff, "CATCH_UPS", ("no.such.module", f"{__name__}._record_run"))
-    monkeypatch.setattr(sys.modules[__name__], "_runs", ran)
+
+    def failing() -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(handoff, "_catch_ups", [failing, lambda: ran.append("ran")])
 
     handoff.run_catch_ups()
 
     assert ran == ["ran"]
-
-
-_runs: list[str] = []
-
-
-def _record_run() -> None:
-    _runs.append("ran")
 
 
 def test_only_one_thread_owns_the_engine_lifecycle() -> None:

@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 # Attempts on the network get this long to finish when the worker stops; with recording and
 # giving leases back the worker is gone well within 15 s.
 STOP_SECONDS: Final = 10.0
-# How often a worker's timer runs the hand-off catch-ups (``gshost.handoff.CATCH_UPS``).
+# How often a worker's timer runs the catch-ups apps register with gshost.handoff.
 CATCH_UP_SECONDS: Final = 5.0
 # While a round found due rows, the next round comes this soon (more may be waiting).
 _BUSY_ROUND_SECONDS: Final = 0.2
