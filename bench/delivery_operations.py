@@ -1,9 +1,11 @@
-"""The delivery engine in operation: retry lateness, a crash mid-burst, and stop times.
+"""The delivery engine in operation: retry lateness, a crash mid-burst, stop times, and two
+clusters sharing the database.
 
 Run through bench/deliveries.py with one or more of ``--retry-lateness``, ``--crash``,
-``--stop`` (see its docstring). Same set-up as the throughput run: a receiver process, the
-real ``qcluster`` on PostgreSQL + Redis, this process publishing. Returns 1 when a target is
-missed. Scale with BENCH_RETRY_SECONDS (default 180) and BENCH_CRASH_DELIVERIES (1000).
+``--stop``, ``--two-clusters`` (see its docstring). Same set-up as the throughput run: a
+receiver process, the real ``qcluster`` on PostgreSQL + Redis, this process publishing.
+Returns 1 when a target is missed. Scale with BENCH_RETRY_SECONDS (default 180),
+BENCH_CRASH_DELIVERIES (1000) and BENCH_TWO_CLUSTER_DELIVERIES (10000).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import statistics
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.deliveries import (
@@ -23,6 +26,7 @@ from bench.deliveries import (
     percentile,
     prepare_database,
     publish,
+    record_delays,
     setup_django,
     start_worker,
     unsettled,
@@ -34,10 +38,12 @@ RETRY_DELAY = 5
 RETRY_TARGET_SECONDS = 2.0
 CRASH_DELIVERIES = int(os.environ.get("BENCH_CRASH_DELIVERIES", "1000"))
 CRASH_WEBHOOKS = 50
+TWO_CLUSTER_DELIVERIES = int(os.environ.get("BENCH_TWO_CLUSTER_DELIVERIES", "10000"))
 RECORD_BOUND_SECONDS = 0.05
 STOP_TARGET_SECONDS = 15.0
 # The default lease margin (30 s) would make the crash run wait 40 s for the leases.
 CRASH_LEASE_MARGIN = "5"
+LEASE_SECONDS = 10 + float(CRASH_LEASE_MARGIN)  # the default 10 s attempt timeout + the margin
 
 
 def run(flags: list[str]) -> int:
@@ -45,6 +51,7 @@ def run(flags: list[str]) -> int:
         "--retry-lateness": retry_lateness,
         "--crash": crash,
         "--stop": stop_times,
+        "--two-clusters": two_clusters,
     }
     unknown = [flag for flag in flags if flag not in scenarios]
     if unknown:
@@ -163,39 +170,193 @@ def retry_lateness() -> list[str]:
 # --- crash -------------------------------------------------------------------------------------
 
 
+@dataclass
+class Held:
+    """Rows leased and unsettled at a kill: delivery id -> when its lease runs out
+    (time.monotonic(), the receiver's clock)."""
+
+    expiries: dict[str, float]
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self.expiries)
+
+
+def held_rows(among: list[str] | None = None) -> Held:
+    from webhooks.delivery.policy import OPEN_STATUSES
+    from webhooks.models import Delivery
+
+    rows = Delivery.objects.filter(status__in=OPEN_STATUSES, lease_expires_at__isnull=False)
+    if among is not None:
+        rows = rows.filter(id__in=among)
+    offset = time.time() - time.monotonic()
+    leases = rows.values_list("id", "lease_expires_at")
+    return Held({i: expires.timestamp() - offset for i, expires in leases})
+
+
+def wait_for_held(held: Held, timeout: float) -> None:
+    from webhooks.delivery.policy import OPEN_STATUSES
+    from webhooks.models import Delivery
+
+    def settled() -> bool:
+        return not Delivery.objects.filter(id__in=held.ids, status__in=OPEN_STATUSES).exists()
+
+    wait_until(settled, timeout, "the killed cluster's rows to settle")
+
+
+def run_out_together(held: Held) -> Held:
+    """Move the held rows' leases to the latest of them, so that they all run out at once and
+    the retake runs at the engine's pace rather than at the pace their claims were made (no
+    lease is shortened)."""
+    from datetime import UTC, datetime
+
+    from webhooks.models import Delivery
+
+    last = max(held.expiries.values())
+    at = datetime.fromtimestamp(last + time.time() - time.monotonic(), UTC)
+    Delivery.objects.filter(id__in=held.ids).update(lease_expires_at=at)
+    return Held(dict.fromkeys(held.expiries, last))
+
+
+def recovery(held: Held, receiver: Receiver, killed_at: float, normal_rate: float) -> list[str]:
+    """How the held rows came back once their leases (made to run out together) ran out: the
+    rate from that moment to the last row's new attempt, against the normal rate."""
+    expired_at = max(held.expiries.values())
+    retaken = [
+        min(t for t in receiver.arrivals.get(d, []) if t > expired_at - 0.5)
+        for d in held.ids
+        if any(t > expired_at - 0.5 for t in receiver.arrivals.get(d, []))
+    ]
+    rate = len(retaken) / max(max(retaken) - expired_at, 0.001)
+    print(
+        f"  the {len(held.ids)} held rows, their leases run out together "
+        f"{expired_at - killed_at:.1f} s after the kill, were all re-attempted within "
+        f"{max(retaken) - expired_at:.2f} s: {rate:.0f} rows/s; normal {normal_rate:.0f}/s "
+        f"(ratio {rate / normal_rate:.2f}, target >= 0.5)"
+    )
+    failures = [] if len(retaken) == len(held.ids) else ["a held row was not re-attempted"]
+    if rate < normal_rate / 2:
+        failures.append(f"recovery {rate:.0f}/s < half of {normal_rate:.0f}")
+    return failures
+
+
+def resends(ids: list[str], receiver: Receiver, killed_at: float, held: Held) -> list[str]:
+    """Print lost and re-sent counts and how long before the kill the re-sent rows were first
+    sent; the failures: any loss, or a re-send of a row the killed cluster did not hold."""
+    lost = sum(1 for d in ids if d not in receiver.arrivals)
+    resent = [d for d in ids if len(receiver.arrivals.get(d, [])) > 1]
+    ages = sorted((killed_at - min(receiver.arrivals[d])) * 1000 for d in resent)
+    print(
+        f"  lost {lost} (target 0); re-sent {len(resent)} of the {len(held.ids)} rows the killed "
+        f"cluster held (only what was on the network or finished in the last "
+        f"{RECORD_BOUND_SECONDS * 1000:.0f} ms)"
+    )
+    if ages:
+        print(
+            f"  the re-sent rows' first attempts reached the receiver {ages[0]:.0f} to "
+            f"{ages[-1]:.0f} ms before the kill (p50 {statistics.median(ages):.0f} ms)"
+        )
+    failures = [f"{lost} deliveries lost"] if lost else []
+    outside = set(resent) - set(held.ids)
+    if outside:
+        failures.append(f"{len(outside)} re-sent rows were not held by the killed cluster")
+    return failures
+
+
 def crash() -> list[str]:
     """SIGKILL of the whole worker group a third of the way through a burst; a new worker
     finishes it once the leases expire. Lost: never arrived. Re-sent: arrived twice or more."""
-    from django.db import transaction
-
     receiver = Receiver([])
     organization_id, _ = create_webhooks(receiver.port, "crash", CRASH_WEBHOOKS, "/c")
     overrides = {"WEBHOOK_LEASE_MARGIN_SECONDS": CRASH_LEASE_MARGIN}
     worker = start_worker(receiver.ca_pem_path, **overrides)
     try:
         time.sleep(3)
-        ids: list[str] = []
-        with transaction.atomic():
-            for _ in range(CRASH_DELIVERIES // CRASH_WEBHOOKS):
-                ids += [delivery_id for delivery_id, _ in publish(organization_id)[1]]
+        ids = publish_burst(organization_id, CRASH_DELIVERIES)
+        started = time.monotonic()
         wait_until(lambda: receiver.drain() or len(receiver.seen) >= len(ids) // 3, 60, "a third")
+        normal_rate = len(receiver.seen) / (time.monotonic() - started)
         kill_group(worker)
-        killed_at, left = time.monotonic(), unsettled()
+        killed_at, held, left = time.monotonic(), run_out_together(held_rows()), unsettled()
         worker = start_worker(receiver.ca_pem_path, **overrides)
+        wait_for_held(held, 300)
         settle(receiver, 300)
         settled_after = time.monotonic() - killed_at
     finally:
         kill_group(worker)
         receiver.stop()
-    lost = sum(1 for d in ids if d not in receiver.arrivals)
-    resent = sum(1 for d in ids if len(receiver.arrivals.get(d, [])) > 1)
     print(
-        f"Crash: SIGKILL mid-burst of {len(ids)} deliveries\n"
-        f"  lost {lost} (target 0), re-sent {resent} (only what was on the network or finished "
-        f"in the last {RECORD_BOUND_SECONDS * 1000:.0f} ms); {left} rows left at the kill, "
-        f"all settled {settled_after:.1f} s after it (lease 10 + {CRASH_LEASE_MARGIN} s)"
+        f"Crash: SIGKILL mid-burst of {len(ids)} deliveries; {left} rows left at the kill, all "
+        f"settled {settled_after:.1f} s after it (lease 10 + {CRASH_LEASE_MARGIN} s)"
     )
-    return [f"{lost} deliveries lost"] if lost else []
+    failures = resends(ids, receiver, killed_at, held)
+    return failures + recovery(held, receiver, killed_at, normal_rate) + record_delays()
+
+
+def publish_burst(organization_id: str, deliveries: int) -> list[str]:
+    """``deliveries`` rows (fan-out 50) in one transaction: all due at once when it commits."""
+    from django.db import transaction
+
+    with transaction.atomic():
+        return [
+            delivery_id
+            for _ in range(deliveries // CRASH_WEBHOOKS)
+            for delivery_id, _ in publish(organization_id)[1]
+        ]
+
+
+# --- two clusters ------------------------------------------------------------------------------
+
+
+def two_clusters() -> list[str]:
+    """Two worker clusters sharing the database: TWO_CLUSTER_DELIVERIES with no fault (nothing
+    lost, nothing sent twice), then again with one cluster SIGKILLed a third of the way through:
+    the other finishes, taking the dead one's rows once their leases run out."""
+    receiver = Receiver([])
+    organization_id, _ = create_webhooks(receiver.port, "pair", CRASH_WEBHOOKS, "/p")
+    overrides = {"WEBHOOK_LEASE_MARGIN_SECONDS": CRASH_LEASE_MARGIN}
+    workers = [start_worker(receiver.ca_pem_path, **overrides) for _ in range(2)]
+    try:
+        time.sleep(3)
+        publish_burst(organization_id, 1000)  # warm-up: processes, pools, connections
+        settle(receiver, 120)
+        calm_ids = publish_burst(organization_id, TWO_CLUSTER_DELIVERIES)
+        started = time.monotonic()
+        settle(receiver, 300)
+        elapsed = time.monotonic() - started
+        ids = publish_burst(organization_id, TWO_CLUSTER_DELIVERIES)
+        wait_until(
+            lambda: receiver.drain() or sum(d in receiver.seen for d in ids) >= len(ids) // 3,
+            120,
+            "a third",
+        )
+        kill_group(workers[0])
+        killed_at, leased = time.monotonic(), held_rows()
+        # The survivor records, and so releases, its own leases within ~50 ms; what is still
+        # leased a second later was the dead cluster's.
+        time.sleep(1.0)
+        held = run_out_together(held_rows(among=leased.ids))
+        wait_for_held(held, 300)
+        settle(receiver, 300)
+        settled_after = time.monotonic() - killed_at
+    finally:
+        for worker in workers:
+            kill_group(worker)
+        receiver.stop()
+    lost = sum(1 for d in calm_ids if d not in receiver.arrivals)
+    twice = sum(1 for d in calm_ids if len(receiver.arrivals.get(d, [])) > 1)
+    print(
+        f"Two clusters, {len(calm_ids)} deliveries, no fault\n"
+        f"  lost {lost}, sent twice {twice} (target 0 and 0) in {elapsed:.1f} s "
+        f"({len(calm_ids) / elapsed:.0f}/s)\n"
+        f"Two clusters, {len(ids)} deliveries, one SIGKILLed a third of the way through; all "
+        f"settled {settled_after:.1f} s after the kill"
+    )
+    failures = [f"no fault: {lost} lost, {twice} sent twice"] if lost or twice else []
+    failures += resends(ids, receiver, killed_at, held)
+    # The survivor alone retakes the dead one's rows: its normal rate is half the pair's.
+    failures += recovery(held, receiver, killed_at, len(calm_ids) / elapsed / 2)
+    return failures + record_delays()
 
 
 # --- stop times --------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final
 
 from django.db.models import Count, Min, Q
@@ -22,6 +22,7 @@ from gshost.monitoring.metrics import (
     WEBHOOK_ATTEMPTS,
     WEBHOOK_DELIVERIES,
     WEBHOOK_FIRST_ATTEMPT_LAG,
+    WEBHOOK_RECORD_DELAY,
 )
 from webhooks.models import Delivery, DeliveryStatus
 
@@ -42,6 +43,7 @@ class AttemptOutcome:
     # The delivery's status after this attempt, when the attempt changed it to a final one.
     settled_as: str | None = None
     delivery_id: str = ""
+    finished_at: datetime | None = None  # when the attempt ended (its answer, or the error)
 
 
 def outcome_label(status_code: int | None, error: str | None) -> str:
@@ -56,10 +58,15 @@ def outcome_label(status_code: int | None, error: str | None) -> str:
 
 def attempts_recorded(outcomes: Iterable[AttemptOutcome]) -> None:
     """Counted per label set, one increment each: in multi-process mode every increment is a
-    locked write to a shared file, and a recorded batch holds many attempts of few kinds."""
+    locked write to a shared file, and a recorded batch holds many attempts of few kinds. Called
+    right after the batch's commit, which is when its record delay is measured."""
+    recorded_at = datetime.now(UTC)
     attempts: Counter[tuple[str, str]] = Counter()
     settled: Counter[str] = Counter()
+    oldest: datetime | None = None
     for outcome in outcomes:
+        if outcome.finished_at is not None and (oldest is None or outcome.finished_at < oldest):
+            oldest = outcome.finished_at
         attempts[(outcome.trigger, outcome_label(outcome.status_code, outcome.error))] += 1
         if outcome.due_at is not None and outcome.started_at is not None:
             lag = (outcome.started_at - outcome.due_at).total_seconds()
@@ -70,6 +77,8 @@ def attempts_recorded(outcomes: Iterable[AttemptOutcome]) -> None:
         WEBHOOK_ATTEMPTS.labels(trigger, label).inc(count)
     for status, count in settled.items():
         WEBHOOK_DELIVERIES.labels(status).inc(count)
+    if oldest is not None:
+        WEBHOOK_RECORD_DELAY.observe(max((recorded_at - oldest).total_seconds(), 0.0))
 
 
 class BacklogCollector(Collector):

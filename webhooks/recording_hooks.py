@@ -27,6 +27,7 @@ def outcome_of(
     status_code: int | None,
     error: str | None,
     started_at: datetime,
+    finished_at: datetime,
     due_at: datetime | None,
     status_before: str,
     status_after: str,
@@ -42,6 +43,7 @@ def outcome_of(
         started_at=started_at if first else None,
         settled_as=status_after if settled else None,
         delivery_id=delivery_id,
+        finished_at=finished_at,
     )
 
 

@@ -27,6 +27,8 @@ from prometheus_client import (
 from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# Fine around the 50 ms the engine aims for, since this is the crash re-send window.
+RECORD_DELAY_BUCKETS: Final = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 10.0)
 LAG_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 HTTP_REQUESTS: Final = Counter(
@@ -59,6 +61,12 @@ WEBHOOK_FIRST_ATTEMPT_LAG: Final = Histogram(
     "gshost_webhook_first_attempt_lag_seconds",
     "From a delivery's creation (its first due time) to the start of its first attempt.",
     buckets=LAG_BUCKETS,
+)
+WEBHOOK_RECORD_DELAY: Final = Histogram(
+    "gshost_webhook_record_delay_seconds",
+    "From the end of an attempt to the commit that recorded it, for the oldest attempt of each "
+    "recorded batch: what a worker killed at that moment would have sent again.",
+    buckets=RECORD_DELAY_BUCKETS,
 )
 
 # Collectors that compute a value at scrape time (from the database), registered by apps.

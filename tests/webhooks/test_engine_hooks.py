@@ -4,7 +4,7 @@ the endpoint stats read, the delivery metrics, and failure notices to the owners
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.core import mail
@@ -17,6 +17,7 @@ from tests.webhooks.delivery_fixtures import Hooks, reload
 from tests.webhooks.receiver import HttpsReceiver
 from webhooks.delivery.engine import deliver_due_now
 from webhooks.delivery.retention import purge_delivery_history
+from webhooks.metrics import AttemptOutcome, attempts_recorded
 from webhooks.models import DeliveryOutcomeCount, DeliveryStatus, Webhook
 from webhooks.rollup import OutcomeChange, apply_changes
 from webhooks.stats import webhook_stats
@@ -117,6 +118,30 @@ def test_it_observes_the_first_attempt_lag(hooks: Hooks) -> None:
     assert sample("gshost_webhook_first_attempt_lag_seconds_bucket", le="2.0") < sample(
         "gshost_webhook_first_attempt_lag_seconds_bucket", le="5.0"
     )
+
+
+def test_it_observes_a_record_delay_for_each_recorded_batch(hooks: Hooks) -> None:
+    before = sample("gshost_webhook_record_delay_seconds_count")
+    hooks.delivery(hooks.webhook())
+    deliver_due_now()
+    assert sample("gshost_webhook_record_delay_seconds_count") - before == 1
+
+
+@pytest.mark.django_db  # a scrape reads the backlog
+def test_the_record_delay_runs_from_the_end_of_the_batchs_oldest_attempt() -> None:
+    def ended(at: str) -> AttemptOutcome:
+        return AttemptOutcome(
+            trigger="automatic", status_code=200, error=None, finished_at=datetime.fromisoformat(at)
+        )
+
+    under_quarter = sample("gshost_webhook_record_delay_seconds_bucket", le="0.25")
+    under_half = sample("gshost_webhook_record_delay_seconds_bucket", le="0.5")
+    with freeze_time("2026-11-23T12:00:00.300+00:00"):
+        attempts_recorded(
+            [ended("2026-11-23T12:00:00.290+00:00"), ended("2026-11-23T12:00:00+00:00")]
+        )
+    assert sample("gshost_webhook_record_delay_seconds_bucket", le="0.25") == under_quarter
+    assert sample("gshost_webhook_record_delay_seconds_bucket", le="0.5") == under_half + 1
 
 
 def test_it_emails_the_owners_when_a_delivery_fails(

@@ -19,7 +19,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from django.db import connection, transaction
@@ -182,6 +182,7 @@ def _outcome(
         status_code=done.result.status_code,
         error=done.result.error,
         started_at=done.result.started_at,
+        finished_at=done.result.started_at + timedelta(milliseconds=done.result.duration_ms),
         due_at=due_at,
         status_before=status_before,
         status_after=row.status,
