@@ -290,7 +290,8 @@ def crash() -> list[str]:
         f"settled {settled_after:.1f} s after it (lease 10 + {CRASH_LEASE_MARGIN} s)"
     )
     failures = resends(ids, receiver, killed_at, held)
-    return failures + recovery(held, receiver, killed_at, normal_rate) + record_delays()
+    failures += recovery(held, receiver, killed_at, normal_rate)
+    return failures + record_delays("the whole run")
 
 
 def publish_burst(organization_id: str, deliveries: int) -> list[str]:
@@ -356,7 +357,7 @@ def two_clusters() -> list[str]:
     failures += resends(ids, receiver, killed_at, held)
     # The survivor alone retakes the dead one's rows: its normal rate is half the pair's.
     failures += recovery(held, receiver, killed_at, len(calm_ids) / elapsed / 2)
-    return failures + record_delays()
+    return failures + record_delays("the whole run")
 
 
 # --- stop times --------------------------------------------------------------------------------
