@@ -3,8 +3,10 @@ transaction per batch, which also gives the leases back.
 
 The ``Recorder`` thread writes what the senders finish within ``RECORD_LINGER_SECONDS`` of each
 other as one batch. A finished attempt that is not yet recorded is what a crash would send
-again, so the pool stops claiming while ``MAX_FINISHED_UNRECORDED`` of them wait: with the
-linger and a batch's write time, an attempt is recorded within about 50 ms of finishing.
+again, so the pool stops claiming while ``MAX_FINISHED_UNRECORDED`` of them wait. How long
+they actually wait is the ``gshost_webhook_record_delay_seconds`` histogram: the linger plus a
+batch's write time, which grows to hundreds of milliseconds while the sender threads keep the
+process's GIL busy (docs/performance.md).
 
 Each batch also moves the endpoint stats' outcome counts (``rollup``, one upsert in the same
 transaction) and, once committed, tells ``recording_hooks`` what happened: delivery metrics,
