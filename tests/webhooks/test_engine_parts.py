@@ -16,6 +16,7 @@ from typing import Any, cast
 import pytest
 from django.db import transaction
 from django.utils import timezone
+from freezegun import freeze_time
 
 from gshost import handoff
 from tests.webhooks.delivery_fixtures import (
@@ -25,6 +26,7 @@ from tests.webhooks.delivery_fixtures import (
 from webhooks import dispatch
 from webhooks.delivery import claims, policy, recorder
 from webhooks.delivery.claims import Finished
+from webhooks.delivery.engine import offer_round
 from webhooks.delivery.pool import DeliveryPool
 from webhooks.delivery.timer import Timer
 from webhooks.models import AttemptError, DeliveryStatus
@@ -271,6 +273,23 @@ def test_there_is_no_next_due_moment_when_nothing_waits(hooks: Hooks) -> None:
     hooks.delivery(hooks.webhook(), status=DeliveryStatus.SUCCESS, next_attempt_at=None)
 
     assert claims.next_due_at(timezone.now()) is None
+
+
+@pytest.mark.django_db
+def test_a_row_falling_due_while_a_round_offers_brings_the_next_round_at_once(
+    hooks: Hooks,
+) -> None:
+    with freeze_time(NOW) as clock:
+        hooks.delivery(hooks.webhook(), next_attempt_at=NOW + timedelta(milliseconds=5))
+
+        def offer_while_time_passes() -> int:
+            clock.tick(timedelta(milliseconds=10))  # the row falls due during the offer
+            return 0
+
+        until_due = offer_round(offer_while_time_passes)
+
+    assert until_due is not None
+    assert until_due <= 0
 
 
 # --- riding on django-q2's processes ------------------------------------------------------------

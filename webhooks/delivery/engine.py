@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from django.conf import settings
@@ -63,18 +63,13 @@ class Engine:
     def _round(self) -> float | None:
         refresh_connection()
         try:
-            offered = self.pool.offer_due()
             if self._catch_ups and time.monotonic() - self._caught_up_at >= CATCH_UP_SECONDS:
                 self._caught_up_at = time.monotonic()
                 handoff.run_catch_ups()
-            if offered:
-                return _BUSY_ROUND_SECONDS
-            now = timezone.now()
-            due = claims.next_due_at(now)
+            return offer_round(self.pool.offer_due)
         except Exception:
             connection.close()
             raise
-        return None if due is None else (due - now).total_seconds()
 
     def _shut_down(self) -> None:
         try:
@@ -82,6 +77,20 @@ class Engine:
         finally:
             sender.forget_sender()
             connection.close()
+
+
+def offer_round(offer_due: Callable[[], int]) -> float | None:
+    """Offer what is due; seconds until the next row falls due (None: nothing is waiting).
+
+    The clock is read before the offer: a row that falls due while the offer runs was not due
+    for the offer, and is still ahead of that moment for ``next_due_at``, so the next round
+    comes at once. Read after, both would miss it and it would wait a whole poll.
+    """
+    before_offer = timezone.now()
+    if offer_due():
+        return _BUSY_ROUND_SECONDS
+    due = claims.next_due_at(before_offer)
+    return None if due is None else (due - timezone.now()).total_seconds()
 
 
 _lock = threading.Lock()
