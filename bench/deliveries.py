@@ -45,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -89,9 +90,19 @@ def _serve(conn: Connection, dead_paths: list[str], behaviours: dict[str, dict[s
         garbage collector, and so its answers, slower as the run goes on."""
 
         arrivals: list[tuple[str | None, float]] = []
+        # A drain's swap between a handler reading the list and appending to it would lose that
+        # arrival: appends and the swap take turns.
+        arrivals_lock = threading.Lock()
 
         def _record(self, request: ReceivedRequest) -> None:
-            self.arrivals.append((request.header("X-Webhook-Delivery"), request.received_at))
+            arrival = (request.header("X-Webhook-Delivery"), request.received_at)
+            with self.arrivals_lock:
+                self.arrivals.append(arrival)
+
+        def take_arrivals(self) -> list[tuple[str | None, float]]:
+            with self.arrivals_lock:
+                taken, self.arrivals = self.arrivals, []
+            return taken
 
     receiver = CompactReceiver(names=(f"*.{DOMAIN}",))
     receiver.start()
@@ -103,8 +114,7 @@ def _serve(conn: Connection, dead_paths: list[str], behaviours: dict[str, dict[s
     while True:
         command = conn.recv()
         if command == "drain":
-            taken, receiver.arrivals = receiver.arrivals, []  # list swap: atomic under the GIL
-            conn.send(taken)
+            conn.send(receiver.take_arrivals())
         elif command == "stop":
             conn.send(None)
             os._exit(0)  # hanging handler threads would keep a clean stop waiting

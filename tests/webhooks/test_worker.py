@@ -116,6 +116,21 @@ def test_the_timer_picks_up_due_retries_and_expired_leases_without_a_task(
     assert attempt.started_at >= soon.next_attempt_at  # and not before it was due
 
 
+def test_a_backlog_larger_than_a_round_is_taken_as_fast_as_the_pool_frees_up(
+    hooks: Hooks, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.WEBHOOK_SENDER_THREADS = 2  # a round offers 32 rows at most
+    monkeypatch.setattr(engine, "_BUSY_ROUND_SECONDS", 3600.0)  # no second round by the clock
+    webhooks = [hooks.webhook(f"/hook/{n}") for n in range(8)]
+    deliveries = [hooks.delivery(webhooks[n % 8]) for n in range(40)]
+
+    worker = engine.Engine(poll=3600)
+    try:
+        wait_for(lambda: settled(*deliveries), timeout=20)
+    finally:
+        worker.stop()
+
+
 def test_two_claimers_never_take_the_same_row(hooks: Hooks) -> None:
     webhook = hooks.webhook()
     ids = [hooks.delivery(webhook).id for _ in range(60)]

@@ -43,14 +43,17 @@ _BUSY_ROUND_SECONDS: Final = 0.2
 
 class Engine:
     def __init__(self, *, catch_ups: bool = False, poll: float = POLL_SECONDS) -> None:
-        self.pool = DeliveryPool(
-            threads=int(settings.WEBHOOK_SENDER_THREADS),
-            per_webhook=int(settings.WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK),
-        )
         self._catch_ups = catch_ups
         self._caught_up_at = 0.0
         self._stop_timeout = STOP_SECONDS
-        self.timer = Timer(on_round=self._round, on_exit=self._shut_down, poll=poll)
+        self._more_due = False  # the last round may have left due rows in the database
+        self.timer = Timer(on_round=self._round, on_exit=self._shut_down, poll=poll, start=False)
+        self.pool = DeliveryPool(
+            threads=int(settings.WEBHOOK_SENDER_THREADS),
+            per_webhook=int(settings.WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK),
+            on_hungry=self._hungry,
+        )
+        self.timer.start()
 
     def offer(self, deliveries: Sequence[tuple[str, str]]) -> None:
         self.pool.offer(deliveries, urgent=True)
@@ -66,10 +69,22 @@ class Engine:
             if self._catch_ups and time.monotonic() - self._caught_up_at >= CATCH_UP_SECONDS:
                 self._caught_up_at = time.monotonic()
                 handoff.run_catch_ups()
-            return offer_round(self.pool.offer_due)
+            return offer_round(self._offer_due)
         except Exception:
             connection.close()
             raise
+
+    def _offer_due(self) -> int:
+        offer = self.pool.offer_due()
+        self._more_due = offer.more_may_be_due
+        return offer.offered
+
+    def _hungry(self) -> None:
+        """The pool has idle threads and nothing waiting: if the last round left due rows
+        behind, the next round comes now rather than after ``_BUSY_ROUND_SECONDS`` or a poll."""
+        if self._more_due:
+            self._more_due = False
+            self.timer.wake()
 
     def _shut_down(self) -> None:
         try:

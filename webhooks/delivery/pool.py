@@ -29,7 +29,8 @@ import queue
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Final
 
 from django.db import connection
@@ -57,6 +58,16 @@ _ERROR_PAUSE_SECONDS: Final = 0.5
 _STOP: Final = object()
 
 
+@dataclass(frozen=True)
+class DueOffer:
+    """What a timer round offered, and whether due rows may have been left in the database
+    (no room for them, or a full page). Rows of webhooks at their in-flight limit are left to
+    the next round."""
+
+    offered: int
+    more_may_be_due: bool
+
+
 class DeliveryPool:
     def __init__(
         self,
@@ -65,7 +76,10 @@ class DeliveryPool:
         per_webhook: int,
         max_waiting: int = MAX_WAITING,
         max_finished_unrecorded: int = MAX_FINISHED_UNRECORDED,
+        on_hungry: Callable[[], None] | None = None,
     ) -> None:
+        """``on_hungry`` is called (on the dispatcher's thread) whenever the pool has idle
+        sender threads and nothing waiting: the moment to offer it more, if more is due."""
         if threads < 1 or per_webhook < 1 or max_finished_unrecorded < 1:
             raise ValueError("threads, per_webhook and max_finished_unrecorded must be positive")
         self.threads = threads
@@ -73,6 +87,7 @@ class DeliveryPool:
         self._max_waiting = max_waiting
         self._max_unrecorded = threads + max_finished_unrecorded
         self._max_finished = max_finished_unrecorded
+        self._on_hungry = on_hungry
         self._cond = threading.Condition()
         self._on_wire: dict[str, int] = {}  # webhook id -> attempts on the network now
         self._busy = 0  # sender threads taken (attempts on the network)
@@ -103,22 +118,26 @@ class DeliveryPool:
         """Attempt these rows, (delivery id, webhook id), as soon as there is room; those no
         longer due when claimed are skipped. ``urgent`` (new work from a task) skips the
         gathering pause before the next claim."""
+        rows = list(due)
+        if not rows:
+            return
         with self._cond:
-            self._enqueue(due)
+            self._enqueue(rows)
             self._changed = True
             self._urgent = self._urgent or urgent
             self._cond.notify_all()
 
-    def offer_due(self) -> int:
+    def offer_due(self) -> DueOffer:
         """One timer round: offer what is due in the database, as much as there is room for."""
         with self._cond:
             room = 0 if self._stopping else self.threads - self._busy
             saturated = [w for w, n in self._on_wire.items() if n >= self.per_webhook]
         if room <= 0:
-            return 0
-        due = due_candidates(exclude_webhooks=saturated, limit=max(2 * room, 32))
+            return DueOffer(offered=0, more_may_be_due=not self._stopping)
+        limit = max(2 * room, 32)
+        due = due_candidates(exclude_webhooks=saturated, limit=limit)
         self.offer(due)
-        return len(due)
+        return DueOffer(offered=len(due), more_may_be_due=len(due) >= limit)
 
     def _enqueue(self, due: Iterable[tuple[str, str]]) -> None:
         for delivery_id, webhook_id in due:
@@ -161,6 +180,8 @@ class DeliveryPool:
         refresh_connection()
         picks = self._reserve()
         if not picks:
+            if self._on_hungry is not None and self._hungry():
+                self._on_hungry()
             return
         failure: Exception | None = None
         try:
@@ -178,6 +199,10 @@ class DeliveryPool:
         if failure is not None:
             self.offer(untaken)  # still wanted: the failed claim did not decide about them
             raise failure
+
+    def _hungry(self) -> bool:
+        with self._cond:
+            return not (self._stopping or self._waiting) and self._busy < self.threads
 
     def _reserve(self) -> list[tuple[str, str]]:
         """Take waiting ids round-robin by webhook while there are free slots, holding them."""

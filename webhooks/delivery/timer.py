@@ -34,7 +34,9 @@ class Timer:
         on_exit: Callable[[], None],
         poll: float = POLL_SECONDS,
         name: str = "webhook-timer",
+        start: bool = True,
     ) -> None:
+        """``start=False``: the owner calls ``start()`` once what ``on_round`` uses exists."""
         self._on_round = on_round
         self._on_exit = on_exit
         self._poll = poll
@@ -42,6 +44,10 @@ class Timer:
         self._wake = threading.Event()
         self.rounds = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=False)
+        if start:
+            self.start()
+
+    def start(self) -> None:
         self._thread.start()
 
     def wake(self) -> None:
