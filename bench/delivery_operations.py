@@ -18,26 +18,27 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from bench.deliveries import (
+    HEALTHY_WEBHOOKS,
     Receiver,
     create_webhooks,
     percentile,
     prepare_database,
     publish,
+    publish_burst,
     record_delays,
     setup_django,
     start_worker,
     unsettled,
     wait_until,
 )
+from tests.processes import group_members
 
 RETRY_SECONDS = float(os.environ.get("BENCH_RETRY_SECONDS", "180"))
 RETRY_DELAY = 5
 RETRY_TARGET_SECONDS = 2.0
 CRASH_DELIVERIES = int(os.environ.get("BENCH_CRASH_DELIVERIES", "1000"))
-CRASH_WEBHOOKS = 50
 TWO_CLUSTER_DELIVERIES = int(os.environ.get("BENCH_TWO_CLUSTER_DELIVERIES", "10000"))
 RECORD_BOUND_SECONDS = 0.05
 STOP_TARGET_SECONDS = 15.0
@@ -80,19 +81,6 @@ def close_django_connections() -> None:
 
 
 # --- processes ---------------------------------------------------------------------------------
-
-
-def group_members(pgid: int) -> list[int]:
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if fields[0] != "Z" and int(fields[2]) == pgid:
-                members.append(int(entry.name))
-    return members
 
 
 def kill_group(worker: subprocess.Popen[bytes]) -> None:
@@ -282,7 +270,7 @@ def crash() -> list[str]:
     """SIGKILL of the whole worker group a third of the way through a burst; a new worker
     finishes it once the leases expire. Lost: never arrived. Re-sent: arrived twice or more."""
     receiver = Receiver([])
-    organization_id, _ = create_webhooks(receiver.port, "crash", CRASH_WEBHOOKS, "/c")
+    organization_id, _ = create_webhooks(receiver.port, "crash", HEALTHY_WEBHOOKS, "/c")
     overrides = {"WEBHOOK_LEASE_MARGIN_SECONDS": CRASH_LEASE_MARGIN}
     worker = start_worker(receiver.ca_pem_path, **overrides)
     try:
@@ -309,18 +297,6 @@ def crash() -> list[str]:
     return failures + record_delays("the whole run")
 
 
-def publish_burst(organization_id: str, deliveries: int) -> list[str]:
-    """``deliveries`` rows (fan-out 50) in one transaction: all due at once when it commits."""
-    from django.db import transaction
-
-    with transaction.atomic():
-        return [
-            delivery_id
-            for _ in range(deliveries // CRASH_WEBHOOKS)
-            for delivery_id, _ in publish(organization_id)[1]
-        ]
-
-
 # --- two clusters ------------------------------------------------------------------------------
 
 
@@ -329,7 +305,7 @@ def two_clusters() -> list[str]:
     lost, nothing sent twice), then again with one cluster SIGKILLed a third of the way through:
     the other finishes, taking the dead one's rows once their leases run out."""
     receiver = Receiver([])
-    organization_id, _ = create_webhooks(receiver.port, "pair", CRASH_WEBHOOKS, "/p")
+    organization_id, _ = create_webhooks(receiver.port, "pair", HEALTHY_WEBHOOKS, "/p")
     overrides = {"WEBHOOK_LEASE_MARGIN_SECONDS": CRASH_LEASE_MARGIN}
     workers = [start_worker(receiver.ca_pem_path, **overrides) for _ in range(2)]
     try:
@@ -390,7 +366,7 @@ def stop_times() -> list[str]:
         "SIGINT to the process group (Ctrl-C)": lambda pid: os.killpg(pid, signal.SIGINT),
     }
     receiver = Receiver([], {"": {"delay": 2.0}})
-    organization_id, _ = create_webhooks(receiver.port, "stop", CRASH_WEBHOOKS, "/s")
+    organization_id, _ = create_webhooks(receiver.port, "stop", HEALTHY_WEBHOOKS, "/s")
     failures: list[str] = []
     ids: list[str] = []
     print("Stop time with deliveries in flight (target <= 15 s, nothing lost)")

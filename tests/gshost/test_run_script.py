@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import command_line, descendants, process
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "run-web-and-worker.sh"
 STOP_DEADLINE_SECONDS = 10
@@ -124,42 +126,11 @@ def test_it_delivers_a_signed_webhook_to_the_local_receiver(running):
     assert line.endswith("signature verified")
 
 
-def _descendants(root: int) -> set[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = set(), {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def _command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
-    except OSError:
-        return ""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def test_it_stops_web_worker_and_receiver_within_ten_seconds_of_ctrl_c(running):
-    started = _descendants(running.process.pid)
-    commands = " ".join(_command_line(pid) for pid in started)
+    started = descendants(running.process.pid)
+    commands = " ".join(command_line(pid) for pid in started)
     assert all(name in commands for name in ("qcluster", "gunicorn", "demo_receiver"))
     running.process.send_signal(signal.SIGINT)
     running.process.wait(timeout=STOP_DEADLINE_SECONDS)
     assert "stopped web, worker and receiver" in running.output()
-    assert {pid for pid in started if _alive(pid)} == set()
+    assert {pid for pid in started if (found := process(pid)) and found.alive} == set()

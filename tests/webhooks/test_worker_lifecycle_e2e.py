@@ -31,6 +31,7 @@ from accounts.models import Organization
 from gshost.schedules import ensure_schedules
 from servers.models import Server, ServerState
 from tests.conftest import API, KeyMaker
+from tests.processes import group_members
 from tests.webhooks.delivery_fixtures import (
     Hooks,
     requests_for,
@@ -112,20 +113,6 @@ def noted(notes: Path) -> list[str]:
 
 def all_succeeded(ids: list[str]) -> bool:
     return Delivery.objects.filter(id__in=ids, status=DeliveryStatus.SUCCESS).count() == len(ids)
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of a process group, read from /proc."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if fields[0] != "Z" and int(fields[2]) == pgid:
-                members.append(int(entry.name))
-    return members
 
 
 def exits(process: subprocess.Popen[bytes]) -> bool:
