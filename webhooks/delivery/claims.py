@@ -48,12 +48,18 @@ class Claim:
     encrypted_secret: str = field(repr=False)  # never in a log line, even encrypted
     event: str
     body: str
-    trigger: AttemptTrigger
     lease_expires_at: datetime
     redelivery_requested_at: datetime | None
     # A rolled secret's predecessor, signing beside it until its grace period ends.
     encrypted_previous_secret: str = field(default="", repr=False)
     previous_secret_expires_at: datetime | None = None
+
+    @property
+    def trigger(self) -> AttemptTrigger:
+        """A row with a redelivery request is claimed for that request's one attempt."""
+        if self.redelivery_requested_at is not None:
+            return AttemptTrigger.REDELIVERY
+        return AttemptTrigger.AUTOMATIC
 
 
 class ClaimInterrupted(Exception):
@@ -162,7 +168,6 @@ def _claim_skip_locked(ids: list[str], now: datetime, lease: datetime) -> list[C
             encrypted_secret=encrypted_secret,
             event=event,
             body=body,
-            trigger=AttemptTrigger.REDELIVERY if redelivery else AttemptTrigger.AUTOMATIC,
             lease_expires_at=lease,
             redelivery_requested_at=redelivery,
             encrypted_previous_secret=previous_secret,
@@ -204,7 +209,6 @@ def _claim_compare_and_set(ids: list[str], now: datetime, lease: datetime) -> li
 
 
 def _claim_of(row: Delivery, lease: datetime) -> Claim:
-    redelivery = row.redelivery_requested_at is not None
     return Claim(
         delivery_id=row.id,
         webhook_id=row.webhook_id,
@@ -212,7 +216,6 @@ def _claim_of(row: Delivery, lease: datetime) -> Claim:
         encrypted_secret=row.webhook.encrypted_secret,
         event=row.event,
         body=row.body,
-        trigger=AttemptTrigger.REDELIVERY if redelivery else AttemptTrigger.AUTOMATIC,
         lease_expires_at=lease,
         redelivery_requested_at=row.redelivery_requested_at,
         encrypted_previous_secret=row.webhook.encrypted_previous_secret,
