@@ -44,7 +44,6 @@ RECORD_BOUND_SECONDS = 0.05
 STOP_TARGET_SECONDS = 15.0
 # The default lease margin (30 s) would make the crash run wait 40 s for the leases.
 CRASH_LEASE_MARGIN = "5"
-LEASE_SECONDS = 10 + float(CRASH_LEASE_MARGIN)  # the default 10 s attempt timeout + the margin
 
 
 def run(flags: list[str]) -> int:
@@ -160,26 +159,22 @@ def retry_lateness() -> list[str]:
 
 @dataclass
 class Held:
-    """Rows leased and unsettled at a kill: delivery id -> when its lease runs out
-    (time.monotonic(), the receiver's clock)."""
+    """The rows a killed cluster held (leased, unsettled), and when their leases, made to run
+    out together, run out (time.monotonic(), the receiver's clock)."""
 
-    expiries: dict[str, float]
-
-    @property
-    def ids(self) -> list[str]:
-        return list(self.expiries)
+    ids: list[str]
+    runs_out_at: float
 
 
-def held_rows(among: list[str] | None = None) -> Held:
+def leased_rows(among: list[str] | None = None) -> list[str]:
+    """Open rows with a lease (among ``among``, if given)."""
     from webhooks.delivery.policy import OPEN_STATUSES
     from webhooks.models import Delivery
 
     rows = Delivery.objects.filter(status__in=OPEN_STATUSES, lease_expires_at__isnull=False)
     if among is not None:
         rows = rows.filter(id__in=among)
-    offset = time.time() - time.monotonic()
-    leases = rows.values_list("id", "lease_expires_at")
-    return Held({i: expires.timestamp() - offset for i, expires in leases})
+    return list(rows.values_list("id", flat=True))
 
 
 def wait_for_held(held: Held, timeout: float) -> None:
@@ -192,18 +187,20 @@ def wait_for_held(held: Held, timeout: float) -> None:
     wait_until(settled, timeout, "the killed cluster's rows to settle")
 
 
-def run_out_together(held: Held) -> Held:
-    """Move the held rows' leases to the latest of them, so that they all run out at once and
-    the retake runs at the engine's pace rather than at the pace their claims were made (no
-    lease is shortened)."""
-    from datetime import UTC, datetime
+def run_out_together(ids: list[str]) -> Held:
+    """Move these rows' leases to the latest of them, so that they all run out at once and the
+    retake runs at the engine's pace rather than at the pace their claims were made (no lease
+    is shortened)."""
+    from django.db.models import Max
 
     from webhooks.models import Delivery
 
-    last = max(held.expiries.values())
-    at = datetime.fromtimestamp(last + time.time() - time.monotonic(), UTC)
-    Delivery.objects.filter(id__in=held.ids).update(lease_expires_at=at)
-    return Held(dict.fromkeys(held.expiries, last))
+    rows = Delivery.objects.filter(id__in=ids)
+    latest = rows.aggregate(latest=Max("lease_expires_at"))["latest"]
+    if latest is None:
+        return Held([], time.monotonic())
+    rows.update(lease_expires_at=latest)
+    return Held(ids, latest.timestamp() - (time.time() - time.monotonic()))
 
 
 def print_row(delivery_id: str) -> None:
@@ -222,7 +219,10 @@ def print_row(delivery_id: str) -> None:
 def recovery(held: Held, receiver: Receiver, killed_at: float, normal_rate: float) -> list[str]:
     """How the held rows came back once their leases (made to run out together) ran out: the
     rate from that moment to the last row's new attempt, against the normal rate."""
-    expired_at = max(held.expiries.values())
+    if not held.ids:
+        print("  the killed cluster held no rows")
+        return []
+    expired_at = held.runs_out_at
     retaken = [
         min(t for t in receiver.arrivals.get(d, []) if t > expired_at - 0.5)
         for d in held.ids
@@ -280,7 +280,7 @@ def crash() -> list[str]:
         wait_until(lambda: receiver.drain() or len(receiver.seen) >= len(ids) // 3, 60, "a third")
         normal_rate = len(receiver.seen) / (time.monotonic() - started)
         kill_group(worker)
-        killed_at, held, left = time.monotonic(), run_out_together(held_rows()), unsettled()
+        killed_at, held, left = time.monotonic(), run_out_together(leased_rows()), unsettled()
         worker = start_worker(receiver.ca_pem_path, **overrides)
         wait_for_held(held, 300)
         settle(receiver, 300)
@@ -323,12 +323,12 @@ def two_clusters() -> list[str]:
             "a third",
         )
         kill_group(workers[0])
-        killed_at, leased = time.monotonic(), held_rows()
+        killed_at, leased = time.monotonic(), leased_rows()
         # The survivor records, and so releases, its own leases within a few seconds at most
         # (its record delay); what is still leased 5 s later, well before the dead cluster's
         # leases run out, was the dead cluster's.
         time.sleep(5.0)
-        held = run_out_together(held_rows(among=leased.ids))
+        held = run_out_together(leased_rows(among=leased))
         wait_for_held(held, 300)
         settle(receiver, 300)
         settled_after = time.monotonic() - killed_at
