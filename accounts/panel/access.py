@@ -1,14 +1,16 @@
 """Panel access: one permission model for every panel page and action.
 
 Every panel view declares what it needs, exactly as the API's viewsets declare a scope:
-`needs_scope(Scope.X)` for a scope, or `open_to(Open.…)` for the few pages that are not
-bounded by a scope (the sign-in page, the organization switch, and key actions whose rule
-is the key service's own: see docs/security.md). A view under /panel/ or /accounts/ that
-declares nothing is refused (403) by `PanelPermissionMiddleware`, and a test walks every
-panel URL pattern to catch it before it ships.
+`needs_scope(Scope.X)` for a scope, `needs_scope(ReadAndChange(...))` for a page shown with one
+scope whose form posts back to it to change with another, or `open_to(Open.…)` for the few
+pages that are not bounded by a scope (the sign-in page, the organization switch, and key
+actions whose rule is the key service's own: see docs/security.md). A view under /panel/ or
+/accounts/ that declares nothing is refused (403) by `PanelPermissionMiddleware`, and a test
+walks every panel URL pattern to catch it before it ships.
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import wraps
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -38,7 +40,23 @@ class Open(StrEnum):
     MEMBER_BY_SERVICE_RULE = "member, by the service's rule"
 
 
-PanelPermission = Scope | Open
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+@dataclass(frozen=True)
+class ReadAndChange:
+    """A page shown with ``read`` whose form posts back to it: a POST changes (``change``) and
+    shows the page again, so it needs both."""
+
+    read: Scope
+    change: Scope
+
+    def scopes_for(self, method: str | None) -> tuple[Scope, ...]:
+        return (self.read,) if method in SAFE_METHODS else (self.read, self.change)
+
+
+PanelPermission = Scope | Open | ReadAndChange
+ScopeNeeded = Scope | ReadAndChange
 
 
 def declare(permission: PanelPermission) -> Callable[[V], V]:
@@ -56,7 +74,7 @@ def permission_of(view: Callable[..., Any]) -> PanelPermission | None:
     declared = getattr(view, PERMISSION_ATTRIBUTE, None)
     if declared is None and hasattr(view, "view_class"):
         declared = getattr(view.view_class, PERMISSION_ATTRIBUTE, None)
-    return declared if isinstance(declared, (Scope, Open)) else None
+    return declared if isinstance(declared, (Scope, Open, ReadAndChange)) else None
 
 
 def open_to(permission: Open) -> Callable[[V], V]:
@@ -84,16 +102,21 @@ def scope_refused(request: HttpRequest, scope: str) -> HttpResponse:
     return render(request, "accounts/scope_refused.html", {"scope": scope}, status=403)
 
 
-def needs_scope(scope: Scope) -> Callable[[MemberView[P]], MemberView[P]]:
-    """Refuse (403) a person whose membership does not hold `scope`; declares `scope`."""
+def needs_scope(scope: ScopeNeeded) -> Callable[[MemberView[P]], MemberView[P]]:
+    """Refuse (403) a person whose membership does not hold `scope` (for a `ReadAndChange`,
+    those the request's method needs); declares `scope`."""
 
     def decorate(view: MemberView[P]) -> MemberView[P]:
         @wraps(view)
         def wrapper(
             request: HttpRequest, membership: Membership, *args: P.args, **kwargs: P.kwargs
         ) -> HttpResponse:
-            if scope not in membership.held_scopes:
-                return scope_refused(request, scope)
+            needed = (
+                scope.scopes_for(request.method) if isinstance(scope, ReadAndChange) else [scope]
+            )
+            missing = [s for s in needed if s not in membership.held_scopes]
+            if missing:
+                return scope_refused(request, missing[0])
             return view(request, membership, *args, **kwargs)
 
         return declare(scope)(wrapper)

@@ -10,8 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from accounts.models import Membership
-from accounts.panel.access import member_required, needs_scope
-from accounts.scopes import Scope
+from accounts.panel.access import ScopeNeeded, member_required, needs_scope
 from audit.actors import Actor
 from audit.services import PanelContext
 from gshost.api.errors import domain_status
@@ -27,7 +26,7 @@ PanelView = Callable[Concatenate[HttpRequest, str, P], HttpResponse]
 
 
 def server_page(
-    scope: Scope, capability: Capability | None = None
+    scope: ScopeNeeded, capability: Capability | None = None
 ) -> Callable[[ServerView[P]], PanelView[P]]:
     def decorate(view: ServerView[P]) -> PanelView[P]:
         @wraps(view)

@@ -12,7 +12,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.models import Membership
-from accounts.panel.access import scope_refused
+from accounts.panel.access import ReadAndChange
 from accounts.scopes import Scope
 from gshost.errors import DomainError
 from gshost.panel_errors import found_or_404
@@ -41,6 +41,8 @@ from servers.selectors import (
 )
 
 GET_OR_POST = ["GET", "POST"]
+# Settings and config events take effect when the server (re)starts: changing them is power.
+READ_AND_CONFIGURE = ReadAndChange(read=Scope.SERVERS_READ, change=Scope.SERVERS_POWER)
 BACKUPS = "servers_panel:backups"
 SETTINGS = "servers_panel:settings"
 CONFIG_EVENTS = "servers_panel:config_events"
@@ -104,20 +106,17 @@ def maintenance_page(request: HttpRequest, membership: Membership, server: Serve
 
 
 @require_http_methods(GET_OR_POST)
-@server_page(Scope.SERVERS_READ, Capability.SETTINGS)
+@server_page(READ_AND_CONFIGURE, Capability.SETTINGS)
 def settings_page(request: HttpRequest, membership: Membership, server: Server) -> HttpResponse:
-    may_change = Scope.SERVERS_POWER in membership.held_scopes
     form = SettingsForm(initial=desired_settings(server), game=server.game)
     if request.method == "POST":
-        if not may_change:
-            return scope_refused(request, Scope.SERVERS_POWER)
         form = SettingsForm(request.POST, game=server.game)
         if _save_settings(request, server, form):
             return back_to(SETTINGS, server)
     context = server_context(server, membership, "settings")
     context.update(
         form=form,
-        may_change=may_change,
+        may_change=READ_AND_CONFIGURE.change in membership.held_scopes,
         drift=settings_drift(server),
         history=server.setting_changes.order_by("-changed_at", "-id")[:50],
     )
@@ -137,23 +136,22 @@ def _save_settings(request: HttpRequest, server: Server, form: SettingsForm) -> 
 
 
 @require_http_methods(GET_OR_POST)
-@server_page(Scope.SERVERS_READ, Capability.CONFIG_EVENTS)
+@server_page(READ_AND_CONFIGURE, Capability.CONFIG_EVENTS)
 def config_events_page(
     request: HttpRequest, membership: Membership, server: Server
 ) -> HttpResponse:
-    may_change = Scope.SERVERS_POWER in membership.held_scopes
     form = ConfigEventForm(game=server.game)
     status = 200
     if request.method == "POST":
-        if not may_change:
-            return scope_refused(request, Scope.SERVERS_POWER)
         form = ConfigEventForm(request.POST, game=server.game)
         if form.is_valid() and _create_event(request, membership, server, form):
             return back_to(CONFIG_EVENTS, server)
         status = 400
     context = server_context(server, membership, "config_events")
     events = server.config_events.order_by("-apply_at", "-id")[:50]
-    context.update(form=form, may_change=may_change, events=events)
+    context.update(
+        form=form, may_change=READ_AND_CONFIGURE.change in membership.held_scopes, events=events
+    )
     return render(request, "servers/config_events.html", context, status=status)
 
 
