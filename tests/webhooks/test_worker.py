@@ -20,8 +20,10 @@ from tests.webhooks.delivery_fixtures import (
 )
 from tests.webhooks.receiver import HttpsReceiver
 from webhooks import tasks
-from webhooks.delivery import claims, engine
-from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus
+from webhooks.delivery import claims, engine, sender
+from webhooks.delivery.pool import DeliveryPool
+from webhooks.delivery.transport import AttemptResult
+from webhooks.models import AttemptError, Delivery, DeliveryAttempt, DeliveryStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,15 +51,18 @@ def test_it_keeps_at_most_four_attempts_in_flight_per_webhook(
     hooks: Hooks, receiver: HttpsReceiver, settings: Any
 ) -> None:
     settings.WEBHOOK_TIMEOUT_SECONDS = 1.5
-    receiver.set_behaviour(path="/dead", hang=True)
-    dead = hooks.webhook("/dead")
-    deliveries = [hooks.delivery(dead) for _ in range(10)]
+    webhook = hooks.webhook("/slowing")
+    answered = hooks.delivery(webhook)
+    engine.attempt_deliveries([(answered.id, webhook.id)])
+    wait_for(lambda: settled(answered))  # an answering webhook: the full limit
+    receiver.set_behaviour(path="/slowing", hang=True)
+    deliveries = [hooks.delivery(webhook) for _ in range(10)]
 
     engine.attempt_deliveries([(d.id, d.webhook_id) for d in deliveries])
 
-    wait_for(lambda: len(receiver.requests) >= 4)
+    wait_for(lambda: len(receiver.requests) >= 5)
     time.sleep(0.5)
-    assert len(receiver.requests) == 4
+    assert len(receiver.requests) == 5
     leased = Delivery.objects.filter(lease_expires_at__isnull=False).count()
     assert leased == 4  # the rest wait unclaimed: no lease ticks while queued
 
@@ -74,7 +79,7 @@ def test_ten_black_hole_endpoints_do_not_delay_healthy_deliveries(
         dead = hooks.webhook(f"/dead/{n}")
         dead_ids += [(hooks.delivery(dead).id, dead.id) for _ in range(6)]
     engine.attempt_deliveries(dead_ids)
-    wait_for(lambda: len(receiver.requests) >= 40)
+    wait_for(lambda: len(receiver.requests) >= 10)  # one each: none of them has answered
 
     healthy = [hooks.webhook(f"/ok/{n}") for n in range(10)]
     for _ in range(3):
@@ -84,6 +89,62 @@ def test_ten_black_hole_endpoints_do_not_delay_healthy_deliveries(
 
     dead = [delivery_id for delivery_id, _ in dead_ids]
     assert not DeliveryAttempt.objects.filter(delivery_id__in=dead).exists()
+
+
+def test_an_endpoint_that_does_not_answer_gets_one_attempt_at_a_time(
+    hooks: Hooks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an attempt that got no answer, every later attempt starts alone: a dead endpoint
+    holds one sender thread, not four, however many of its rows are waiting."""
+    lock = threading.Lock()
+    on_wire = 0
+    failed_once = False
+    alone_after_a_failure: list[bool] = []
+
+    def no_answer(claim: claims.Claim) -> AttemptResult:
+        nonlocal on_wire, failed_once
+        with lock:
+            on_wire += 1
+            if failed_once:
+                alone_after_a_failure.append(on_wire == 1)
+        time.sleep(0.05)
+        with lock:
+            on_wire -= 1
+            failed_once = True
+        return sender.refused(AttemptError.TIMEOUT)
+
+    monkeypatch.setattr(sender, "send_delivery", no_answer)
+    dead = hooks.webhook("/dead")
+    deliveries = [hooks.delivery(dead) for _ in range(12)]
+
+    engine.attempt_deliveries([(d.id, d.webhook_id) for d in deliveries])
+
+    wait_for(lambda: len(alone_after_a_failure) >= 6)
+    assert all(alone_after_a_failure)
+
+
+def test_a_webhook_gets_its_full_limit_once_answered_and_loses_it_without_an_answer() -> None:
+    pool = DeliveryPool(threads=8, per_webhook=4)
+
+    def reserved_after(*, answered: bool | None) -> int:
+        with pool._cond:
+            for webhook_id in list(pool._on_wire):
+                pool._release_wire_locked([webhook_id] * pool._on_wire[webhook_id])
+            pool._unrecorded = 0
+            if answered is not None:
+                pool._note_answer("whk_a", answered=answered)
+            pool._enqueue([(f"dlv_{n}", "whk_a") for n in range(6)])
+        return len(pool._reserve())
+
+    try:
+        assert reserved_after(answered=None) == 1  # not tried yet
+        assert reserved_after(answered=True) == 4
+        assert reserved_after(answered=False) == 1
+    finally:
+        with pool._cond:
+            pool._unrecorded = pool._busy = 0
+            pool._on_wire.clear()
+        pool.close(timeout=5)
 
 
 def test_the_timer_picks_up_due_retries_and_expired_leases_without_a_task(

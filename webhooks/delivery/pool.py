@@ -3,7 +3,10 @@
 - a **dispatcher** thread claims rows: only as many as there are idle sender threads, never more
   than ``per_webhook`` on the network for one webhook, webhooks taken round-robin. Rows it
   cannot take yet wait in memory (bounded) without a lease, so a lease never waits in a queue
-  and a dead endpoint (or a backlog for one webhook) cannot take every sender;
+  and a backlog for one webhook cannot take every sender. Only a webhook whose last attempt
+  was answered (any HTTP status) gets ``per_webhook``; one that timed out or could not be
+  reached, or has not been tried yet by this process, gets one attempt at a time until one is
+  answered. So a dead endpoint holds one sender thread, not ``per_webhook``;
 - **sender** threads (long-lived, fed by a queue) make the attempts over the shared
   keep-alive ``WebhookSender`` and never touch the database; a finished attempt frees its
   thread and webhook slot at once;
@@ -51,6 +54,8 @@ from webhooks.models import AttemptError
 logger = logging.getLogger(__name__)
 
 MAX_WAITING: Final = 10_000
+# Webhooks remembered as answering (full in-flight limit); the least recent is forgotten first.
+MAX_ANSWERING: Final = 10_000
 # How long the dispatcher gathers freed slots before a claim (a round trip to the database).
 CLAIM_LINGER_SECONDS: Final = 0.01
 _IDLE_WAIT_SECONDS: Final = 1.0
@@ -90,6 +95,8 @@ class DeliveryPool:
         self._on_hungry = on_hungry
         self._cond = threading.Condition()
         self._on_wire: dict[str, int] = {}  # webhook id -> attempts on the network now
+        # Webhooks whose last attempt was answered; any other gets one attempt at a time.
+        self._answering: OrderedDict[str, None] = OrderedDict()
         self._busy = 0  # sender threads taken (attempts on the network)
         self._unrecorded = 0  # claimed rows not yet recorded (the leases this process holds)
         self._sending: dict[str, Claim] = {}  # delivery id -> its claim, while on the network
@@ -131,7 +138,7 @@ class DeliveryPool:
         """One timer round: offer what is due in the database, as much as there is room for."""
         with self._cond:
             room = 0 if self._stopping else self.threads - self._busy
-            saturated = [w for w, n in self._on_wire.items() if n >= self.per_webhook]
+            saturated = [w for w, n in self._on_wire.items() if n >= self._limit(w)]
         if room <= 0:
             return DueOffer(offered=0, more_may_be_due=not self._stopping)
         limit = max(2 * room, 32)
@@ -212,7 +219,7 @@ class DeliveryPool:
                 return picks  # the recorder is behind: claim nothing until it catches up
             for webhook_id in list(self._waiting):
                 room = min(
-                    self.per_webhook - self._on_wire.get(webhook_id, 0),
+                    self._limit(webhook_id) - self._on_wire.get(webhook_id, 0),
                     self.threads - self._busy,
                     self._max_unrecorded - self._unrecorded,
                 )
@@ -231,6 +238,18 @@ class DeliveryPool:
                 if self._busy >= self.threads or self._unrecorded >= self._max_unrecorded:
                     break
         return picks
+
+    def _limit(self, webhook_id: str) -> int:
+        return self.per_webhook if webhook_id in self._answering else 1
+
+    def _note_answer(self, webhook_id: str, *, answered: bool) -> None:
+        if not answered:
+            self._answering.pop(webhook_id, None)
+            return
+        self._answering[webhook_id] = None
+        self._answering.move_to_end(webhook_id)
+        if len(self._answering) > MAX_ANSWERING:
+            self._answering.popitem(last=False)
 
     def _release_wire(self, webhook_ids: Iterable[str]) -> None:
         """Attempts off the network: their sender threads and webhook slots are free again."""
@@ -276,6 +295,7 @@ class DeliveryPool:
             result = sender.refused(AttemptError.CONNECTION_ERROR)
         with self._cond:
             self._sending.pop(claim.delivery_id, None)
+            self._note_answer(claim.webhook_id, answered=result.status_code is not None)
         self._recorder.put(Finished(claim, result))
         self._release_wire([claim.webhook_id])
 
