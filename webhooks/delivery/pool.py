@@ -17,8 +17,9 @@
 The dispatcher gathers freed slots for a moment (``CLAIM_LINGER_SECONDS``) before a claim: on
 a busy worker one claim then covers many rows for the cost of one. The database sees two
 connections per process however many senders there are. Every structure is bounded (slots by
-the thread count, waiting ids by ``max_waiting``) and per-webhook counters are dropped when a
-webhook has nothing on the network, so memory stays flat.
+the thread count, waiting ids by ``max_waiting``, answering webhooks by ``MAX_ANSWERING``) and
+per-webhook counters are dropped when a webhook has nothing on the network, so memory stays
+flat.
 
 ``close(deadline)`` stops claiming, gives back claims no sender has started, lets attempts on
 the network finish until the deadline, gives back the leases of those that did not, and
