@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -204,6 +205,21 @@ def test_the_pool_claims_nothing_while_the_recorder_is_behind() -> None:
         with pool._cond:
             pool._unrecorded = pool._busy = 0
             pool._on_wire.clear()
+        pool.close(timeout=5)
+
+
+def test_an_empty_offer_does_not_wake_the_dispatcher() -> None:
+    """The pool's hunger wakes the timer, whose round may offer nothing: if that woke the
+    dispatcher, which then reports hunger again, the two would loop."""
+    hungry: list[bool] = []
+    pool = DeliveryPool(threads=2, per_webhook=1, on_hungry=lambda: hungry.append(True))
+    try:
+        for _ in range(100):
+            pool.offer([])
+        time.sleep(0.3)  # many dispatcher rounds, had any been woken
+
+        assert hungry == []
+    finally:
         pool.close(timeout=5)
 
 
