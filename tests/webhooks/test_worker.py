@@ -60,9 +60,9 @@ def test_it_keeps_at_most_four_attempts_in_flight_per_webhook(
 
     engine.attempt_deliveries([(d.id, d.webhook_id) for d in deliveries])
 
-    wait_for(lambda: len(receiver.requests) >= 5)
+    wait_for(lambda: len(receiver.requests) >= 1 + 4)
     time.sleep(0.5)
-    assert len(receiver.requests) == 5
+    assert len(receiver.requests) == 1 + 4  # the answered one, then four at once
     leased = Delivery.objects.filter(lease_expires_at__isnull=False).count()
     assert leased == 4  # the rest wait unclaimed: no lease ticks while queued
 
