@@ -4,6 +4,7 @@ stops web, worker and receiver within 10 s, leaving no process behind.
 The script runs as `make run` runs it: on its own SQLite file, with the django-q2 ORM broker.
 """
 
+import contextlib
 import os
 import signal
 import socket
@@ -89,9 +90,17 @@ def running_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
         _wait_for(lambda: _web_answers(running.port), 60, "the web server answering", running)
         yield running
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        _kill_everything_left(process)
+
+
+def _kill_everything_left(script: subprocess.Popen[bytes]) -> None:
+    """After a failure: the script and the process group of each thing it started (each runs
+    in a session of its own), so nothing outlives the test."""
+    groups = {found.group for pid in descendants(script.pid) if (found := process(pid))}
+    for group in {script.pid, *groups}:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+    script.wait()
 
 
 def _start_a_demo_server(running: Running) -> None:
@@ -131,6 +140,9 @@ def test_it_stops_web_worker_and_receiver_within_ten_seconds_of_ctrl_c(running):
     commands = " ".join(command_line(pid) for pid in started)
     assert all(name in commands for name in ("qcluster", "gunicorn", "demo_receiver"))
     running.process.send_signal(signal.SIGINT)
-    running.process.wait(timeout=STOP_DEADLINE_SECONDS)
+    try:
+        running.process.wait(timeout=STOP_DEADLINE_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"still running after Ctrl-C:\n{running.output()[-4000:]}") from None
     assert "stopped web, worker and receiver" in running.output()
     assert {pid for pid in started if (found := process(pid)) and found.alive} == set()
