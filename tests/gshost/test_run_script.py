@@ -90,7 +90,8 @@ def running_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
         _wait_for(lambda: _web_answers(running.port), 60, "the web server answering", running)
         yield running
     finally:
-        _kill_everything_left(process)
+        if process.poll() is None:  # a test failed before the script stopped
+            _kill_everything_left(process)
 
 
 def _kill_everything_left(script: subprocess.Popen[bytes]) -> None:
