@@ -189,6 +189,32 @@ def test_the_recorder_writes_attempts_finished_together_as_one_batch(
     assert recorded == [3]
 
 
+def test_the_recorder_writes_a_batch_at_once_when_the_pool_has_stopped_claiming(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    written = threading.Event()
+    batches: list[int] = []
+
+    def record(batch: list[Finished]) -> list[tuple[str, str]]:
+        batches.append(len(batch))
+        written.set()
+        return []
+
+    monkeypatch.setattr(recorder, "record_attempts", record)
+    monkeypatch.setattr(recorder, "RECORD_LINGER_SECONDS", 60.0)  # never reached in this test
+    writer = recorder.Recorder(
+        on_recorded=lambda count: None, on_due_again=lambda due: None, claims_stop_at=3
+    )
+    try:
+        for _ in range(3):
+            writer.put(cast(Finished, object.__new__(Finished)))
+
+        assert written.wait(timeout=30), "the batch waited for the linger"
+        assert batches == [3]
+    finally:
+        assert writer.stop(timeout=10)
+
+
 def test_the_pool_claims_nothing_while_the_recorder_is_behind() -> None:
     pool = DeliveryPool(threads=4, per_webhook=4, max_finished_unrecorded=2)
     try:
@@ -205,6 +231,37 @@ def test_the_pool_claims_nothing_while_the_recorder_is_behind() -> None:
         with pool._cond:
             pool._unrecorded = pool._busy = 0
             pool._on_wire.clear()
+        pool.close(timeout=5)
+
+
+def test_the_pool_claims_at_once_when_a_recorded_batch_ends_a_pause_in_claiming() -> None:
+    pool = DeliveryPool(threads=4, per_webhook=4, max_finished_unrecorded=2)
+    try:
+        with pool._cond:  # held throughout, so the dispatcher cannot take the flag meanwhile
+            pool._unrecorded = 3  # three finished attempts waiting: claiming has stopped
+
+            pool._release_recorded(2)
+
+            assert pool._urgent  # the dispatcher skips its gathering pause
+    finally:
+        with pool._cond:
+            pool._unrecorded = pool._busy = 0
+        pool.close(timeout=5)
+
+
+def test_a_recorded_batch_does_not_hurry_a_pool_that_was_claiming() -> None:
+    pool = DeliveryPool(threads=4, per_webhook=4, max_finished_unrecorded=2)
+    try:
+        with pool._cond:  # held throughout, so the dispatcher cannot take the flag meanwhile
+            pool._unrecorded = 1
+            pool._urgent = False
+
+            pool._release_recorded(1)
+
+            assert not pool._urgent
+    finally:
+        with pool._cond:
+            pool._unrecorded = pool._busy = 0
         pool.close(timeout=5)
 
 

@@ -12,7 +12,8 @@
   thread and webhook slot at once;
 - the **recorder** (``recorder.Recorder``) writes finished attempts in batches and so gives the
   leases back. While ``MAX_FINISHED_UNRECORDED`` finished attempts wait for it, the dispatcher
-  claims nothing: that bounds what a crash would send twice.
+  claims nothing: that bounds what a crash would send twice. When a recorded batch ends such a
+  pause, the dispatcher claims at once, without the gathering pause below.
 
 The dispatcher gathers freed slots for a moment (``CLAIM_LINGER_SECONDS``) before a claim: on
 a busy worker one claim then covers many rows for the cost of one. The database sees two
@@ -116,7 +117,11 @@ class DeliveryPool:
         self._dispatcher = threading.Thread(
             target=self._dispatch_loop, name="webhook-dispatcher", daemon=True
         )
-        self._recorder = Recorder(on_recorded=self._release_recorded, on_due_again=self.offer)
+        self._recorder = Recorder(
+            on_recorded=self._release_recorded,
+            on_due_again=self.offer,
+            claims_stop_at=max_finished_unrecorded,
+        )
         for thread in (self._dispatcher, *self._senders):
             thread.start()
 
@@ -271,6 +276,8 @@ class DeliveryPool:
     def _release_recorded(self, count: int) -> None:
         if count:
             with self._cond:
+                if self._unrecorded - self._busy >= self._max_finished:
+                    self._urgent = True  # claiming was held back: senders are idle, claim now
                 self._unrecorded -= count
                 self._changed = True
                 self._cond.notify_all()

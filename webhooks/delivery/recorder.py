@@ -3,10 +3,11 @@ transaction per batch, which also gives the leases back.
 
 The ``Recorder`` thread writes what the senders finish within ``RECORD_LINGER_SECONDS`` of each
 other as one batch. A finished attempt that is not yet recorded is what a crash would send
-again, so the pool stops claiming while ``MAX_FINISHED_UNRECORDED`` of them wait. How long
-they actually wait is the ``gshost_webhook_record_delay_seconds`` histogram: the linger plus a
-batch's write time, which grows to hundreds of milliseconds while the sender threads keep the
-process's GIL busy (docs/performance.md).
+again, so the pool stops claiming while ``MAX_FINISHED_UNRECORDED`` of them wait, and a batch
+that holds that many is written at once, without the linger: the senders are idle until it is.
+How long attempts actually wait is the ``gshost_webhook_record_delay_seconds`` histogram: the
+linger plus a batch's write time, which grows to hundreds of milliseconds while the sender
+threads keep the process's GIL busy (docs/performance.md).
 
 Each batch also moves the endpoint stats' outcome counts (``rollup``, one upsert in the same
 transaction) and, once committed, tells ``recording_hooks`` what happened: delivery metrics,
@@ -42,7 +43,8 @@ RECORD_BATCH: Final = 200
 # Results finishing within this of the first are written together (one transaction).
 RECORD_LINGER_SECONDS: Final = 0.01
 # Finished, unrecorded attempts at which the pool stops claiming (the crash re-send bound).
-MAX_FINISHED_UNRECORDED: Final = 64
+# Lower bounds re-sends more tightly and costs throughput (docs/performance.md).
+MAX_FINISHED_UNRECORDED: Final = 32
 _IDLE_WAIT_SECONDS: Final = 1.0
 # A failed batch (a lock timeout, a dropped connection) is tried again before going row by row.
 _RECORD_RETRY_PAUSES: Final = (0.05, 0.2, 0.5)
@@ -65,8 +67,16 @@ Recorded = Callable[[int], None]
 class Recorder:
     """One thread writing finished attempts in batches; ``put`` never blocks."""
 
-    def __init__(self, *, on_recorded: Recorded, on_due_again: DueAgain) -> None:
+    def __init__(
+        self,
+        *,
+        on_recorded: Recorded,
+        on_due_again: DueAgain,
+        claims_stop_at: int = MAX_FINISHED_UNRECORDED,
+    ) -> None:
+        """``claims_stop_at``: the unrecorded attempts at which the pool stops claiming."""
         self._results: queue.SimpleQueue[Finished | object] = queue.SimpleQueue()
+        self._claims_stop_at = claims_stop_at
         self._on_recorded = on_recorded
         self._on_due_again = on_due_again
         self._thread = threading.Thread(target=self._loop, name="webhook-recorder", daemon=True)
@@ -106,6 +116,8 @@ class Recorder:
             batch.append(item)
             if len(batch) >= RECORD_BATCH:
                 return batch, False
+            if len(batch) >= self._claims_stop_at:
+                until = 0.0  # the pool has stopped claiming: take what is queued, write now
             try:
                 item = self._results.get(timeout=max(0.0, until - time.monotonic()))
             except queue.Empty:
