@@ -4,7 +4,7 @@ transaction per batch, which also gives the leases back.
 The ``Recorder`` thread writes what the senders finish within ``RECORD_LINGER_SECONDS`` of each
 other as one batch. A finished attempt that is not yet recorded is what a crash would send
 again, so the pool stops claiming while ``MAX_FINISHED_UNRECORDED`` of them wait, and a batch
-that holds that many is written at once, without the linger: the senders are idle until it is.
+that holds that many is written at once, without the linger: nothing is claimed until it is.
 How long attempts actually wait is the ``gshost_webhook_record_delay_seconds`` histogram: the
 linger plus a batch's write time, which grows to hundreds of milliseconds while the sender
 threads keep the process's GIL busy (docs/performance.md).
