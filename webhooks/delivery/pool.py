@@ -221,8 +221,8 @@ class DeliveryPool:
         """Take waiting ids round-robin by webhook while there are free slots, holding them."""
         picks: list[tuple[str, str]] = []
         with self._cond:
-            if self._unrecorded - self._busy >= self._max_finished:
-                return picks  # the recorder is behind: claim nothing until it catches up
+            if self._recorder_behind():
+                return picks  # claim nothing until it catches up
             for webhook_id in list(self._waiting):
                 room = min(
                     self._limit(webhook_id) - self._on_wire.get(webhook_id, 0),
@@ -244,6 +244,10 @@ class DeliveryPool:
                 if self._busy >= self.threads or self._unrecorded >= self._max_unrecorded:
                     break
         return picks
+
+    def _recorder_behind(self) -> bool:
+        """The cap of finished attempts waiting for the recorder is reached (lock held)."""
+        return self._unrecorded - self._busy >= self._max_finished
 
     def _limit(self, webhook_id: str) -> int:
         return self.per_webhook if webhook_id in self._answering else 1
@@ -276,7 +280,7 @@ class DeliveryPool:
     def _release_recorded(self, count: int) -> None:
         if count:
             with self._cond:
-                if self._unrecorded - self._busy >= self._max_finished:
+                if self._recorder_behind():
                     self._urgent = True  # claiming was held back: senders are idle, claim now
                 self._unrecorded -= count
                 self._changed = True
