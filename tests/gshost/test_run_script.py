@@ -77,7 +77,7 @@ def running_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
     subprocess.run(manage, cwd=ROOT, env=env, check=True, timeout=180)
     log = workdir / "run.log"
     with log.open("wb") as out:
-        process = subprocess.Popen(
+        script = subprocess.Popen(
             [str(SCRIPT)],
             cwd=ROOT,
             env=env,
@@ -85,13 +85,13 @@ def running_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    running = Running(process, log, env, int(env["PORT"]))
+    running = Running(script, log, env, int(env["PORT"]))
     try:
         _wait_for(lambda: _web_answers(running.port), 60, "the web server answering", running)
         yield running
     finally:
-        if process.poll() is None:  # a test failed before the script stopped
-            _kill_everything_left(process)
+        if script.poll() is None:  # a test failed before the script stopped
+            _kill_everything_left(script)
 
 
 def _kill_everything_left(script: subprocess.Popen[bytes]) -> None:
