@@ -12,9 +12,10 @@ children are looked up once and kept in small dictionaries.
 
 from __future__ import annotations
 
+import glob
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from prometheus_client import (
@@ -24,6 +25,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -80,10 +82,27 @@ def register_scrape_collector(factory: Callable[[], Collector]) -> None:
             _scrape_collectors.append(factory)
 
 
+class _ProcessFilesCollector(multiprocess.MultiProcessCollector):
+    """prometheus-client's collector, passing over empty files: a process killed between
+    creating its file and sizing it (SIGKILL, the OOM killer) leaves one, which holds no
+    samples and which the stock collector fails on, at every scrape, until it is removed."""
+
+    def collect(self) -> Iterable[Metric]:
+        files = glob.glob(os.path.join(self._path, "*.db"))
+        return self.merge([path for path in files if _has_content(path)], accumulate=True)
+
+
+def _has_content(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > 0
+    except OSError:
+        return False  # removed meanwhile (mark_process_dead)
+
+
 def render() -> bytes:
     """Every process's samples added up, plus the scrape-time collectors, in text format."""
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)
+    _ProcessFilesCollector(registry)
     for factory in list(_scrape_collectors):
         registry.register(factory())
     return generate_latest(registry)

@@ -69,6 +69,16 @@ def test_it_serves_metrics_in_the_prometheus_text_format(client, db):
     assert "# TYPE gshost_http_requests_total counter" in response.content.decode()
 
 
+def test_it_serves_metrics_past_the_empty_file_of_a_process_killed_as_it_started(client, db):
+    # SIGKILL between creating a metrics file and sizing it leaves the file empty.
+    empty = Path(metrics.metrics_dir()) / "histogram_4194305.db"  # above any default pid_max
+    empty.touch()
+    try:
+        assert "gshost_http_requests_total" in scrape(client)
+    finally:
+        empty.unlink()
+
+
 def test_it_hides_metrics_from_other_networks(db, settings):
     settings.METRICS_ALLOWED_NETWORKS = ["10.0.0.0/8"]
     assert Client(REMOTE_ADDR="192.0.2.7").get("/metrics").status_code == 404
