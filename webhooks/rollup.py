@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Final, TypeAlias
 
 from django.db import connection
 
@@ -79,13 +79,21 @@ def settled_changes(
     return changes
 
 
-def apply_changes(changes: Iterable[OutcomeChange]) -> None:
-    """Add the changes to the counts: one statement, in the caller's transaction.
+# (webhook id, hour created, outcome, latency bucket, count to add): one count row's change.
+Total: TypeAlias = tuple[str, datetime, str, int, int]
 
-    Keys are summed first and sorted, so two recorders never lock the same rows in opposite
-    orders.
-    """
-    totals: dict[tuple[str, datetime, str, int], int] = {}
+
+def apply_changes(changes: Iterable[OutcomeChange]) -> None:
+    """Add the changes to the counts: one statement, in the caller's transaction."""
+    rows = totals(changes)
+    if rows:
+        upsert(rows)
+
+
+def totals(changes: Iterable[OutcomeChange]) -> list[Total]:
+    """The changes summed per count row, sorted by key, so two recorders never lock the same
+    rows in opposite orders; rows whose changes cancel out are left out."""
+    summed: dict[tuple[str, datetime, str, int], int] = {}
     for change in changes:
         key = (
             change.webhook_id,
@@ -93,17 +101,15 @@ def apply_changes(changes: Iterable[OutcomeChange]) -> None:
             str(change.outcome),
             latency_bucket(change.latency_ms) if change.outcome == DeliveryStatus.SUCCESS else 0,
         )
-        totals[key] = totals.get(key, 0) + change.delta
-    rows = sorted((key, delta) for key, delta in totals.items() if delta)
-    if rows:
-        _upsert(rows)
+        summed[key] = summed.get(key, 0) + change.delta
+    return [(*key, delta) for key, delta in sorted(summed.items()) if delta]
 
 
-def _upsert(rows: Sequence[tuple[tuple[str, datetime, str, int], int]]) -> None:
+def upsert(rows: Sequence[Total]) -> None:
     quote = connection.ops.quote_name
     hour_field = DeliveryOutcomeCount._meta.get_field("hour")
     values, params = [], []
-    for (webhook_id, hour, outcome, bucket), delta in rows:
+    for webhook_id, hour, outcome, bucket, delta in rows:
         values.append("(%s, %s, %s, %s, %s)")
         params += [webhook_id, hour_field.get_db_prep_save(hour, connection), outcome, bucket]
         params.append(delta)

@@ -16,12 +16,11 @@ and failure notices for deliveries that have just failed.
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -29,9 +28,9 @@ from django.db import connection, transaction
 from django.db.models.query import RawQuerySet
 from django.utils import timezone
 
-from gshost.pg_copy import copy_into
 from webhooks import recording_hooks, rollup
 from webhooks.delivery import policy
+from webhooks.delivery.batch_writes import STATE_FIELDS, write_batch
 from webhooks.delivery.claims import Finished
 from webhooks.delivery.connections import refresh_connection
 from webhooks.metrics import AttemptOutcome
@@ -49,16 +48,6 @@ _IDLE_WAIT_SECONDS: Final = 1.0
 # A failed batch (a lock timeout, a dropped connection) is tried again before going row by row.
 _RECORD_RETRY_PAUSES: Final = (0.05, 0.2, 0.5)
 _STOP: Final = object()
-_JSON_COLUMNS: Final = frozenset({"request_headers", "response_headers"})
-_STATE_FIELDS: Final = (
-    "status",
-    "next_attempt_at",
-    "automatic_attempts",
-    "lease_expires_at",
-    "redelivery_requested_at",
-    "last_error",
-    "completed_at",
-)
 
 DueAgain = Callable[[list[tuple[str, str]]], None]
 Recorded = Callable[[int], None]
@@ -179,9 +168,7 @@ def record_attempts(finished: Sequence[Finished]) -> list[tuple[str, str]]:
                 changed[row.id] = row
                 counted.extend(_rollup_changes(row, status_before))
             outcomes.append(_outcome(done, row, status_before, due_at))
-        _insert_attempts(new_attempts)
-        _save_states(changed.values())
-        rollup.apply_changes(counted)
+        write_batch(attempts=new_attempts, states=changed.values(), counted=counted)
     recording_hooks.after_commit(outcomes)
     return [(row.id, row.webhook_id) for row in changed.values() if _due_again(row, now)]
 
@@ -214,30 +201,6 @@ def _rollup_changes(row: Delivery, status_before: str) -> list[rollup.OutcomeCha
     )
 
 
-def _save_states(rows: Iterable[Delivery]) -> None:
-    """One UPDATE per distinct new state: a batch of successes is a single statement.
-
-    Plain SQL: compiling an ORM update per batch cost more than running it.
-    """
-    groups: dict[tuple[Any, ...], list[str]] = {}
-    for row in rows:
-        groups.setdefault(tuple(getattr(row, name) for name in _STATE_FIELDS), []).append(row.id)
-    quote = connection.ops.quote_name
-    assignments = ", ".join(f"{quote(name)} = %s" for name in _STATE_FIELDS)
-    concrete = {f.name: f for f in Delivery._meta.concrete_fields}
-    fields = [concrete[name] for name in _STATE_FIELDS]
-    with connection.cursor() as cursor:
-        for state, ids in groups.items():
-            values = [f.get_db_prep_save(v, connection) for f, v in zip(fields, state, strict=True)]
-            placeholders = ", ".join(["%s"] * len(ids))
-            # Only model metadata and placeholders are interpolated.
-            cursor.execute(
-                f"UPDATE {quote(Delivery._meta.db_table)} SET {assignments} "  # noqa: S608
-                f"WHERE id IN ({placeholders})",
-                [*values, *ids],
-            )
-
-
 def _due_again(row: Delivery, now: datetime) -> bool:
     if row.redelivery_requested_at is not None:
         return True
@@ -251,11 +214,11 @@ def _due_again(row: Delivery, now: datetime) -> bool:
 def _locked_with_attempt_counts(ids: Collection[str]) -> RawQuerySet[Delivery]:
     """The rows, locked, each annotated with how many attempts it has (``attempt_count``).
 
-    Plain SQL for the same reason as ``_save_states``.
+    Plain SQL: building model queries per batch cost more than running them.
     """
     quote = connection.ops.quote_name
     deliveries, attempts = quote(Delivery._meta.db_table), quote(DeliveryAttempt._meta.db_table)
-    names = ("id", "webhook_id", "created_at", "first_attempt_at", *_STATE_FIELDS)
+    names = ("id", "webhook_id", "created_at", "first_attempt_at", *STATE_FIELDS)
     columns = ", ".join(f"d.{quote(name)}" for name in names)
     placeholders = ", ".join(["%s"] * len(ids))
     lock = " FOR UPDATE OF d" if connection.features.has_select_for_update_of else ""
@@ -282,24 +245,6 @@ def _attempt_values(done: Finished, number: int) -> dict[str, Any]:
         "response_headers": result.response_headers,
         "error": result.error or "",
     }
-
-
-def _insert_attempts(attempts: list[dict[str, Any]]) -> None:
-    """COPY on PostgreSQL: building and compiling model instances was most of a recorded batch's
-    cost. Elsewhere a plain ``bulk_create``."""
-    if not attempts:
-        return
-    if connection.vendor != "postgresql":
-        DeliveryAttempt.objects.bulk_create(DeliveryAttempt(**values) for values in attempts)
-        return
-    with copy_into(DeliveryAttempt, list(attempts[0])) as copy:
-        for values in attempts:
-            copy.write_row(
-                [
-                    json.dumps(value) if column in _JSON_COLUMNS else value
-                    for column, value in values.items()
-                ]
-            )
 
 
 def _apply_outcome(row: Delivery, done: Finished, now: datetime) -> bool:
