@@ -1,17 +1,18 @@
 """A recorded batch's writes (``webhooks.delivery.batch_writes``): one statement on PostgreSQL,
-one per table elsewhere, and the same rows either way. The suite runs on both databases."""
+a few per row elsewhere, and the same rows either way. The suite runs on both databases."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import transaction
 from django.utils import timezone
 
-from tests.webhooks.webhook_fixtures import make_delivery
-from webhooks.delivery.batch_writes import write_batch
+from tests.webhooks.webhook_fixtures import add_attempt, make_delivery
+from webhooks.delivery.batch_writes import RowChange, Written, write_batch
+from webhooks.delivery.policy import DeliveryState
 from webhooks.models import (
     AttemptTrigger,
     Delivery,
@@ -24,99 +25,134 @@ from webhooks.rollup import OutcomeChange
 
 pytestmark = pytest.mark.django_db
 
+NOW = timezone.now()
+SUCCEEDED = DeliveryState(
+    status=DeliveryStatus.SUCCESS,
+    next_attempt_at=None,
+    automatic_attempts=1,
+    last_error="",
+    completed_at=NOW,
+)
 
-def attempt_values(delivery: Delivery, number: int, **fields: Any) -> dict[str, Any]:
-    return {
+
+def leased(webhook: Webhook, **fields: Any) -> Delivery:
+    return make_delivery(webhook, lease_expires_at=NOW + timedelta(seconds=35), **fields)
+
+
+def change(delivery: Delivery, **fields: Any) -> RowChange:
+    """A successful automatic attempt of ``delivery`` under its current lease."""
+    values: dict[str, Any] = {
         "delivery_id": delivery.id,
-        "number": number,
-        "trigger": AttemptTrigger.AUTOMATIC.value,
-        "started_at": timezone.now(),
-        "duration_ms": 42,
-        "status_code": 200,
-        "response_body": "ok",
-        "request_headers": {"webhook-id": delivery.id},
-        "response_headers": {"content-type": "text/plain"},
-        "error": "",
-        **fields,
+        "lease": delivery.lease_expires_at,
+        "attempt": {
+            "trigger": AttemptTrigger.AUTOMATIC.value,
+            "started_at": NOW,
+            "duration_ms": 42,
+            "status_code": 200,
+            "response_body": "ok",
+            "request_headers": {"webhook-id": delivery.id, "x-name": 'Überleben "q" {b}'},
+            "response_headers": {"content-type": "text/plain"},
+            "error": "",
+        },
+        "state": SUCCEEDED,
+        "answered_request": None,
+        "counted": [OutcomeChange(delivery.webhook_id, NOW, DeliveryStatus.SUCCESS, 42.0)],
     }
+    return RowChange(**{**values, **fields})
 
 
-def succeeded(delivery: Delivery, at: datetime) -> Delivery:
-    delivery.status, delivery.next_attempt_at, delivery.completed_at = "success", None, at
-    return delivery
-
-
-def write(**batch: Any) -> None:
-    with transaction.atomic():
-        write_batch(**{"attempts": [], "states": [], "counted": [], **batch})
-
-
-def test_it_inserts_each_attempt_with_its_headers_and_answer(webhook: Webhook) -> None:
-    delivery = make_delivery(webhook)
-    values = attempt_values(
-        delivery,
-        1,
-        status_code=None,
-        error="timeout",
-        response_body="",
-        request_headers={"webhook-id": delivery.id, "x-name": 'Überleben "quoted" {braces}'},
-        response_headers={},
+def stored_state(delivery: Delivery) -> DeliveryState:
+    row = Delivery.objects.get(id=delivery.id)
+    return DeliveryState(
+        **{name: getattr(row, name) for name in DeliveryState.__dataclass_fields__}
     )
-    write(attempts=[values])
+
+
+def test_it_stores_the_attempt_as_made(webhook: Webhook) -> None:
+    delivery = leased(webhook)
+    written = change(delivery)
+    write_batch([written])
     stored = DeliveryAttempt.objects.get(delivery=delivery)
-    written = {name: getattr(stored, name) for name in values if name != "delivery_id"}
-    assert written == {name: value for name, value in values.items() if name != "delivery_id"}
+    assert {name: getattr(stored, name) for name in written.attempt} == written.attempt
 
 
-def test_it_saves_each_rows_new_state(webhook: Webhook) -> None:
-    now = timezone.now()
-    retried, settled = make_delivery(webhook), make_delivery(webhook)
-    retried.status, retried.next_attempt_at = "retry_scheduled", now + timedelta(seconds=60)
-    retried.automatic_attempts, retried.last_error = 1, "status_503"
-    write(states=[retried, succeeded(settled, now)])
-    assert Delivery.objects.get(id=retried.id).next_attempt_at == retried.next_attempt_at
-    assert Delivery.objects.get(id=retried.id).last_error == "status_503"
-    assert Delivery.objects.get(id=settled.id).completed_at == now
+def test_it_numbers_the_attempt_after_the_deliverys_earlier_ones(webhook: Webhook) -> None:
+    delivery = leased(webhook)
+    add_attempt(delivery, 1)
+    add_attempt(delivery, 2)
+    assert write_batch([change(delivery)])[0] == Written(3, True, None)
+
+
+def test_it_moves_the_row_to_its_new_state_and_gives_the_lease_back(webhook: Webhook) -> None:
+    delivery = leased(webhook)
+    write_batch([change(delivery)])
+    assert stored_state(delivery) == SUCCEEDED
+    assert Delivery.objects.get(id=delivery.id).lease_expires_at is None
+
+
+def test_it_counts_the_outcome_of_a_moved_row(webhook: Webhook) -> None:
+    write_batch([change(leased(webhook)), change(leased(webhook))])
+    counts = DeliveryOutcomeCount.objects.values_list("outcome", "count")
+    assert list(counts) == [("success", 2)]
+
+
+def test_it_records_a_late_attempt_but_moves_nothing_once_the_lease_ran_out(
+    webhook: Webhook,
+) -> None:
+    delivery = leased(webhook)
+    written = write_batch([change(delivery, lease=NOW - timedelta(seconds=1))])
+    assert written == [Written(1, False, None)]
+    assert stored_state(delivery).status == DeliveryStatus.PENDING
+    assert Delivery.objects.get(id=delivery.id).lease_expires_at == delivery.lease_expires_at
+    assert DeliveryAttempt.objects.filter(delivery=delivery).count() == 1
+    assert not DeliveryOutcomeCount.objects.exists()
+
+
+def test_it_clears_the_redelivery_request_the_attempt_answered(webhook: Webhook) -> None:
+    requested = NOW - timedelta(seconds=5)
+    delivery = leased(webhook, redelivery_requested_at=requested)
+    written = write_batch([change(delivery, answered_request=requested)])
+    assert written == [Written(1, True, None)]
+    assert Delivery.objects.get(id=delivery.id).redelivery_requested_at is None
+
+
+def test_it_keeps_a_redelivery_request_made_during_the_attempt(webhook: Webhook) -> None:
+    requested, newer = NOW - timedelta(seconds=5), NOW - timedelta(seconds=1)
+    delivery = leased(webhook, redelivery_requested_at=newer)
+    written = write_batch([change(delivery, answered_request=requested)])
+    assert written == [Written(1, True, newer)]
+
+
+def test_it_keeps_a_redelivery_request_an_automatic_attempt_did_not_answer(
+    webhook: Webhook,
+) -> None:
+    requested = NOW - timedelta(seconds=1)
+    delivery = leased(webhook, redelivery_requested_at=requested)
+    assert write_batch([change(delivery)]) == [Written(1, True, requested)]
+
+
+def test_it_skips_a_deleted_delivery_and_writes_the_rest(webhook: Webhook) -> None:
+    gone, kept = leased(webhook), leased(webhook)
+    batch = [change(gone), change(kept)]
+    Delivery.objects.filter(id=gone.id).delete()
+    assert write_batch(batch) == [None, Written(1, True, None)]
+    assert stored_state(kept) == SUCCEEDED
 
 
 def test_it_leaves_rows_outside_the_batch_alone(webhook: Webhook) -> None:
-    settled, untouched = make_delivery(webhook), make_delivery(webhook)
-    write(states=[succeeded(settled, timezone.now())])
-    assert Delivery.objects.get(id=untouched.id).status == DeliveryStatus.PENDING
+    moved, untouched = leased(webhook), leased(webhook)
+    write_batch([change(moved)])
+    assert stored_state(untouched).status == DeliveryStatus.PENDING
 
 
-def test_it_adds_the_batchs_outcomes_to_the_counts(webhook: Webhook) -> None:
-    now = timezone.now()
-    write(counted=[OutcomeChange(webhook.id, now, DeliveryStatus.FAILED)])
-    write(
-        counted=[
-            OutcomeChange(webhook.id, now, DeliveryStatus.FAILED),
-            OutcomeChange(webhook.id, now, DeliveryStatus.SUCCESS, 40.0),
-        ]
+def test_it_writes_each_rows_own_state(webhook: Webhook) -> None:
+    retried, settled = leased(webhook), leased(webhook)
+    retrying = replace(
+        SUCCEEDED,
+        status=DeliveryStatus.RETRY_SCHEDULED,
+        next_attempt_at=NOW + timedelta(seconds=60),
+        last_error="status_503",
+        completed_at=None,
     )
-    counts = dict(DeliveryOutcomeCount.objects.values_list("outcome", "count"))
-    assert counts == {"failed": 2, "success": 1}
-
-
-def test_it_writes_all_three_tables_in_one_batch(webhook: Webhook) -> None:
-    delivery = make_delivery(webhook)
-    now = timezone.now()
-    write(
-        attempts=[attempt_values(delivery, 1)],
-        states=[succeeded(delivery, now)],
-        counted=[OutcomeChange(webhook.id, delivery.created_at, DeliveryStatus.SUCCESS, 42.0)],
-    )
-    assert DeliveryAttempt.objects.filter(delivery=delivery).count() == 1
-    assert Delivery.objects.get(id=delivery.id).status == DeliveryStatus.SUCCESS
-    assert DeliveryOutcomeCount.objects.get(webhook=webhook).count == 1
-
-
-def test_it_writes_nothing_when_the_changes_cancel_out(webhook: Webhook) -> None:
-    now = timezone.now()
-    write(
-        counted=[
-            OutcomeChange(webhook.id, now, DeliveryStatus.FAILED),
-            OutcomeChange(webhook.id, now, DeliveryStatus.FAILED, delta=-1),
-        ]
-    )
-    assert not DeliveryOutcomeCount.objects.exists()
+    write_batch([change(retried, state=retrying, counted=[]), change(settled)])
+    assert (stored_state(retried), stored_state(settled)) == (retrying, SUCCEEDED)

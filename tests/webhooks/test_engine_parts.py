@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -26,11 +27,12 @@ from tests.webhooks.delivery_fixtures import (
 )
 from webhooks import dispatch
 from webhooks.delivery import claims, policy, recorder
-from webhooks.delivery.claims import Finished
+from webhooks.delivery.claims import Claim, Finished
 from webhooks.delivery.engine import offer_round
 from webhooks.delivery.pool import DeliveryPool
 from webhooks.delivery.timer import Timer
-from webhooks.models import AttemptError, DeliveryStatus
+from webhooks.delivery.transport import AttemptResult
+from webhooks.models import AttemptError, AttemptTrigger, DeliveryStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -85,6 +87,63 @@ def test_it_labels_the_last_error_with_the_error_or_the_status() -> None:
     assert policy.error_label(200, None) == ""
     assert policy.error_label(503, None) == "status_503"
     assert policy.error_label(None, AttemptError.TLS_ERROR) == "tls_error"
+
+
+PENDING = policy.DeliveryState(
+    status=DeliveryStatus.PENDING,
+    next_attempt_at=NOW,
+    automatic_attempts=0,
+    last_error="",
+    completed_at=None,
+)
+GAVE_UP = policy.DeliveryState(
+    status=DeliveryStatus.FAILED,
+    next_attempt_at=None,
+    automatic_attempts=6,
+    last_error="status_503",
+    completed_at=None,
+)
+
+
+def after(state: policy.DeliveryState, trigger: AttemptTrigger, code: int) -> policy.DeliveryState:
+    return policy.after_attempt(state, trigger=trigger, status_code=code, error=None, now=NOW)
+
+
+def test_an_automatic_attempt_moves_the_row_along_its_retry_plan(settings: Any) -> None:
+    settings.WEBHOOK_RETRY_DELAYS = [5, 60]
+
+    state = after(PENDING, AttemptTrigger.AUTOMATIC, 503)
+
+    assert state == policy.DeliveryState(
+        status=DeliveryStatus.RETRY_SCHEDULED,
+        next_attempt_at=NOW + timedelta(seconds=5),
+        automatic_attempts=1,
+        last_error="status_503",
+        completed_at=None,
+    )
+
+
+def test_a_successful_automatic_attempt_completes_the_delivery() -> None:
+    state = after(PENDING, AttemptTrigger.AUTOMATIC, 200)
+
+    assert (state.status, state.completed_at, state.last_error) == ("success", NOW, "")
+
+
+def test_a_successful_redelivery_settles_a_failed_delivery_without_counting_an_attempt() -> None:
+    state = after(GAVE_UP, AttemptTrigger.REDELIVERY, 200)
+
+    assert (state.status, state.automatic_attempts, state.completed_at) == ("success", 6, NOW)
+
+
+def test_a_failed_redelivery_leaves_the_retry_plan_as_it_was() -> None:
+    assert after(PENDING, AttemptTrigger.REDELIVERY, 503) == PENDING
+
+
+def test_a_redelivery_keeps_the_time_of_the_first_success() -> None:
+    earlier = NOW - timedelta(hours=1)
+    succeeded = policy.DeliveryState("success", None, 1, "", earlier)
+
+    assert after(succeeded, AttemptTrigger.REDELIVERY, 200).completed_at == earlier
 
 
 # --- timer ------------------------------------------------------------------------------------
@@ -166,6 +225,19 @@ def test_the_timer_runs_its_exit_when_the_main_thread_ends(tmp_path: Path) -> No
 # --- recorder bound ----------------------------------------------------------------------------
 
 
+def finished_attempt(delivery_id: str) -> Finished:
+    """A stand-in for a finished attempt, for a recorder whose writing is replaced."""
+    return Finished(
+        cast(Claim, SimpleNamespace(delivery_id=delivery_id)), cast(AttemptResult, None)
+    )
+
+
+def test_a_batch_holding_one_delivery_twice_is_written_in_parts_in_order() -> None:
+    first, other, second = (finished_attempt(d) for d in ("dlv_a", "dlv_b", "dlv_a"))
+
+    assert recorder.one_per_delivery([first, other, second]) == [[first, other], [second]]
+
+
 def test_the_recorder_writes_attempts_finished_together_as_one_batch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -179,7 +251,7 @@ def test_the_recorder_writes_attempts_finished_together_as_one_batch(
     monkeypatch.setattr(recorder, "record_attempts", record)
     monkeypatch.setattr(recorder, "RECORD_LINGER_SECONDS", 5.0)  # all three arrive in time
     writer = recorder.Recorder(on_recorded=recorded.append, on_due_again=lambda due: None)
-    finished = [cast(Finished, object.__new__(Finished)) for _ in range(3)]
+    finished = [finished_attempt(f"dlv_{n}") for n in range(3)]
 
     for done in finished:
         writer.put(done)
@@ -206,8 +278,8 @@ def test_the_recorder_writes_a_batch_at_once_when_the_pool_has_stopped_claiming(
         on_recorded=lambda count: None, on_due_again=lambda due: None, claims_stop_at=3
     )
     try:
-        for _ in range(3):
-            writer.put(cast(Finished, object.__new__(Finished)))
+        for n in range(3):
+            writer.put(finished_attempt(f"dlv_{n}"))
 
         assert written.wait(timeout=30), "the batch waited for the linger"
         assert batches == [3]

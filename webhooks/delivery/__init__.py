@@ -10,7 +10,8 @@
 3. A ``sender`` thread re-checks the URL, decrypts the secret, signs, and makes the attempt
    over the ``transport`` (DNS-pinned HTTPS, 10 s deadline, pooled keep-alive connections).
 4. The ``recorder`` writes the attempt and the row's next state, decided by ``policy``
-   (success, retry when, fail when), in one transaction per batch, and so releases the lease.
+   (success, retry when, fail when) from the state the claim read, in one transaction per
+   batch (``batch_writes``: one statement on PostgreSQL), and so releases the lease.
 5. The ``timer`` sleeps until the next row falls due (at most a second), then offers every due
    row to the pool: retries, redeliveries, rows whose task was lost, expired leases of a dead
    worker. No broker is needed for that.

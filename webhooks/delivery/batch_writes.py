@@ -1,38 +1,35 @@
-"""A recorded batch's writes: its attempt rows, its deliveries' new states and the outcome
-counts, inside the recorder's transaction.
+"""A recorded batch's writes: each attempt row, its delivery's new state (which gives the lease
+back) and the outcome counts, all or nothing.
 
-On PostgreSQL the three go as one statement, each table's rows as array parameters. The
-recorder shares its process's GIL with the sender threads, and after every round trip to the
-database it queues behind them for the GIL again; on a busy worker that wait, not the
-database, is most of a batch's time (docs/performance.md). Elsewhere (SQLite, the demo) each
-table gets its own statement.
+Each row's change is decided beforehand, from the state its claim returned
+(``policy.after_attempt``), and applies only where the row still carries that claim's lease:
+a worker whose lease ran out records its attempt and moves nothing. A redelivery request
+answered by the attempt is cleared unless a newer one came meanwhile.
+
+On PostgreSQL a batch is one statement, each column's values one array parameter. The
+recorder shares its process's GIL with the sender threads and queues behind them for it after
+every round trip to the database; on a busy worker that wait, not the database, was most of a
+batch's time (docs/performance.md). Elsewhere (SQLite, the demo) a transaction runs a few
+statements per row.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
-from django.db import connection
-from django.db.models import Model
+from django.db import connection, transaction
+from django.db.models import Case, DateTimeField, F, Model, Value, When
 
 from webhooks import rollup
+from webhooks.delivery.policy import DeliveryState
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryOutcomeCount
 
-STATE_FIELDS: Final = (
-    "status",
-    "next_attempt_at",
-    "automatic_attempts",
-    "lease_expires_at",
-    "redelivery_requested_at",
-    "last_error",
-    "completed_at",
-)
 ATTEMPT_FIELDS: Final = (
-    "delivery_id",
-    "number",
     "trigger",
     "started_at",
     "duration_ms",
@@ -42,107 +39,160 @@ ATTEMPT_FIELDS: Final = (
     "response_headers",
     "error",
 )
-_COUNT_FIELDS: Final = ("webhook_id", "hour", "outcome", "latency_bucket", "count")
+STATE_FIELDS: Final = tuple(DeliveryState.__dataclass_fields__)
 _JSON_FIELDS: Final = frozenset({"request_headers", "response_headers"})
 
 
-def write_batch(
-    *,
-    attempts: Sequence[dict[str, Any]],
-    states: Iterable[Delivery],
-    counted: Iterable[rollup.OutcomeChange],
-) -> None:
-    """Insert ``attempts`` (values by ``ATTEMPT_FIELDS``), save each row's ``STATE_FIELDS`` and
-    move the outcome counts. Runs in the caller's transaction."""
-    rows = list(states)
-    totals = rollup.totals(counted)
+@dataclass(frozen=True)
+class RowChange:
+    """What recording one attempt writes. At most one per delivery in a batch."""
+
+    delivery_id: str
+    lease: datetime  # the claim's: the change applies only while the row still carries it
+    attempt: dict[str, Any]  # the attempt row's ``ATTEMPT_FIELDS``; its number is the next one
+    state: DeliveryState
+    answered_request: datetime | None  # the redelivery request this attempt was made for
+    counted: list[rollup.OutcomeChange] = field(default_factory=list)  # if the change applies
+
+
+@dataclass(frozen=True)
+class Written:
+    attempt_number: int
+    applied: bool  # False: the lease had run out; the attempt is recorded, nothing else moved
+    redelivery_requested_at: datetime | None  # the row's, afterwards (a newer request stays)
+
+
+def write_batch(changes: Sequence[RowChange]) -> list[Written | None]:
+    """Write every change, all or nothing; for each, what was written (None: the delivery is
+    gone, deleted with its webhook or purged)."""
+    if not changes:
+        return []
     if connection.vendor == "postgresql":
-        _write_in_one_statement(attempts, rows, totals)
-        return
-    if attempts:
-        DeliveryAttempt.objects.bulk_create(DeliveryAttempt(**values) for values in attempts)
-    _save_states(rows)
-    if totals:
-        rollup.upsert(totals)
+        return _write_in_one_statement(changes)
+    with transaction.atomic():
+        written = [_write_row(change) for change in changes]
+        applied = zip(changes, written, strict=True)
+        rollup.apply_changes(c for change, w in applied if w and w.applied for c in change.counted)
+    return written
 
 
-def _save_states(rows: Iterable[Delivery]) -> None:
-    """One UPDATE per distinct new state: a batch of successes is a single statement."""
-    groups: dict[tuple[Any, ...], list[str]] = {}
-    for row in rows:
-        groups.setdefault(tuple(getattr(row, name) for name in STATE_FIELDS), []).append(row.id)
-    quote = connection.ops.quote_name
-    assignments = ", ".join(f"{quote(name)} = %s" for name in STATE_FIELDS)
-    fields = [_field(Delivery, name) for name in STATE_FIELDS]
-    with connection.cursor() as cursor:
-        for state, ids in groups.items():
-            values = [f.get_db_prep_save(v, connection) for f, v in zip(fields, state, strict=True)]
-            placeholders = ", ".join(["%s"] * len(ids))
-            # Only model metadata and placeholders are interpolated.
-            cursor.execute(
-                f"UPDATE {quote(Delivery._meta.db_table)} SET {assignments} "  # noqa: S608
-                f"WHERE id IN ({placeholders})",
-                [*values, *ids],
-            )
+# --- elsewhere: a few statements per row, in one transaction ----------------------------------
 
 
-def _write_in_one_statement(
-    attempts: Sequence[dict[str, Any]], rows: Sequence[Delivery], totals: Sequence[rollup.Total]
-) -> None:
-    state_names = ("id", *STATE_FIELDS)
-    attempt_rows = [[_adapted(values, n) for n in ATTEMPT_FIELDS] for values in attempts]
-    params = {
-        **_arrays("a", ATTEMPT_FIELDS, attempt_rows),
-        **_arrays("s", state_names, [[getattr(row, n) for n in state_names] for row in rows]),
-        **_arrays("c", _COUNT_FIELDS, totals),
-    }
+def _write_row(change: RowChange) -> Written | None:
+    row = Delivery.objects.filter(id=change.delivery_id)
+    if not row.exists():
+        return None
+    number = DeliveryAttempt.objects.filter(delivery_id=change.delivery_id).count() + 1
+    DeliveryAttempt.objects.create(delivery_id=change.delivery_id, number=number, **change.attempt)
+    answered = When(redelivery_requested_at=change.answered_request, then=Value(None))
+    applied = row.filter(lease_expires_at=change.lease).update(
+        **asdict(change.state),
+        lease_expires_at=None,
+        redelivery_requested_at=Case(
+            answered, default=F("redelivery_requested_at"), output_field=DateTimeField()
+        ),
+    )
+    request = row.values_list("redelivery_requested_at", flat=True).get() if applied else None
+    return Written(attempt_number=number, applied=applied == 1, redelivery_requested_at=request)
+
+
+# --- PostgreSQL: one statement ----------------------------------------------------------------
+
+
+def _write_in_one_statement(changes: Sequence[RowChange]) -> list[Written | None]:
+    rows = [
+        [
+            change.delivery_id,
+            change.lease,
+            change.answered_request,
+            *(getattr(change.state, name) for name in STATE_FIELDS),
+            *(_adapted(change.attempt, name) for name in ATTEMPT_FIELDS),
+        ]
+        for change in changes
+    ]
+    counts = [
+        [change.delivery_id, *total]
+        for change in changes
+        for total in rollup.totals(change.counted)
+    ]
+    params = {**_arrays("b", _batch_columns(), rows), **_arrays("c", _count_columns(), counts)}
     with connection.cursor() as cursor:
         cursor.execute(_one_statement_sql(), params)
+        found = {delivery_id: Written(*written) for delivery_id, *written in cursor.fetchall()}
+    return [found.get(change.delivery_id) for change in changes]
 
 
 @functools.cache
 def _one_statement_sql() -> str:
-    """Attempts inserted and states updated in data-modifying CTEs, counts upserted by the
-    statement itself; PostgreSQL runs all three, whichever of them has rows."""
+    """The batch's rows as ``b``; the state ``UPDATE``, the attempts' ``INSERT`` and the counts'
+    upsert as data-modifying CTEs, which PostgreSQL runs whether or not they are read. The
+    counts of rows whose lease ran out are left out."""
     quote = connection.ops.quote_name
-    attempts, deliveries = DeliveryAttempt._meta.db_table, Delivery._meta.db_table
+    attempts, deliveries = quote(DeliveryAttempt._meta.db_table), quote(Delivery._meta.db_table)
     counts = quote(DeliveryOutcomeCount._meta.db_table)
-    attempt_columns = ", ".join(_column(DeliveryAttempt, n) for n in ATTEMPT_FIELDS)
-    assignments = ", ".join(f"{quote(n)} = s.{quote(n)}" for n in STATE_FIELDS)
-    count_columns = ", ".join(_column(DeliveryOutcomeCount, n) for n in _COUNT_FIELDS)
+    assignments = ", ".join(f"{quote(name)} = b.{quote(name)}" for name in STATE_FIELDS)
+    attempt_columns = ", ".join(quote(name) for name in ATTEMPT_FIELDS)
+    attempt_values = ", ".join(f"b.{quote(name)}" for name in ATTEMPT_FIELDS)
+    key = "c.webhook_id, c.hour, c.outcome, c.latency_bucket"
     # Only model metadata is interpolated; every value is a parameter.
     return (
-        f"WITH inserted AS (INSERT INTO {quote(attempts)} ({attempt_columns}) "  # noqa: S608
-        f"SELECT * FROM {_unnest(DeliveryAttempt, 'a', ATTEMPT_FIELDS)}), "
-        f"updated AS (UPDATE {quote(deliveries)} AS d SET {assignments} "
-        f"FROM {_unnest(Delivery, 's', ('id', *STATE_FIELDS))} WHERE d.id = s.id) "
-        f"INSERT INTO {counts} ({count_columns}) "
-        f"SELECT * FROM {_unnest(DeliveryOutcomeCount, 'c', _COUNT_FIELDS)} "
+        f"WITH b AS (SELECT * FROM {_unnest('b', _batch_columns())}), "  # noqa: S608
+        f"updated AS (UPDATE {deliveries} AS d SET {assignments}, lease_expires_at = NULL, "
+        "redelivery_requested_at = CASE WHEN d.redelivery_requested_at = b.answered_request "
+        "THEN NULL ELSE d.redelivery_requested_at END "
+        "FROM b WHERE d.id = b.delivery_id AND d.lease_expires_at = b.lease "
+        "RETURNING d.id, d.redelivery_requested_at), "
+        f"inserted AS (INSERT INTO {attempts} (delivery_id, number, {attempt_columns}) "
+        f"SELECT b.delivery_id, 1 + (SELECT COUNT(*) FROM {attempts} AS a "
+        f"WHERE a.delivery_id = b.delivery_id), {attempt_values} FROM b "
+        f"WHERE EXISTS (SELECT 1 FROM {deliveries} AS d WHERE d.id = b.delivery_id) "
+        "RETURNING delivery_id, number), "
+        f"counted AS (INSERT INTO {counts} (webhook_id, hour, outcome, latency_bucket, count) "
+        f"SELECT {key}, SUM(c.count) FROM {_unnest('c', _count_columns())} "
+        f"WHERE c.delivery_id IN (SELECT id FROM updated) GROUP BY {key} "
+        f"HAVING SUM(c.count) <> 0 ORDER BY {key} "
         "ON CONFLICT (webhook_id, hour, outcome, latency_bucket) "
-        f"DO UPDATE SET count = {counts}.count + excluded.count"
+        f"DO UPDATE SET count = {counts}.count + excluded.count) "
+        "SELECT i.delivery_id, i.number, u.id IS NOT NULL, u.redelivery_requested_at "
+        "FROM inserted AS i LEFT JOIN updated AS u ON u.id = i.delivery_id"
     )
 
 
+def _batch_columns() -> list[tuple[str, str]]:
+    """(name, type) of ``b``'s columns: the row, its change, its attempt."""
+    return [
+        ("delivery_id", _db_type(Delivery, "id")),
+        ("lease", _db_type(Delivery, "lease_expires_at")),
+        ("answered_request", _db_type(Delivery, "redelivery_requested_at")),
+        *((name, _db_type(Delivery, name)) for name in STATE_FIELDS),
+        *((name, _db_type(DeliveryAttempt, name)) for name in ATTEMPT_FIELDS),
+    ]
+
+
+def _count_columns() -> list[tuple[str, str]]:
+    names = ("webhook_id", "hour", "outcome", "latency_bucket", "count")
+    return [("delivery_id", _db_type(Delivery, "id"))] + [
+        (name, _db_type(DeliveryOutcomeCount, name)) for name in names
+    ]
+
+
+def _db_type(model: type[Model], name: str) -> str:
+    return str(model._meta.get_field(name).db_type(connection))
+
+
 def _adapted(values: dict[str, Any], name: str) -> Any:
-    value = values[name]
-    return json.dumps(value) if name in _JSON_FIELDS else value
+    return json.dumps(values[name]) if name in _JSON_FIELDS else values[name]
 
 
-def _arrays(prefix: str, names: Sequence[str], rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
-    """One array parameter per column, named ``<prefix>_<column>``."""
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]
-    return {f"{prefix}_{name}": list(column) for name, column in zip(names, columns, strict=True)}
+def _arrays(prefix: str, columns: list[tuple[str, str]], rows: list[list[Any]]) -> dict[str, Any]:
+    """One array parameter per column, ``<prefix>_<column>``."""
+    values = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
+    return {f"{prefix}_{name}": list(v) for (name, _), v in zip(columns, values, strict=True)}
 
 
-def _unnest(model: type[Model], prefix: str, names: Sequence[str]) -> str:
-    """``unnest(%(p_a)s::type[], …) AS p(a, …)``: the rows of one array parameter per column."""
-    arrays = ", ".join(f"%({prefix}_{n})s::{_field(model, n).db_type(connection)}[]" for n in names)
-    return f"unnest({arrays}) AS {prefix}({', '.join(_column(model, n) for n in names)})"
-
-
-def _column(model: type[Model], name: str) -> str:
-    return connection.ops.quote_name(_field(model, name).column)
-
-
-def _field(model: type[Model], name: str) -> Any:
-    return model._meta.get_field(name)
+def _unnest(prefix: str, columns: list[tuple[str, str]]) -> str:
+    """``unnest(%(p_a)s::type[], …) AS p(a, …)``: one row per index of the arrays."""
+    quote = connection.ops.quote_name
+    arrays = ", ".join(f"%({prefix}_{name})s::{db_type}[]" for name, db_type in columns)
+    return f"unnest({arrays}) AS {prefix}({', '.join(quote(name) for name, _ in columns)})"

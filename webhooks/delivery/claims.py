@@ -4,7 +4,9 @@ A row is due when an automatic attempt is due (pending or retry_scheduled, next_
 reached) or a redelivery was asked for, and nobody holds it: no lease, or a lease that ran out
 because its worker died. Claiming sets the lease; nothing else changes until the attempt is
 recorded, so a claim that is never finished simply becomes due again when its lease expires.
-The claim also stamps ``first_attempt_at`` (kept across retries) for the endpoint stats.
+The claim also stamps ``first_attempt_at`` (kept across retries) for the endpoint stats, and
+returns the row's ``DeliveryState``: only the lease holder changes it, so the recorder moves on
+from that copy without reading the row again.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from django.db.models import F, Min, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from webhooks.delivery.policy import OPEN_STATUSES
+from webhooks.delivery.policy import OPEN_STATUSES, DeliveryState
 from webhooks.delivery.transport import AttemptResult
 from webhooks.models import AttemptTrigger, Delivery, Webhook
 
@@ -35,6 +37,13 @@ _CLAIM_FIELDS: Final = (
     "webhook__encrypted_secret",
     "webhook__encrypted_previous_secret",
     "webhook__previous_secret_expires_at",
+    "created_at",
+    "first_attempt_at",
+    "status",
+    "next_attempt_at",
+    "automatic_attempts",
+    "last_error",
+    "completed_at",
 )
 
 
@@ -50,6 +59,9 @@ class Claim:
     body: str
     lease_expires_at: datetime
     redelivery_requested_at: datetime | None
+    state: DeliveryState  # as claimed; what the attempt's outcome moves on from
+    created_at: datetime
+    first_attempt_at: datetime
     # A rolled secret's predecessor, signing beside it until its grace period ends.
     encrypted_previous_secret: str = field(default="", repr=False)
     previous_secret_expires_at: datetime | None = None
@@ -141,7 +153,9 @@ _CLAIM_SKIP_LOCKED_SQL: Final = (
     "FOR UPDATE SKIP LOCKED) "
     "RETURNING claimed.id, claimed.webhook_id, hook.url, hook.encrypted_secret, "
     "claimed.event, claimed.body, claimed.redelivery_requested_at, "
-    "hook.encrypted_previous_secret, hook.previous_secret_expires_at"
+    "hook.encrypted_previous_secret, hook.previous_secret_expires_at, "
+    "claimed.created_at, claimed.first_attempt_at, claimed.status, claimed.next_attempt_at, "
+    "claimed.automatic_attempts, claimed.last_error, claimed.completed_at"
 )
 
 
@@ -172,6 +186,9 @@ def _claim_skip_locked(ids: list[str], now: datetime, lease: datetime) -> list[C
             redelivery_requested_at=redelivery,
             encrypted_previous_secret=previous_secret,
             previous_secret_expires_at=previous_expires,
+            created_at=created_at,
+            first_attempt_at=first_attempt_at,
+            state=DeliveryState(*state),
         )
         for (
             delivery_id,
@@ -183,6 +200,9 @@ def _claim_skip_locked(ids: list[str], now: datetime, lease: datetime) -> list[C
             redelivery,
             previous_secret,
             previous_expires,
+            created_at,
+            first_attempt_at,
+            *state,
         ) in rows
     ]
 
@@ -204,11 +224,11 @@ def _claim_compare_and_set(ids: list[str], now: datetime, lease: datetime) -> li
         except DatabaseError as error:
             raise ClaimInterrupted(taken) from error
         if changed == 1:
-            taken.append(_claim_of(row, lease))
+            taken.append(_claim_of(row, lease, now))
     return taken
 
 
-def _claim_of(row: Delivery, lease: datetime) -> Claim:
+def _claim_of(row: Delivery, lease: datetime, now: datetime) -> Claim:
     return Claim(
         delivery_id=row.id,
         webhook_id=row.webhook_id,
@@ -220,6 +240,15 @@ def _claim_of(row: Delivery, lease: datetime) -> Claim:
         redelivery_requested_at=row.redelivery_requested_at,
         encrypted_previous_secret=row.webhook.encrypted_previous_secret,
         previous_secret_expires_at=row.webhook.previous_secret_expires_at,
+        created_at=row.created_at,
+        first_attempt_at=row.first_attempt_at or now,
+        state=DeliveryState(
+            status=row.status,
+            next_attempt_at=row.next_attempt_at,
+            automatic_attempts=row.automatic_attempts,
+            last_error=row.last_error,
+            completed_at=row.completed_at,
+        ),
     )
 
 

@@ -7,13 +7,13 @@ or the database, so the recorder applies them inside its transaction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Final
 
 from django.conf import settings
 
-from webhooks.models import AttemptError, DeliveryStatus
+from webhooks.models import AttemptError, AttemptTrigger, DeliveryStatus
 
 OPEN_STATUSES: Final = (DeliveryStatus.PENDING, DeliveryStatus.RETRY_SCHEDULED)
 # Failures that no retry can fix: the delivery fails at once.
@@ -56,3 +56,51 @@ def after_automatic_attempt(
         return NextStep(DeliveryStatus.FAILED, None)
     delay = timedelta(seconds=delays[attempts_made - 1])
     return NextStep(DeliveryStatus.RETRY_SCHEDULED, now + delay)
+
+
+@dataclass(frozen=True)
+class DeliveryState:
+    """What an attempt's outcome moves. Nothing else changes it while a lease is held, so the
+    state read when a row is claimed is the one its attempt moves on from."""
+
+    status: str
+    next_attempt_at: datetime | None
+    automatic_attempts: int
+    last_error: str
+    completed_at: datetime | None
+
+
+def after_attempt(
+    state: DeliveryState,
+    *,
+    trigger: AttemptTrigger,
+    status_code: int | None,
+    error: str | None,
+    now: datetime,
+) -> DeliveryState:
+    """A delivery's state after one attempt. A redelivery's success settles the delivery and
+    its failure leaves the retry plan exactly as it was; an automatic attempt follows the plan.
+    Latency runs to the first success, so ``completed_at`` is never moved once set."""
+    if trigger == AttemptTrigger.REDELIVERY:
+        if not is_success(status_code, error):
+            return state
+        return replace(
+            state,
+            status=DeliveryStatus.SUCCESS,
+            next_attempt_at=None,
+            last_error="",
+            completed_at=state.completed_at or now,
+        )
+    if state.status not in OPEN_STATUSES:
+        return state
+    attempts_made = state.automatic_attempts + 1
+    step = after_automatic_attempt(
+        attempts_made=attempts_made, status_code=status_code, error=error, now=now
+    )
+    return DeliveryState(
+        status=step.status,
+        next_attempt_at=step.next_attempt_at,
+        automatic_attempts=attempts_made,
+        last_error=error_label(status_code, error),
+        completed_at=now if step.status == DeliveryStatus.SUCCESS else state.completed_at,
+    )

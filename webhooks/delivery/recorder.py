@@ -6,12 +6,13 @@ other as one batch. A finished attempt that is not yet recorded is what a crash 
 again, so the pool stops claiming while ``MAX_FINISHED_UNRECORDED`` of them wait, and a batch
 that holds that many is written at once, without the linger: nothing is claimed until it is.
 How long attempts actually wait is the ``gshost_webhook_record_delay_seconds`` histogram: the
-linger plus a batch's write time, which grows to hundreds of milliseconds while the sender
-threads keep the process's GIL busy (docs/performance.md).
+linger plus a batch's write time (docs/performance.md).
 
-Each batch also moves the endpoint stats' outcome counts (``rollup``, one upsert in the same
-transaction) and, once committed, tells ``recording_hooks`` what happened: delivery metrics,
-and failure notices for deliveries that have just failed.
+Each attempt's new state is decided here, from the state its claim returned and the
+``policy``, without reading the row again; ``batch_writes`` writes the batch (one statement
+on PostgreSQL) with the endpoint stats' outcome counts (``rollup``). Once committed, the
+recorder tells ``recording_hooks`` what happened: delivery metrics, and failure notices for
+deliveries that have just failed.
 """
 
 from __future__ import annotations
@@ -20,21 +21,21 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
-from django.db import connection, transaction
-from django.db.models.query import RawQuerySet
+from django.db import connection
 from django.utils import timezone
 
-from webhooks import recording_hooks, rollup
+from webhooks import recording_hooks
 from webhooks.delivery import policy
-from webhooks.delivery.batch_writes import STATE_FIELDS, write_batch
+from webhooks.delivery.batch_writes import RowChange, write_batch
 from webhooks.delivery.claims import Finished
 from webhooks.delivery.connections import refresh_connection
+from webhooks.delivery.policy import DeliveryState
 from webhooks.metrics import AttemptOutcome
-from webhooks.models import AttemptTrigger, Delivery, DeliveryAttempt, DeliveryStatus
+from webhooks.models import AttemptTrigger
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +117,8 @@ class Recorder:
         refresh_connection()
         due_again: list[tuple[str, str]] = []
         try:
-            due_again = self._record_batch(batch)
+            for part in one_per_delivery(batch):
+                due_again += self._record_batch(part)
         finally:
             self._on_recorded(len(batch))
         if due_again:
@@ -145,7 +147,8 @@ class Recorder:
 
 
 def record_attempts(finished: Sequence[Finished]) -> list[tuple[str, str]]:
-    """Write each attempt and its delivery's new state in one transaction; release the leases.
+    """Write each attempt and its delivery's new state, all or nothing; release the leases.
+    ``finished`` holds each delivery at most once (``one_per_delivery``).
 
     Returns (delivery id, webhook id) of rows that are due again at once (a redelivery asked
     for while another attempt was in flight), so the caller can pick them up without waiting.
@@ -153,133 +156,95 @@ def record_attempts(finished: Sequence[Finished]) -> list[tuple[str, str]]:
     if not finished:
         return []
     now = timezone.now()
-    with transaction.atomic():
-        ids = {done.claim.delivery_id for done in finished}
-        rows = {row.id: row for row in _locked_with_attempt_counts(ids)}
-        new_attempts, changed, outcomes, counted = [], {}, [], []
-        for done in finished:
-            row = rows.get(done.claim.delivery_id)
-            if row is None:
-                continue  # deleted meanwhile (webhook deleted, history purged)
-            row.attempt_count += 1  # type: ignore[attr-defined]
-            new_attempts.append(_attempt_values(done, row.attempt_count))  # type: ignore[attr-defined]
-            status_before, due_at = row.status, row.next_attempt_at
-            if _apply_outcome(row, done, now):
-                changed[row.id] = row
-                counted.extend(_rollup_changes(row, status_before))
-            outcomes.append(_outcome(done, row, status_before, due_at))
-        write_batch(attempts=new_attempts, states=changed.values(), counted=counted)
+    changes = [_change(done, now) for done in finished]
+    outcomes, due_again = [], []
+    for done, change, written in zip(finished, changes, write_batch(changes), strict=True):
+        if written is None:
+            continue  # deleted meanwhile (webhook deleted, history purged)
+        after = change.state if written.applied else done.claim.state
+        outcomes.append(_outcome(done, written.attempt_number, after))
+        if written.applied and _due_again(after, written.redelivery_requested_at, now):
+            due_again.append((done.claim.delivery_id, done.claim.webhook_id))
     recording_hooks.after_commit(outcomes)
-    return [(row.id, row.webhook_id) for row in changed.values() if _due_again(row, now)]
+    return due_again
 
 
-def _outcome(
-    done: Finished, row: Delivery, status_before: str, due_at: datetime | None
-) -> AttemptOutcome:
-    return recording_hooks.outcome_of(
-        delivery_id=row.id,
-        trigger=done.claim.trigger.value,
-        attempt_number=row.attempt_count,  # type: ignore[attr-defined]
-        status_code=done.result.status_code,
-        error=done.result.error,
-        started_at=done.result.started_at,
-        finished_at=done.result.started_at + timedelta(milliseconds=done.result.duration_ms),
-        due_at=due_at,
-        status_before=status_before,
-        status_after=row.status,
-    )
+def one_per_delivery(batch: Sequence[Finished]) -> list[list[Finished]]:
+    """The batch in parts that hold each delivery at most once, in order. A delivery twice in
+    one batch (its first lease ran out before the attempt was recorded, and it was claimed
+    again) is rare, and its second attempt must be numbered after the first."""
+    parts: list[tuple[set[str], list[Finished]]] = []
+    for done in batch:
+        delivery_id = done.claim.delivery_id
+        for ids, part in parts:
+            if delivery_id not in ids:
+                ids.add(delivery_id)
+                part.append(done)
+                break
+        else:
+            parts.append(({delivery_id}, [done]))
+    return [part for _, part in parts]
 
 
-def _rollup_changes(row: Delivery, status_before: str) -> list[rollup.OutcomeChange]:
-    return recording_hooks.rollup_changes(
-        webhook_id=row.webhook_id,
-        created_at=row.created_at,
-        status_before=status_before,
-        status_after=row.status,
-        first_attempt_at=row.first_attempt_at,
-        completed_at=row.completed_at,
-    )
-
-
-def _due_again(row: Delivery, now: datetime) -> bool:
-    if row.redelivery_requested_at is not None:
-        return True
-    return (
-        row.status in policy.OPEN_STATUSES
-        and row.next_attempt_at is not None
-        and (row.next_attempt_at <= now)
-    )
-
-
-def _locked_with_attempt_counts(ids: Collection[str]) -> RawQuerySet[Delivery]:
-    """The rows, locked, each annotated with how many attempts it has (``attempt_count``).
-
-    Plain SQL: building model queries per batch cost more than running them.
-    """
-    quote = connection.ops.quote_name
-    deliveries, attempts = quote(Delivery._meta.db_table), quote(DeliveryAttempt._meta.db_table)
-    names = ("id", "webhook_id", "created_at", "first_attempt_at", *STATE_FIELDS)
-    columns = ", ".join(f"d.{quote(name)}" for name in names)
-    placeholders = ", ".join(["%s"] * len(ids))
-    lock = " FOR UPDATE OF d" if connection.features.has_select_for_update_of else ""
-    # Only model metadata and placeholders are interpolated.
-    sql = (
-        f"SELECT {columns}, (SELECT COUNT(*) FROM {attempts} AS a "  # noqa: S608
-        f"WHERE a.delivery_id = d.id) AS attempt_count "
-        f"FROM {deliveries} AS d WHERE d.id IN ({placeholders}){lock}"
-    )
-    return Delivery.objects.raw(sql, list(ids))
-
-
-def _attempt_values(done: Finished, number: int) -> dict[str, Any]:
-    result = done.result
-    return {
-        "delivery_id": done.claim.delivery_id,
-        "number": number,
-        "trigger": done.claim.trigger.value,
-        "started_at": result.started_at,
-        "duration_ms": result.duration_ms,
-        "status_code": result.status_code,
-        "response_body": result.response_body,
-        "request_headers": result.request_headers,
-        "response_headers": result.response_headers,
-        "error": result.error or "",
-    }
-
-
-def _apply_outcome(row: Delivery, done: Finished, now: datetime) -> bool:
-    """Move ``row`` to its state after this attempt; False when the row is not ours to move."""
-    if row.lease_expires_at != done.claim.lease_expires_at:
-        return False  # our lease ran out and another worker holds the row: it decides
-    row.lease_expires_at = None
-    if done.claim.trigger == AttemptTrigger.REDELIVERY:
-        _apply_redelivery(row, done, now)
-    elif row.status in policy.OPEN_STATUSES:
-        _apply_automatic(row, done, now)
-    return True
-
-
-def _apply_redelivery(row: Delivery, done: Finished, now: datetime) -> None:
-    """Success settles the delivery; a failure leaves the retry plan exactly as it was."""
-    if row.redelivery_requested_at == done.claim.redelivery_requested_at:
-        row.redelivery_requested_at = None  # a newer request, made during the attempt, stays
-    if done.result.succeeded:
-        row.status = DeliveryStatus.SUCCESS
-        row.next_attempt_at = None
-        row.last_error = ""
-        row.completed_at = row.completed_at or now  # latency runs to the first success
-
-
-def _apply_automatic(row: Delivery, done: Finished, now: datetime) -> None:
-    result = done.result
-    row.automatic_attempts += 1
-    row.last_error = policy.error_label(result.status_code, result.error)
-    step = policy.after_automatic_attempt(
-        attempts_made=row.automatic_attempts,
+def _change(done: Finished, now: datetime) -> RowChange:
+    claim, result = done.claim, done.result
+    after = policy.after_attempt(
+        claim.state,
+        trigger=claim.trigger,
         status_code=result.status_code,
         error=result.error,
         now=now,
     )
-    row.status, row.next_attempt_at = step.status, step.next_attempt_at
-    if step.status == DeliveryStatus.SUCCESS:
-        row.completed_at = now
+    answers_request = claim.trigger == AttemptTrigger.REDELIVERY
+    return RowChange(
+        delivery_id=claim.delivery_id,
+        lease=claim.lease_expires_at,
+        attempt={
+            "trigger": claim.trigger.value,
+            "started_at": result.started_at,
+            "duration_ms": result.duration_ms,
+            "status_code": result.status_code,
+            "response_body": result.response_body,
+            "request_headers": result.request_headers,
+            "response_headers": result.response_headers,
+            "error": result.error or "",
+        },
+        state=after,
+        answered_request=claim.redelivery_requested_at if answers_request else None,
+        counted=recording_hooks.rollup_changes(
+            webhook_id=claim.webhook_id,
+            created_at=claim.created_at,
+            status_before=claim.state.status,
+            status_after=after.status,
+            first_attempt_at=claim.first_attempt_at,
+            completed_at=after.completed_at,
+        ),
+    )
+
+
+def _outcome(done: Finished, attempt_number: int, after: DeliveryState) -> AttemptOutcome:
+    claim, result = done.claim, done.result
+    return recording_hooks.outcome_of(
+        delivery_id=claim.delivery_id,
+        trigger=claim.trigger.value,
+        attempt_number=attempt_number,
+        status_code=result.status_code,
+        error=result.error,
+        started_at=result.started_at,
+        finished_at=result.started_at + timedelta(milliseconds=result.duration_ms),
+        due_at=claim.state.next_attempt_at,
+        status_before=claim.state.status,
+        status_after=after.status,
+    )
+
+
+def _due_again(
+    state: DeliveryState, redelivery_requested_at: datetime | None, now: datetime
+) -> bool:
+    if redelivery_requested_at is not None:
+        return True
+    return (
+        state.status in policy.OPEN_STATUSES
+        and state.next_attempt_at is not None
+        and state.next_attempt_at <= now
+    )
