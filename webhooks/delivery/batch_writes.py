@@ -159,6 +159,7 @@ def _one_statement_sql() -> str:
     )
 
 
+@functools.cache
 def _batch_columns() -> list[tuple[str, str]]:
     """(name, type) of ``b``'s columns: the row, its change, its attempt."""
     return [
@@ -170,6 +171,7 @@ def _batch_columns() -> list[tuple[str, str]]:
     ]
 
 
+@functools.cache
 def _count_columns() -> list[tuple[str, str]]:
     names = ("webhook_id", "hour", "outcome", "latency_bucket", "count")
     return [("delivery_id", _db_type(Delivery, "id"))] + [

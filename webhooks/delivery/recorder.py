@@ -43,8 +43,9 @@ RECORD_BATCH: Final = 200
 # Results finishing within this of the first are written together (one transaction).
 RECORD_LINGER_SECONDS: Final = 0.01
 # Finished, unrecorded attempts at which the pool stops claiming (the crash re-send bound).
-# Lower bounds re-sends more tightly and costs throughput (docs/performance.md).
-MAX_FINISHED_UNRECORDED: Final = 32
+# Lower bounds re-sends more tightly; it cost throughput while a batch took several round
+# trips, and no longer does at 16 (docs/performance.md).
+MAX_FINISHED_UNRECORDED: Final = 16
 _IDLE_WAIT_SECONDS: Final = 1.0
 # A failed batch (a lock timeout, a dropped connection) is tried again before going row by row.
 _RECORD_RETRY_PAUSES: Final = (0.05, 0.2, 0.5)
