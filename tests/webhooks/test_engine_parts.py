@@ -139,6 +139,10 @@ def test_a_failed_redelivery_leaves_the_retry_plan_as_it_was() -> None:
     assert after(PENDING, AttemptTrigger.REDELIVERY, 503) == PENDING
 
 
+def test_an_automatic_attempt_on_a_settled_delivery_changes_nothing() -> None:
+    assert after(GAVE_UP, AttemptTrigger.AUTOMATIC, 200) == GAVE_UP
+
+
 def test_a_redelivery_keeps_the_time_of_the_first_success() -> None:
     earlier = NOW - timedelta(hours=1)
     succeeded = policy.DeliveryState("success", None, 1, "", earlier)
