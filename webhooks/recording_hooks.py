@@ -1,9 +1,9 @@
 """What recording an attempt tells the rest of the service, in plain values.
 
-The engine calls ``outcome_of`` and ``rollup_changes`` for each attempt it records, applies the
-rollup changes inside its transaction (``rollup.apply_changes``), and hands the outcomes to
-``after_commit`` once the transaction has committed: delivery metrics, and failure notices to
-the owners of deliveries that have just failed. Nothing here can fail the recording.
+The engine calls ``outcome_of`` and ``rollup_changes`` for each attempt it records, writes the
+rollup changes of the rows that moved with the batch (``delivery.batch_writes``), and hands the
+outcomes to ``after_commit`` once the batch has committed: delivery metrics, and failure
+notices to the owners of deliveries that have just failed. Nothing here can fail the recording.
 """
 
 from __future__ import annotations

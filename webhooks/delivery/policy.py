@@ -1,8 +1,10 @@
-"""The delivery rules, in one place: what counts as success, which errors are final, and
-the retry plan (when the next automatic attempt is due, and when to give up).
+"""The delivery rules, in one place: what counts as success, which errors are final, the
+retry plan (when the next automatic attempt is due, and when to give up), and what an attempt
+makes of a delivery's state (``after_attempt``).
 
 Pure functions of a row's state and an attempt's outcome; nothing here touches the network
-or the database, so the recorder applies them inside its transaction.
+or the database. The recorder applies them to the state each claim returned, then writes the
+result.
 """
 
 from __future__ import annotations
