@@ -87,7 +87,7 @@ def apply_changes(changes: Iterable[OutcomeChange]) -> None:
     """Add the changes to the counts: one statement, in the caller's transaction."""
     rows = totals(changes)
     if rows:
-        upsert(rows)
+        _upsert(rows)
 
 
 def totals(changes: Iterable[OutcomeChange]) -> list[Total]:
@@ -105,7 +105,7 @@ def totals(changes: Iterable[OutcomeChange]) -> list[Total]:
     return [(*key, delta) for key, delta in sorted(summed.items()) if delta]
 
 
-def upsert(rows: Sequence[Total]) -> None:
+def _upsert(rows: Sequence[Total]) -> None:
     quote = connection.ops.quote_name
     hour_field = DeliveryOutcomeCount._meta.get_field("hour")
     values, params = [], []

@@ -29,7 +29,7 @@ from webhooks import rollup
 from webhooks.delivery.policy import DeliveryState
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryOutcomeCount
 
-ATTEMPT_FIELDS: Final = (
+_ATTEMPT_FIELDS: Final = (
     "trigger",
     "started_at",
     "duration_ms",
@@ -39,7 +39,7 @@ ATTEMPT_FIELDS: Final = (
     "response_headers",
     "error",
 )
-STATE_FIELDS: Final = tuple(DeliveryState.__dataclass_fields__)
+_STATE_FIELDS: Final = tuple(DeliveryState.__dataclass_fields__)
 _JSON_FIELDS: Final = frozenset({"request_headers", "response_headers"})
 
 
@@ -49,7 +49,7 @@ class RowChange:
 
     delivery_id: str
     lease: datetime  # the claim's: the change applies only while the row still carries it
-    attempt: dict[str, Any]  # the attempt row's ``ATTEMPT_FIELDS``; its number is the next one
+    attempt: dict[str, Any]  # the attempt row's ``_ATTEMPT_FIELDS``; its number is the next one
     state: DeliveryState
     answered_request: datetime | None  # the redelivery request this attempt was made for
     counted: list[rollup.OutcomeChange] = field(default_factory=list)  # if the change applies
@@ -106,8 +106,8 @@ def _write_in_one_statement(changes: Sequence[RowChange]) -> list[Written | None
             change.delivery_id,
             change.lease,
             change.answered_request,
-            *(getattr(change.state, name) for name in STATE_FIELDS),
-            *(_adapted(change.attempt, name) for name in ATTEMPT_FIELDS),
+            *(getattr(change.state, name) for name in _STATE_FIELDS),
+            *(_adapted(change.attempt, name) for name in _ATTEMPT_FIELDS),
         ]
         for change in changes
     ]
@@ -131,9 +131,9 @@ def _one_statement_sql() -> str:
     quote = connection.ops.quote_name
     attempts, deliveries = quote(DeliveryAttempt._meta.db_table), quote(Delivery._meta.db_table)
     counts = quote(DeliveryOutcomeCount._meta.db_table)
-    assignments = ", ".join(f"{quote(name)} = b.{quote(name)}" for name in STATE_FIELDS)
-    attempt_columns = ", ".join(quote(name) for name in ATTEMPT_FIELDS)
-    attempt_values = ", ".join(f"b.{quote(name)}" for name in ATTEMPT_FIELDS)
+    assignments = ", ".join(f"{quote(name)} = b.{quote(name)}" for name in _STATE_FIELDS)
+    attempt_columns = ", ".join(quote(name) for name in _ATTEMPT_FIELDS)
+    attempt_values = ", ".join(f"b.{quote(name)}" for name in _ATTEMPT_FIELDS)
     key = "c.webhook_id, c.hour, c.outcome, c.latency_bucket"
     # Only model metadata is interpolated; every value is a parameter.
     return (
@@ -166,8 +166,8 @@ def _batch_columns() -> list[tuple[str, str]]:
         ("delivery_id", _db_type(Delivery, "id")),
         ("lease", _db_type(Delivery, "lease_expires_at")),
         ("answered_request", _db_type(Delivery, "redelivery_requested_at")),
-        *((name, _db_type(Delivery, name)) for name in STATE_FIELDS),
-        *((name, _db_type(DeliveryAttempt, name)) for name in ATTEMPT_FIELDS),
+        *((name, _db_type(Delivery, name)) for name in _STATE_FIELDS),
+        *((name, _db_type(DeliveryAttempt, name)) for name in _ATTEMPT_FIELDS),
     ]
 
 
