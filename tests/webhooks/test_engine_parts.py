@@ -482,8 +482,8 @@ logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s",
 from webhooks.delivery.process import route_sigterm
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # as the cluster forks it
 route_sigterm()
-print("in the task loop", flush=True)
-try:
+try:  # the line below inside it: the SIGTERM can land as soon as the line is read
+    print("in the task loop", flush=True)
     while True:
         time.sleep(0.05)
 except SystemExit:
