@@ -62,10 +62,7 @@ def change(delivery: Delivery, **fields: Any) -> RowChange:
 
 
 def stored_state(delivery: Delivery) -> DeliveryState:
-    row = Delivery.objects.get(id=delivery.id)
-    return DeliveryState(
-        **{name: getattr(row, name) for name in DeliveryState.__dataclass_fields__}
-    )
+    return DeliveryState.of(Delivery.objects.get(id=delivery.id))
 
 
 def test_it_stores_the_attempt_as_made(webhook: Webhook) -> None:

@@ -26,7 +26,7 @@ from django.db import connection, transaction
 from django.db.models import Case, DateTimeField, F, Model, Value, When
 
 from webhooks import rollup
-from webhooks.delivery.policy import DeliveryState
+from webhooks.delivery.policy import STATE_FIELDS, DeliveryState
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryOutcomeCount
 
 _ATTEMPT_FIELDS: Final = (
@@ -39,7 +39,6 @@ _ATTEMPT_FIELDS: Final = (
     "response_headers",
     "error",
 )
-_STATE_FIELDS: Final = tuple(DeliveryState.__dataclass_fields__)
 _JSON_FIELDS: Final = frozenset({"request_headers", "response_headers"})
 
 
@@ -106,7 +105,7 @@ def _write_in_one_statement(changes: Sequence[RowChange]) -> list[Written | None
             change.delivery_id,
             change.lease,
             change.answered_request,
-            *(getattr(change.state, name) for name in _STATE_FIELDS),
+            *(getattr(change.state, name) for name in STATE_FIELDS),
             *(_adapted(change.attempt, name) for name in _ATTEMPT_FIELDS),
         ]
         for change in changes
@@ -131,7 +130,7 @@ def _one_statement_sql() -> str:
     quote = connection.ops.quote_name
     attempts, deliveries = quote(DeliveryAttempt._meta.db_table), quote(Delivery._meta.db_table)
     counts = quote(DeliveryOutcomeCount._meta.db_table)
-    assignments = ", ".join(f"{quote(name)} = b.{quote(name)}" for name in _STATE_FIELDS)
+    assignments = ", ".join(f"{quote(name)} = b.{quote(name)}" for name in STATE_FIELDS)
     attempt_columns = ", ".join(quote(name) for name in _ATTEMPT_FIELDS)
     attempt_values = ", ".join(f"b.{quote(name)}" for name in _ATTEMPT_FIELDS)
     key = "c.webhook_id, c.hour, c.outcome, c.latency_bucket"
@@ -166,7 +165,7 @@ def _batch_columns() -> list[tuple[str, str]]:
         ("delivery_id", _db_type(Delivery, "id")),
         ("lease", _db_type(Delivery, "lease_expires_at")),
         ("answered_request", _db_type(Delivery, "redelivery_requested_at")),
-        *((name, _db_type(Delivery, name)) for name in _STATE_FIELDS),
+        *((name, _db_type(Delivery, name)) for name in STATE_FIELDS),
         *((name, _db_type(DeliveryAttempt, name)) for name in _ATTEMPT_FIELDS),
     ]
 

@@ -22,7 +22,7 @@ from django.db.models import F, Min, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from webhooks.delivery.policy import OPEN_STATUSES, DeliveryState
+from webhooks.delivery.policy import OPEN_STATUSES, STATE_FIELDS, DeliveryState
 from webhooks.delivery.transport import AttemptResult
 from webhooks.models import AttemptTrigger, Delivery, Webhook
 
@@ -39,11 +39,7 @@ _CLAIM_FIELDS: Final = (
     "webhook__previous_secret_expires_at",
     "created_at",
     "first_attempt_at",
-    "status",
-    "next_attempt_at",
-    "automatic_attempts",
-    "last_error",
-    "completed_at",
+    *STATE_FIELDS,
 )
 
 
@@ -154,8 +150,8 @@ _CLAIM_SKIP_LOCKED_SQL: Final = (
     "RETURNING claimed.id, claimed.webhook_id, hook.url, hook.encrypted_secret, "
     "claimed.event, claimed.body, claimed.redelivery_requested_at, "
     "hook.encrypted_previous_secret, hook.previous_secret_expires_at, "
-    "claimed.created_at, claimed.first_attempt_at, claimed.status, claimed.next_attempt_at, "
-    "claimed.automatic_attempts, claimed.last_error, claimed.completed_at"
+    "claimed.created_at, claimed.first_attempt_at, "
+    + ", ".join(f"claimed.{name}" for name in STATE_FIELDS)  # read back as DeliveryState(*…)
 )
 
 
@@ -242,13 +238,7 @@ def _claim_of(row: Delivery, lease: datetime, now: datetime) -> Claim:
         previous_secret_expires_at=row.webhook.previous_secret_expires_at,
         created_at=row.created_at,
         first_attempt_at=row.first_attempt_at or now,
-        state=DeliveryState(
-            status=row.status,
-            next_attempt_at=row.next_attempt_at,
-            automatic_attempts=row.automatic_attempts,
-            last_error=row.last_error,
-            completed_at=row.completed_at,
-        ),
+        state=DeliveryState.of(row),
     )
 
 

@@ -9,7 +9,7 @@ result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -70,6 +70,15 @@ class DeliveryState:
     automatic_attempts: int
     last_error: str
     completed_at: datetime | None
+
+    @classmethod
+    def of(cls, row: object) -> DeliveryState:
+        """The state of a ``Delivery`` (or anything with its ``STATE_FIELDS``)."""
+        return cls(**{name: getattr(row, name) for name in STATE_FIELDS})
+
+
+# The state's columns on ``Delivery``, in this order wherever they are read or written by name.
+STATE_FIELDS: Final = tuple(field.name for field in fields(DeliveryState))
 
 
 def after_attempt(
