@@ -86,22 +86,31 @@ def _serve(conn: Connection, dead_paths: list[str], behaviours: dict[str, dict[s
     from tests.webhooks.receiver import HttpsReceiver, ReceivedRequest
 
     class CompactReceiver(HttpsReceiver):
-        """Keeps (delivery id, arrival) only: tens of thousands of full records would make its
-        garbage collector, and so its answers, slower as the run goes on."""
+        """Keeps (delivery id, arrival) and (delivery id, answer written) only: tens of
+        thousands of full records would make its garbage collector, and so its answers, slower
+        as the run goes on."""
 
         arrivals: list[tuple[str | None, float]] = []
-        # A drain's swap between a handler reading the list and appending to it would lose that
-        # arrival: appends and the swap take turns.
-        arrivals_lock = threading.Lock()
+        answers: list[tuple[str | None, float]] = []
+        # A drain's swap between a handler reading a list and appending to it would lose that
+        # entry: appends and the swap take turns.
+        lock = threading.Lock()
 
         def _record(self, request: ReceivedRequest) -> None:
             arrival = (request.header("X-Webhook-Delivery"), request.received_at)
-            with self.arrivals_lock:
+            with self.lock:
                 self.arrivals.append(arrival)
 
-        def take_arrivals(self) -> list[tuple[str | None, float]]:
-            with self.arrivals_lock:
-                taken, self.arrivals = self.arrivals, []
+        def _respond(self, handler: Any, behaviour: Any) -> None:
+            super()._respond(handler, behaviour)
+            answer = (handler.headers.get("X-Webhook-Delivery"), time.monotonic())
+            with self.lock:
+                self.answers.append(answer)
+
+        def take(self) -> tuple[list[tuple[str | None, float]], list[tuple[str | None, float]]]:
+            with self.lock:
+                taken = self.arrivals, self.answers
+                self.arrivals, self.answers = [], []
             return taken
 
     receiver = CompactReceiver(names=(f"*.{DOMAIN}",))
@@ -114,7 +123,7 @@ def _serve(conn: Connection, dead_paths: list[str], behaviours: dict[str, dict[s
     while True:
         command = conn.recv()
         if command == "drain":
-            conn.send(receiver.take_arrivals())
+            conn.send(receiver.take())
         elif command == "stop":
             conn.send(None)
             os._exit(0)  # hanging handler threads would keep a clean stop waiting
@@ -134,14 +143,21 @@ class Receiver:
         self.port, self.ca_pem_path = self._conn.recv()
         self.seen: dict[str, float] = {}  # delivery id -> first arrival
         self.arrivals: dict[str, list[float]] = {}  # delivery id -> every arrival
+        # delivery id -> when its first answer was written: from then on the sender could have
+        # had it, whatever the receiver's own lag in taking the request
+        self.first_answer: dict[str, float] = {}
 
     def drain(self) -> None:
         self._conn.send("drain")
-        for delivery_id, received_at in self._conn.recv():
+        arrivals, answers = self._conn.recv()
+        for delivery_id, received_at in arrivals:
             if delivery_id and delivery_id not in self.seen:
                 self.seen[delivery_id] = received_at
             if delivery_id:
                 self.arrivals.setdefault(delivery_id, []).append(received_at)
+        for delivery_id, answered_at in answers:
+            if delivery_id:
+                self.first_answer.setdefault(delivery_id, answered_at)
 
     def stop(self) -> None:
         self._conn.send("stop")

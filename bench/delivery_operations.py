@@ -256,11 +256,20 @@ def resends(ids: list[str], receiver: Receiver, killed_at: float, held: Held) ->
         f"{RECORD_BOUND_SECONDS * 1000:.0f} ms)"
     )
     if ages:
-        older = sum(1 for age in ages if age > RECORD_BOUND_SECONDS * 1000)
+        bound_ms = RECORD_BOUND_SECONDS * 1000
+        older = sum(1 for age in ages if age > bound_ms)
+        answered = [
+            (killed_at - receiver.first_answer[d]) * 1000
+            for d in resent
+            if d in receiver.first_answer
+        ]
         print(
             f"  the re-sent rows' first attempts reached the receiver {ages[0]:.0f} to "
             f"{ages[-1]:.0f} ms before the kill (p50 {statistics.median(ages):.0f} ms); "
-            f"{older} of them more than {RECORD_BOUND_SECONDS * 1000:.0f} ms before it"
+            f"{older} of them more than {bound_ms:.0f} ms before it\n"
+            f"  {sum(1 for age in answered if age > bound_ms)} of them had been answered more "
+            f"than {bound_ms:.0f} ms before the kill (at most {max(answered, default=0):.0f} "
+            f"ms): at most that many had finished before the last {bound_ms:.0f} ms"
         )
     failures = [f"{lost} deliveries lost"] if lost else []
     for delivery_id in [d for d in ids if d not in receiver.arrivals][:5]:
