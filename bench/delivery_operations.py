@@ -235,7 +235,8 @@ def recovery(held: Held, receiver: Receiver, killed_at: float, normal_rate: floa
     print(
         f"  the {len(held.ids)} held rows, their leases run out together "
         f"{expired_at - killed_at:.1f} s after the kill, were all re-attempted within "
-        f"{max(retaken) - expired_at:.2f} s: {rate:.0f} rows/s; normal {normal_rate:.0f}/s "
+        f"{max(retaken) - expired_at:.2f} s (the first after {min(retaken) - expired_at:.2f} s): "
+        f"{rate:.0f} rows/s; normal {normal_rate:.0f}/s "
         f"(ratio {rate / normal_rate:.2f}, target >= 0.5)"
     )
     failures = [] if len(retaken) == len(held.ids) else ["a held row was not re-attempted"]
