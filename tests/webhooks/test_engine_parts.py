@@ -291,6 +291,47 @@ def test_the_recorder_writes_a_batch_at_once_when_the_pool_has_stopped_claiming(
         assert writer.stop(timeout=10)
 
 
+def test_an_attempt_that_waited_behind_a_write_is_written_without_a_further_linger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The recorder's own clock (freezegun does not reach into its thread).
+    now = [1000.0]
+    monkeypatch.setattr(
+        recorder, "time", SimpleNamespace(monotonic=lambda: now[0], sleep=time.sleep)
+    )
+    first_write_started, first_write_may_end = threading.Event(), threading.Event()
+    second_written = threading.Event()
+    batches: list[int] = []
+
+    def record(batch: list[Finished]) -> list[tuple[str, str]]:
+        batches.append(len(batch))
+        if len(batches) == 1:
+            first_write_started.set()
+            first_write_may_end.wait(timeout=30)
+        else:
+            second_written.set()
+        return []
+
+    monkeypatch.setattr(recorder, "record_attempts", record)
+    monkeypatch.setattr(recorder, "RECORD_LINGER_SECONDS", 60.0)
+    writer = recorder.Recorder(
+        on_recorded=lambda count: None, on_due_again=lambda due: None, claims_stop_at=2
+    )
+    try:
+        writer.put(finished_attempt("dlv_1"))
+        writer.put(finished_attempt("dlv_2"))  # two: the cap, so written at once
+        assert first_write_started.wait(timeout=30)
+        writer.put(finished_attempt("dlv_3"))
+        now[0] += 61  # dlv_3 has had its linger while the first batch was being written
+        first_write_may_end.set()
+
+        assert second_written.wait(timeout=30), "dlv_3 lingered again after the write"
+        assert batches == [2, 1]
+    finally:
+        first_write_may_end.set()
+        assert writer.stop(timeout=10)
+
+
 def test_the_pool_claims_nothing_while_the_recorder_is_behind() -> None:
     pool = DeliveryPool(threads=4, per_webhook=4, max_finished_unrecorded=2)
     try:

@@ -66,7 +66,8 @@ class Recorder:
         claims_stop_at: int = MAX_FINISHED_UNRECORDED,
     ) -> None:
         """``claims_stop_at``: the unrecorded attempts at which the pool stops claiming."""
-        self._results: queue.SimpleQueue[Finished | object] = queue.SimpleQueue()
+        # Each result with the moment it was put (time.monotonic()), which starts its linger.
+        self._results: queue.SimpleQueue[tuple[float, Finished] | object] = queue.SimpleQueue()
         self._claims_stop_at = claims_stop_at
         self._on_recorded = on_recorded
         self._on_due_again = on_due_again
@@ -74,7 +75,7 @@ class Recorder:
         self._thread.start()
 
     def put(self, finished: Finished) -> None:
-        self._results.put(finished)
+        self._results.put((time.monotonic(), finished))
 
     def stop(self, timeout: float | None = None) -> bool:
         """Record everything put so far, then end; False if that took longer than timeout."""
@@ -99,12 +100,17 @@ class Recorder:
         except queue.Empty:
             return [], False
         batch: list[Finished] = []
-        until = time.monotonic() + RECORD_LINGER_SECONDS
+        until: float | None = None
         while True:
             if item is _STOP:
                 return batch, True
-            assert isinstance(item, Finished)
-            batch.append(item)
+            assert isinstance(item, tuple)
+            put_at, finished = item
+            if until is None:
+                # From when the oldest was put, not when it was taken: a result that waited
+                # behind the previous batch's write has had its linger.
+                until = put_at + RECORD_LINGER_SECONDS
+            batch.append(finished)
             if len(batch) >= RECORD_BATCH:
                 return batch, False
             if len(batch) >= self._claims_stop_at:
