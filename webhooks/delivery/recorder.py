@@ -1,10 +1,12 @@
 """Recording finished attempts: each attempt row and its delivery's new state, in one
 transaction per batch, which also gives the leases back.
 
-The ``Recorder`` thread writes what the senders finish within ``RECORD_LINGER_SECONDS`` of each
-other as one batch. A finished attempt that is not yet recorded is what a crash would send
-again, so the pool stops claiming while ``MAX_FINISHED_UNRECORDED`` of them wait, and a batch
-that holds that many is written at once, without the linger: nothing is claimed until it is.
+The ``Recorder`` thread writes what the senders finish within ``RECORD_LINGER_SECONDS`` of the
+oldest waiting one as one batch (an attempt that waited behind the previous write is written
+with what has queued since, at once). A finished attempt that is not yet recorded is what a
+crash would send again, so the pool stops claiming while ``MAX_FINISHED_UNRECORDED`` of them
+wait, and a batch that holds that many is written at once, without the linger: nothing is
+claimed until it is.
 How long attempts actually wait is the ``gshost_webhook_record_delay_seconds`` histogram: the
 linger plus a batch's write time (docs/performance.md).
 
@@ -40,7 +42,7 @@ from webhooks.models import AttemptTrigger
 logger = logging.getLogger(__name__)
 
 RECORD_BATCH: Final = 200
-# Results finishing within this of the first are written together (one transaction).
+# Results put within this of the oldest waiting one are written together (one transaction).
 RECORD_LINGER_SECONDS: Final = 0.01
 # Finished, unrecorded attempts at which the pool stops claiming (the crash re-send bound).
 # Lower bounds re-sends more tightly; it cost throughput while a batch took several round
