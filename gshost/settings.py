@@ -147,7 +147,7 @@ Q_CLUSTER = {
     # Each worker process runs a delivery engine (sender threads and a timer) beside its short
     # tasks such as "attempt these deliveries". One per core, at least 2: more processes than
     # cores only compete for them, and late recording is what a crash sends again (3 on 2
-    # cores: same throughput, first-attempt p99 +50 %, more rows re-sent after a SIGKILL).
+    # cores: about the same throughput, first-attempt p99 +50 %, more re-sent after a SIGKILL).
     "workers": env.int("Q_WORKERS", default=max(2, os.cpu_count() or 2)),
     # Tasks are short; retry (ORM broker re-delivery of an unacknowledged task) must exceed
     # timeout so a running task is never handed out twice.
