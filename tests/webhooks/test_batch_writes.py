@@ -73,6 +73,14 @@ def test_it_stores_the_attempt_as_made(webhook: Webhook) -> None:
     assert {name: getattr(stored, name) for name in written.attempt} == written.attempt
 
 
+def test_it_stores_text_as_given_whatever_characters_it_holds(webhook: Webhook) -> None:
+    delivery = leased(webhook)
+    awkward = "quote \" apostrophe ' backslash \\ {brace,comma} %(name)s NULL \u00e9 \U0001f3ae \n"
+    attempt = {**change(delivery).attempt, "response_body": awkward}
+    write_batch([change(delivery, attempt=attempt)])
+    assert DeliveryAttempt.objects.get(delivery=delivery).response_body == awkward
+
+
 def test_it_numbers_the_attempt_after_the_deliverys_earlier_ones(webhook: Webhook) -> None:
     delivery = leased(webhook)
     add_attempt(delivery, 1)

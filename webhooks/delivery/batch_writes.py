@@ -6,7 +6,9 @@ Each row's change is decided beforehand, from the state its claim returned
 a worker whose lease ran out records its attempt and moves nothing. A redelivery request
 answered by the attempt is cleared unless a newer one came meanwhile.
 
-On PostgreSQL a batch is one statement, each column's values one array parameter. The
+On PostgreSQL a batch is one statement, its rows one JSON parameter (Django's client-side
+binding quotes every element of an array parameter in Python, which cost the recorder more
+than the rest of a batch; one string is escaped by libpq). The
 recorder shares its process's GIL with the sender threads and queues behind them for it after
 every round trip to the database; on a busy worker that wait, not the database, was most of a
 batch's time (docs/performance.md). Elsewhere (SQLite, the demo) a transaction runs a few
@@ -39,7 +41,8 @@ _ATTEMPT_FIELDS: Final = (
     "response_headers",
     "error",
 )
-_JSON_FIELDS: Final = frozenset({"request_headers", "response_headers"})
+# The keys of a count row: the delivery it belongs to, then ``rollup.Total``'s fields.
+_COUNT_KEYS: Final = ("delivery_id", "webhook_id", "hour", "outcome", "latency_bucket", "count")
 
 
 @dataclass(frozen=True)
@@ -100,22 +103,22 @@ def _write_row(change: RowChange) -> Written | None:
 
 
 def _write_in_one_statement(changes: Sequence[RowChange]) -> list[Written | None]:
-    rows = [
-        [
-            change.delivery_id,
-            change.lease,
-            change.answered_request,
-            *(getattr(change.state, name) for name in STATE_FIELDS),
-            *(_adapted(change.attempt, name) for name in _ATTEMPT_FIELDS),
-        ]
+    batch = [
+        {
+            "delivery_id": change.delivery_id,
+            "lease": change.lease,
+            "answered_request": change.answered_request,
+            **{name: getattr(change.state, name) for name in STATE_FIELDS},
+            **change.attempt,
+        }
         for change in changes
     ]
     counts = [
-        [change.delivery_id, *total]
+        dict(zip(_COUNT_KEYS, (change.delivery_id, *total), strict=True))
         for change in changes
         for total in rollup.totals(change.counted)
     ]
-    params = {**_arrays("b", _batch_columns(), rows), **_arrays("c", _count_columns(), counts)}
+    params = {"b": _json(batch), "c": _json(counts)}
     with connection.cursor() as cursor:
         cursor.execute(_one_statement_sql(), params)
         found = {delivery_id: Written(*written) for delivery_id, *written in cursor.fetchall()}
@@ -124,9 +127,10 @@ def _write_in_one_statement(changes: Sequence[RowChange]) -> list[Written | None
 
 @functools.cache
 def _one_statement_sql() -> str:
-    """The batch's rows as ``b``; the state ``UPDATE``, the attempts' ``INSERT`` and the counts'
-    upsert as data-modifying CTEs, which PostgreSQL runs whether or not they are read. The
-    counts of rows whose lease ran out are left out."""
+    """The batch's rows as ``b`` and its counts as ``c``, each passed as one JSON document;
+    the state ``UPDATE``, the attempts' ``INSERT`` and the counts' upsert as data-modifying
+    CTEs, which PostgreSQL runs whether or not they are read. The counts of rows whose lease
+    ran out are left out."""
     quote = connection.ops.quote_name
     attempts, deliveries = quote(DeliveryAttempt._meta.db_table), quote(Delivery._meta.db_table)
     counts = quote(DeliveryOutcomeCount._meta.db_table)
@@ -136,7 +140,7 @@ def _one_statement_sql() -> str:
     key = "c.webhook_id, c.hour, c.outcome, c.latency_bucket"
     # Only model metadata is interpolated; every value is a parameter.
     return (
-        f"WITH b AS (SELECT * FROM {_unnest('b', _batch_columns())}), "  # noqa: S608
+        f"WITH b AS (SELECT * FROM {_recordset('b', _batch_columns())}), "  # noqa: S608
         f"updated AS (UPDATE {deliveries} AS d SET {assignments}, lease_expires_at = NULL, "
         "redelivery_requested_at = CASE WHEN d.redelivery_requested_at = b.answered_request "
         "THEN NULL ELSE d.redelivery_requested_at END "
@@ -148,7 +152,7 @@ def _one_statement_sql() -> str:
         f"WHERE EXISTS (SELECT 1 FROM {deliveries} AS d WHERE d.id = b.delivery_id) "
         "RETURNING delivery_id, number), "
         f"counted AS (INSERT INTO {counts} (webhook_id, hour, outcome, latency_bucket, count) "
-        f"SELECT {key}, SUM(c.count) FROM {_unnest('c', _count_columns())} "
+        f"SELECT {key}, SUM(c.count) FROM {_recordset('c', _count_columns())} "
         f"WHERE c.delivery_id IN (SELECT id FROM updated) GROUP BY {key} "
         f"HAVING SUM(c.count) <> 0 ORDER BY {key} "
         "ON CONFLICT (webhook_id, hour, outcome, latency_bucket) "
@@ -172,9 +176,8 @@ def _batch_columns() -> list[tuple[str, str]]:
 
 @functools.cache
 def _count_columns() -> list[tuple[str, str]]:
-    names = ("webhook_id", "hour", "outcome", "latency_bucket", "count")
     return [("delivery_id", _db_type(Delivery, "id"))] + [
-        (name, _db_type(DeliveryOutcomeCount, name)) for name in names
+        (name, _db_type(DeliveryOutcomeCount, name)) for name in _COUNT_KEYS[1:]
     ]
 
 
@@ -182,18 +185,19 @@ def _db_type(model: type[Model], name: str) -> str:
     return str(model._meta.get_field(name).db_type(connection))
 
 
-def _adapted(values: dict[str, Any], name: str) -> Any:
-    return json.dumps(values[name]) if name in _JSON_FIELDS else values[name]
+def _json(rows: list[dict[str, Any]]) -> str:
+    return json.dumps(rows, default=_isoformat, separators=(",", ":"))
 
 
-def _arrays(prefix: str, columns: list[tuple[str, str]], rows: list[list[Any]]) -> dict[str, Any]:
-    """One array parameter per column, ``<prefix>_<column>``."""
-    values = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
-    return {f"{prefix}_{name}": list(v) for (name, _), v in zip(columns, values, strict=True)}
+def _isoformat(value: object) -> str:
+    """Timestamps keep their microseconds and offset, so a lease compares equal to the row's."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _unnest(prefix: str, columns: list[tuple[str, str]]) -> str:
-    """``unnest(%(p_a)s::type[], …) AS p(a, …)``: one row per index of the arrays."""
+def _recordset(name: str, columns: list[tuple[str, str]]) -> str:
+    """``json_to_recordset(%(name)s::json) AS name(column type, …)``: one row per object."""
     quote = connection.ops.quote_name
-    arrays = ", ".join(f"%({prefix}_{name})s::{db_type}[]" for name, db_type in columns)
-    return f"unnest({arrays}) AS {prefix}({', '.join(quote(name) for name, _ in columns)})"
+    definition = ", ".join(f"{quote(column)} {db_type}" for column, db_type in columns)
+    return f"json_to_recordset(%({name})s::json) AS {name}({definition})"
