@@ -366,6 +366,22 @@ def test_the_pool_claims_at_once_when_a_recorded_batch_ends_a_pause_in_claiming(
         pool.close(timeout=5)
 
 
+def test_offered_rows_are_claimed_without_the_gathering_pause() -> None:
+    """A timer round's page arrives at once, like a task's rows: nothing to gather for."""
+    pool = DeliveryPool(threads=4, per_webhook=4)
+    try:
+        with pool._cond:  # held throughout, so the dispatcher cannot take the flag meanwhile
+            pool._urgent = False
+
+            pool.offer([("dlv_a", "whk_a")])
+
+            assert pool._urgent
+            pool._waiting.clear()  # nothing for the dispatcher to claim afterwards
+            pool._waiting_ids.clear()
+    finally:
+        pool.close(timeout=5)
+
+
 def test_a_recorded_batch_does_not_hurry_a_pool_that_was_claiming() -> None:
     pool = DeliveryPool(threads=4, per_webhook=4, max_finished_unrecorded=2)
     try:

@@ -56,7 +56,7 @@ class Engine:
         self.timer.start()
 
     def offer(self, deliveries: Sequence[tuple[str, str]]) -> None:
-        self.pool.offer(deliveries, urgent=True)
+        self.pool.offer(deliveries)
 
     def stop(self, timeout: float = STOP_SECONDS) -> None:
         """Stop claiming, let attempts finish for up to ``timeout`` s, record, give back."""

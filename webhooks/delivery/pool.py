@@ -105,7 +105,7 @@ class DeliveryPool:
         self._waiting: OrderedDict[str, deque[str]] = OrderedDict()  # webhook id -> ids
         self._waiting_ids: set[str] = set()
         self._changed = False  # a slot was freed or work arrived since the last round
-        self._urgent = False  # new work from a task arrived since the last round
+        self._urgent = False  # claim without the gathering pause: new work, or claiming resumed
         self._stopping = False
         self._unstarted: list[Claim] = []  # claimed, but stopping began before they were sent
         # Plain threads on a queue, not a ThreadPoolExecutor: no Future and lock per attempt.
@@ -127,17 +127,17 @@ class DeliveryPool:
 
     # --- feeding work ---------------------------------------------------------------------
 
-    def offer(self, due: Iterable[tuple[str, str]], *, urgent: bool = False) -> None:
+    def offer(self, due: Iterable[tuple[str, str]]) -> None:
         """Attempt these rows, (delivery id, webhook id), as soon as there is room; those no
-        longer due when claimed are skipped. ``urgent`` (new work from a task) skips the
-        gathering pause before the next claim."""
+        longer due when claimed are skipped. They arrive together (a task's rows, a timer
+        round's page), so the next claim skips the pause that gathers freed slots."""
         rows = list(due)
         if not rows:
             return
         with self._cond:
             self._enqueue(rows)
             self._changed = True
-            self._urgent = self._urgent or urgent
+            self._urgent = True
             self._cond.notify_all()
 
     def offer_due(self) -> DueOffer:
@@ -179,7 +179,7 @@ class DeliveryPool:
         """Wait for something to do; False when stopping.
 
         Freed slots are gathered for a moment before claiming: one claim for many rows costs
-        about what a claim for one row does. New work from a task is claimed at once.
+        about what a claim for one row does. Offered work is claimed at once.
         """
         with self._cond:
             while not self._stopping and not self._changed:
