@@ -16,7 +16,8 @@
   pause, the dispatcher claims at once, without the gathering pause below.
 
 The dispatcher gathers freed slots for a moment (``CLAIM_LINGER_SECONDS``) before a claim: on
-a busy worker one claim then covers many rows for the cost of one. The database sees two
+a busy worker one claim then covers many rows for the cost of one. Offered rows (a task's, a
+timer round's page) arrive together and are claimed at once. The database sees two
 connections per process however many senders there are. Every structure is bounded (slots by
 the thread count, waiting ids by ``max_waiting``, answering webhooks by ``MAX_ANSWERING``) and
 per-webhook counters are dropped when a webhook has nothing on the network, so memory stays
