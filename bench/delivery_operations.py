@@ -228,11 +228,12 @@ def recovery(held: Held, receiver: Receiver, killed_at: float, normal_rate: floa
         print("  the killed cluster held no rows")
         return []
     expired_at = held.runs_out_at
-    retaken = [
-        min(t for t in receiver.arrivals.get(d, []) if t > expired_at - 0.5)
+    retaken_at = {
+        d: min(later)
         for d in held.ids
-        if any(t > expired_at - 0.5 for t in receiver.arrivals.get(d, []))
-    ]
+        if (later := [t for t in receiver.arrivals.get(d, []) if t > expired_at - 0.5])
+    }
+    retaken = list(retaken_at.values())
     if not retaken:
         print("  no held row was re-attempted")
         return ["no held row was re-attempted"]
@@ -245,9 +246,7 @@ def recovery(held: Held, receiver: Receiver, killed_at: float, normal_rate: floa
         f"(ratio {rate / normal_rate:.2f}, target >= 0.5)"
     )
     failures = []
-    not_retaken = [
-        d for d in held.ids if not any(t > expired_at - 0.5 for t in receiver.arrivals.get(d, []))
-    ]
+    not_retaken = [d for d in held.ids if d not in retaken_at]
     if not_retaken:
         # Settled (wait_for_held) with no new attempt: the killed worker's last statement had
         # reached the database, which finished it after the kill and after the leases were read.

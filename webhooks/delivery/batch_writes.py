@@ -6,12 +6,12 @@ Each row's change is decided beforehand, from the state its claim returned
 a worker whose lease ran out records its attempt and moves nothing. A redelivery request
 answered by the attempt is cleared unless a newer one came meanwhile.
 
-On PostgreSQL a batch is one statement, its rows one JSON parameter (Django's client-side
+On PostgreSQL a batch is one statement, its rows one JSON parameter: Django's client-side
 binding quotes every element of an array parameter in Python, which cost the recorder more
-than the rest of a batch; one string is escaped by libpq). The
-recorder shares its process's GIL with the sender threads and queues behind them for it after
-every round trip to the database; on a busy worker that wait, not the database, was most of a
-batch's time (docs/performance.md). Elsewhere (SQLite, the demo) a transaction runs a few
+than the rest of a batch, while one string is escaped by libpq. The recorder shares its
+process's GIL with the sender threads and queues behind them for it after every round trip to
+the database; on a busy worker that wait, not the database, was most of a batch's time
+(docs/performance.md). Elsewhere (SQLite, the demo) a transaction runs a few
 statements per row.
 """
 
