@@ -44,6 +44,8 @@ RECORD_BOUND_SECONDS = 0.05
 STOP_TARGET_SECONDS = 15.0
 # The default lease margin (30 s) would make the crash run wait 40 s for the leases.
 CRASH_LEASE_MARGIN = "5"
+# An attempt this long before the leases run out, or later, counts as part of the retake.
+RETAKE_WINDOW_SECONDS = 0.5
 
 
 def run(flags: list[str]) -> int:
@@ -231,7 +233,11 @@ def recovery(held: Held, receiver: Receiver, killed_at: float, normal_rate: floa
     retaken_at = {
         d: min(later)
         for d in held.ids
-        if (later := [t for t in receiver.arrivals.get(d, []) if t > expired_at - 0.5])
+        if (
+            later := [
+                t for t in receiver.arrivals.get(d, []) if t > expired_at - RETAKE_WINDOW_SECONDS
+            ]
+        )
     }
     retaken = list(retaken_at.values())
     if not retaken:
@@ -274,11 +280,11 @@ def retake_attempts(held: Held) -> None:
     attempts = DeliveryAttempt.objects.filter(delivery_id__in=held.ids).values_list(
         "started_at", "duration_ms"
     )
-    retake = [
+    after_run_out = [
         (started.timestamp() - wall_clock_ahead - held.runs_out_at, duration)
         for started, duration in attempts
-        if started.timestamp() - wall_clock_ahead > held.runs_out_at - 0.5
     ]
+    retake = [(start, took) for start, took in after_run_out if start > -RETAKE_WINDOW_SECONDS]
     if not retake:
         return
     starts = [start * 1000 for start, _ in retake]

@@ -109,7 +109,8 @@ def _write_in_one_statement(changes: Sequence[RowChange]) -> list[Written | None
             "lease": change.lease,
             "answered_request": change.answered_request,
             **{name: getattr(change.state, name) for name in STATE_FIELDS},
-            **change.attempt,
+            # Named, not copied whole: json_to_recordset would read a missing field as NULL.
+            **{name: change.attempt[name] for name in _ATTEMPT_FIELDS},
         }
         for change in changes
     ]
