@@ -11,6 +11,7 @@ from audit.models import ActorType, AuditRecord
 from audit.selectors import AuditFilters, audit_list
 from gshost.api.errors import invalid_request
 from gshost.api.fields import DATETIME_RULE, TimestampField, parse_usable_datetime
+from gshost.api.query import text_param
 from gshost.ids import format_timestamp
 
 _STATUS_CODE = re.compile(r"[0-9]{3}")  # ASCII only: str.isdigit() also passes "²⁰⁰"
@@ -55,10 +56,10 @@ def parse_filters(params: Any) -> AuditFilters:
     if errors:
         raise invalid_request("The filters are not valid.", errors)
     return AuditFilters(
-        key_id=params.get("key_id") or None,
+        key_id=text_param(params, "key_id"),
         status_code=int(status_code) if status_code else None,
         rejected_only=outcome == "rejected",
-        server_id=params.get("server_id") or None,
+        server_id=text_param(params, "server_id"),
         since=since,
     )
 

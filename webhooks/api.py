@@ -21,6 +21,7 @@ from audit.actors import Actor
 from gshost.api.errors import ApiError, ErrorCode, invalid_request, rate_limited
 from gshost.api.fields import StrictCharField, TimestampField, UsableDateTimeField
 from gshost.api.input import parse_input
+from gshost.api.query import text_param
 from gshost.api.schema import ERROR_CODES
 from gshost.ids import format_timestamp
 from webhooks.delivery.transport import AttemptResult
@@ -241,7 +242,7 @@ def delivery_filters(params: QueryDict) -> dict[str, Any]:
     return {
         "status": DeliveryStatus(status_value) if status_value else None,
         "event": Event(event_value) if event_value else None,
-        "server_id": params.get("server_id") or None,
+        "server_id": text_param(params, "server_id"),
     }
 
 

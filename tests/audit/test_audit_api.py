@@ -264,6 +264,8 @@ def test_filters_combine(make_key, reader, acme_server):
         ("since", "yesterday"),
         ("since", "2026-11-22T10:00:00"),  # no time zone
         ("since", "2026-13-45T10:00:00Z"),  # well formed, impossible
+        ("key_id", "ab\x00cd"),  # PostgreSQL text cannot hold NUL
+        ("server_id", "srv_\x00"),
     ],
 )
 def test_a_bad_filter_is_invalid_request_naming_it(make_key, reader, name, value):

@@ -155,7 +155,9 @@ def test_it_filters_the_history(admin, webhook, query, expected):
     assert set(ids(response)) == {made[name].id for name in expected}
 
 
-@pytest.mark.parametrize("query", ["status=exploded", "event=player.joined", "limit=0"])
+@pytest.mark.parametrize(
+    "query", ["status=exploded", "event=player.joined", "limit=0", "server_id=srv_%00"]
+)
 def test_it_refuses_a_bad_filter_value(admin, webhook, query):
     response = admin.get(f"{deliveries_of(webhook)}?{query}")
     assert response.status_code == 400
