@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.deliveries import (
+from bench.delivery_rig import (
     HEALTHY_WEBHOOKS,
     Receiver,
     create_webhooks,
