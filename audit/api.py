@@ -53,13 +53,15 @@ def parse_filters(params: Any) -> AuditFilters:
     since = parse_usable_datetime(since_raw.replace(" ", "+")) if since_raw else None
     if since_raw and since is None:
         errors["since"] = [DATETIME_RULE]
+    key_id = text_param(params, "key_id", errors)
+    server_id = text_param(params, "server_id", errors)
     if errors:
         raise invalid_request("The filters are not valid.", errors)
     return AuditFilters(
-        key_id=text_param(params, "key_id"),
+        key_id=key_id,
         status_code=int(status_code) if status_code else None,
         rejected_only=outcome == "rejected",
-        server_id=text_param(params, "server_id"),
+        server_id=server_id,
         since=since,
     )
 

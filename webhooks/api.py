@@ -226,23 +226,29 @@ class BulkRedeliveryInput(serializers.Serializer[Any]):
         return attrs
 
 
-def _query_choice(params: QueryDict, name: str, allowed: list[str]) -> str | None:
+def _query_choice(
+    params: QueryDict, name: str, allowed: list[str], errors: dict[str, list[str]]
+) -> str | None:
     value = params.get(name) or None
     if value is not None and value not in allowed:
-        raise invalid_request(
-            "The filters are not valid.", {name: ["Must be one of: " + ", ".join(allowed) + "."]}
-        )
+        errors[name] = ["Must be one of: " + ", ".join(allowed) + "."]
+        return None
     return value
 
 
 def delivery_filters(params: QueryDict) -> dict[str, Any]:
-    """`status`, `event`, `server_id` of the history's query string; empty means unfiltered."""
-    status_value = _query_choice(params, "status", list(DeliveryStatus.values))
-    event_value = _query_choice(params, "event", [name for name, _ in EVENT_CHOICES])
+    """`status`, `event`, `server_id` of the history's query string; empty means unfiltered.
+    Every bad one is named in one `400 invalid_request`."""
+    errors: dict[str, list[str]] = {}
+    status_value = _query_choice(params, "status", list(DeliveryStatus.values), errors)
+    event_value = _query_choice(params, "event", [name for name, _ in EVENT_CHOICES], errors)
+    server_id = text_param(params, "server_id", errors)
+    if errors:
+        raise invalid_request("The filters are not valid.", errors)
     return {
         "status": DeliveryStatus(status_value) if status_value else None,
         "event": Event(event_value) if event_value else None,
-        "server_id": text_param(params, "server_id"),
+        "server_id": server_id,
     }
 
 

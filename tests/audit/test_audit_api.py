@@ -276,6 +276,12 @@ def test_a_bad_filter_is_invalid_request_naming_it(make_key, reader, name, value
     assert list(error["fields"]) == [name]
 
 
+def test_every_bad_filter_is_named_in_one_answer(make_key, reader):
+    response = client_for(reader).get(AUDIT, {"since": "yesterday", "key_id": "ab\x00cd"})
+    assert response.status_code == 400
+    assert set(error_of(response)["fields"]) == {"since", "key_id"}
+
+
 # The 24-hour window
 
 

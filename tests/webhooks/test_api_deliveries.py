@@ -164,6 +164,12 @@ def test_it_refuses_a_bad_filter_value(admin, webhook, query):
     assert error_of(response)["code"] == "invalid_request"
 
 
+def test_it_names_every_bad_filter_in_one_answer(admin, webhook):
+    response = admin.get(f"{deliveries_of(webhook)}?status=exploded&server_id=srv_%00")
+    assert response.status_code == 400
+    assert set(error_of(response)["fields"]) == {"status", "server_id"}
+
+
 def test_it_lists_only_this_webhooks_deliveries(admin, webhook, acme):
     other, _ = webhook_create(
         organization=acme, url="https://b.example.com/", events=["server.started"], actor=TEST_ACTOR
