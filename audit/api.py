@@ -11,7 +11,7 @@ from audit.models import ActorType, AuditRecord
 from audit.selectors import AuditFilters, audit_list
 from gshost.api.errors import invalid_request
 from gshost.api.fields import DATETIME_RULE, TimestampField, parse_usable_datetime
-from gshost.api.query import text_param
+from gshost.api.query import choice_param, text_param
 from gshost.ids import format_timestamp
 
 _STATUS_CODE = re.compile(r"[0-9]{3}")  # ASCII only: str.isdigit() also passes "²⁰⁰"
@@ -45,9 +45,7 @@ def parse_filters(params: Any) -> AuditFilters:
     status_code = params.get("status_code")
     if status_code is not None and not _STATUS_CODE.fullmatch(status_code):
         errors["status_code"] = ["Must be an HTTP status code such as 403."]
-    outcome = params.get("outcome")
-    if outcome not in (None, "rejected"):
-        errors["outcome"] = ["The only outcome filter is `rejected`."]
+    outcome = choice_param(params, "outcome", ["rejected"], errors)
     since_raw = params.get("since")
     # An unencoded "+01:00" arrives as " 01:00": take the space for the plus it was.
     since = parse_usable_datetime(since_raw.replace(" ", "+")) if since_raw else None

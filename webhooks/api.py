@@ -21,7 +21,7 @@ from audit.actors import Actor
 from gshost.api.errors import ApiError, ErrorCode, invalid_request, rate_limited
 from gshost.api.fields import StrictCharField, TimestampField, UsableDateTimeField
 from gshost.api.input import parse_input
-from gshost.api.query import text_param
+from gshost.api.query import choice_param, text_param
 from gshost.api.schema import ERROR_CODES
 from gshost.ids import format_timestamp
 from webhooks.delivery.transport import AttemptResult
@@ -226,22 +226,12 @@ class BulkRedeliveryInput(serializers.Serializer[Any]):
         return attrs
 
 
-def _query_choice(
-    params: QueryDict, name: str, allowed: list[str], errors: dict[str, list[str]]
-) -> str | None:
-    value = params.get(name) or None
-    if value is not None and value not in allowed:
-        errors[name] = ["Must be one of: " + ", ".join(allowed) + "."]
-        return None
-    return value
-
-
 def delivery_filters(params: QueryDict) -> dict[str, Any]:
     """`status`, `event`, `server_id` of the history's query string; empty means unfiltered.
     Every bad one is named in one `400 invalid_request`."""
     errors: dict[str, list[str]] = {}
-    status_value = _query_choice(params, "status", list(DeliveryStatus.values), errors)
-    event_value = _query_choice(params, "event", [name for name, _ in EVENT_CHOICES], errors)
+    status_value = choice_param(params, "status", DeliveryStatus.values, errors)
+    event_value = choice_param(params, "event", [name for name, _ in EVENT_CHOICES], errors)
     server_id = text_param(params, "server_id", errors)
     if errors:
         raise invalid_request("The filters are not valid.", errors)

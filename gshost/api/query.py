@@ -1,6 +1,7 @@
-"""Free-text values of a query string that the database compares against stored text."""
+"""Filters of a query string: each reader notes a bad value in the caller's ``errors`` (for
+one `400 invalid_request` naming every bad filter) and reads it as None."""
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 UNPRINTABLE_RULE = "Must be printable text."
 
@@ -12,5 +13,16 @@ def text_param(params: Mapping[str, str], name: str, errors: dict[str, list[str]
     value = params.get(name) or None
     if value is not None and not value.isprintable():
         errors[name] = [UNPRINTABLE_RULE]
+        return None
+    return value
+
+
+def choice_param(
+    params: Mapping[str, str], name: str, allowed: Collection[str], errors: dict[str, list[str]]
+) -> str | None:
+    """The value of ``name``, None when absent or empty; one not in ``allowed`` is noted."""
+    value = params.get(name) or None
+    if value is not None and value not in allowed:
+        errors[name] = ["Must be one of: " + ", ".join(allowed) + "."]
         return None
     return value
