@@ -276,6 +276,14 @@ def test_a_bad_filter_is_invalid_request_naming_it(make_key, reader, name, value
     assert list(error["fields"]) == [name]
 
 
+@pytest.mark.parametrize("name", ["key_id", "status_code", "outcome", "server_id", "since"])
+def test_an_empty_filter_means_unfiltered(make_key, reader, name):
+    caller = make_key()
+    client_for(caller).get(CURRENT)
+    records = audit_of(reader, **{name: ""})
+    assert [r["path"] for r in records if r["actor"].get("key_id") == caller.key_id] == [CURRENT]
+
+
 def test_every_bad_filter_is_named_in_one_answer(make_key, reader):
     response = client_for(reader).get(AUDIT, {"since": "yesterday", "key_id": "ab\x00cd"})
     assert response.status_code == 400

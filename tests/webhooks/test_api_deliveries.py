@@ -142,6 +142,7 @@ def test_it_keeps_pages_stable_while_new_deliveries_arrive(admin, webhook):
         ("event=server.started", ["started"]),
         ("server_id=srv_00000000000000000OTHER", ["other-server"]),
         ("status=success&event=server.started", []),
+        ("status=&event=&server_id=", ["failed", "started", "other-server"]),  # empty: unfiltered
     ],
 )
 def test_it_filters_the_history(admin, webhook, query, expected):
