@@ -25,9 +25,12 @@ Operational scenarios, each alone (bench/delivery_operations.py):
   --retry-lateness  >= 100 retries over >= 3 min with delays of 5 s, a worker restart in the
                     middle: p50/p99/max lateness against the 2 s target;
   --crash           SIGKILL of the worker mid-burst of 1,000: lost and re-sent counts, and
-                    the rate at which a new worker retakes the dead one's rows;
+                    the rate at which a new worker retakes the dead one's rows, against the
+                    rate of 5,000 delivered without a fault before;
   --two-clusters    two workers, 10,000 deliveries without a fault (nothing lost or sent twice),
                     then 10,000 with one SIGKILLed: lost, re-sent, the survivor's retake rate;
+                    both retakes are also set against as many bare requests, each on a new TLS
+                    connection (what a retake must open), measured in the same run;
   --stop            SIGTERM to the main process, SIGTERM to the process group, and SIGINT
                     (Ctrl-C) with deliveries in flight: seconds until no process is left (<= 15).
 """

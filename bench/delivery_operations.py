@@ -11,15 +11,20 @@ BENCH_CRASH_DELIVERIES (1000) and BENCH_TWO_CLUSTER_DELIVERIES (10000).
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import signal
+import socket
+import ssl
 import statistics
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.delivery_rig import (
+    DOMAIN,
     HEALTHY_WEBHOOKS,
     Receiver,
     create_webhooks,
@@ -39,6 +44,8 @@ RETRY_SECONDS = float(os.environ.get("BENCH_RETRY_SECONDS", "180"))
 RETRY_DELAY = 5
 RETRY_TARGET_SECONDS = 2.0
 CRASH_DELIVERIES = int(os.environ.get("BENCH_CRASH_DELIVERIES", "1000"))
+# The crash run's normal rate: a burst this large, delivered without a fault before the crash.
+NORMAL_RATE_DELIVERIES = 5000
 TWO_CLUSTER_DELIVERIES = int(os.environ.get("BENCH_TWO_CLUSTER_DELIVERIES", "10000"))
 RECORD_BOUND_SECONDS = 0.05
 STOP_TARGET_SECONDS = 15.0
@@ -46,6 +53,9 @@ STOP_TARGET_SECONDS = 15.0
 CRASH_LEASE_MARGIN = "5"
 # An attempt this long before the leases run out, or later, counts as part of the retake.
 RETAKE_WINDOW_SECONDS = 0.5
+# The retake's baseline: at most this many requests at once, each on a new TLS connection (the
+# two worker processes of a cluster have 64 sender threads each).
+FRESH_CONNECTIONS_AT_ONCE = 128
 
 
 def run(flags: list[str]) -> int:
@@ -111,6 +121,28 @@ def stop_and_time(worker: subprocess.Popen[bytes], send: Callable[[int], None]) 
 def settle(receiver: Receiver, timeout: float) -> None:
     wait_until(lambda: receiver.drain() or unsettled() == 0, timeout, "every delivery to settle")
     receiver.drain()
+
+
+def warmed_up_burst(
+    receiver: Receiver, organization_id: str, deliveries: int
+) -> tuple[list[str], float]:
+    """After a warm-up burst of 1,000 (processes, pools, connections), ``deliveries`` without a
+    fault: their ids, and the seconds from their commit until every row had settled."""
+    publish_burst(organization_id, 1000)
+    settle(receiver, 120)
+    ids = publish_burst(organization_id, deliveries)
+    started = time.monotonic()
+    settle(receiver, 300)
+    return ids, time.monotonic() - started
+
+
+def wait_for_a_third(receiver: Receiver, ids: list[str], timeout: float) -> None:
+    """Until a third of ``ids`` has reached the receiver: the moment the fault runs kill."""
+    wait_until(
+        lambda: receiver.drain() or sum(d in receiver.seen for d in ids) >= len(ids) // 3,
+        timeout,
+        "a third",
+    )
 
 
 # --- retry lateness ----------------------------------------------------------------------------
@@ -221,9 +253,12 @@ def print_row(delivery_id: str) -> None:
     )
 
 
-def recovery(held: Held, receiver: Receiver, killed_at: float, normal_rate: float) -> list[str]:
+def recovery(
+    held: Held, receiver: Receiver, killed_at: float, normal_rate: float, baseline: float
+) -> list[str]:
     """How the held rows came back once their leases (made to run out together) ran out: the
-    rate from that moment to the last row's new attempt, against the normal rate."""
+    rate from that moment to the last row's new attempt, against the normal rate and against
+    ``baseline``, the rate of as many bare requests on new connections."""
     from webhooks.models import DeliveryAttempt
 
     if not held.ids:
@@ -265,6 +300,11 @@ def recovery(held: Held, receiver: Receiver, killed_at: float, normal_rate: floa
         if len(recorded) < len(not_retaken):
             failures.append(f"{len(not_retaken) - len(recorded)} held rows settled unattempted")
     retake_attempts(held)
+    print(
+        f"  baseline: {len(held.ids)} bare requests, each on a new TLS connection, at most "
+        f"{FRESH_CONNECTIONS_AT_ONCE} at once: {baseline:.0f}/s (the retake ran at "
+        f"{rate / baseline:.2f} of it)"
+    )
     if rate < normal_rate / 2:
         failures.append(f"recovery {rate:.0f}/s < half of {normal_rate:.0f}")
     return failures
@@ -294,6 +334,49 @@ def retake_attempts(held: Held) -> None:
         f"leases ran out and took p50 {statistics.median(durations):.0f} ms, p90 "
         f"{percentile(durations, 0.9):.0f} ms each, start to answer"
     )
+
+
+def fresh_connection_rate(receiver: Receiver, requests: int) -> float:
+    """Requests/s of a bare client that opens a new TLS connection for each request, as the
+    retake must (a new worker has no connection, and the receiver closes idle ones after 5 s):
+    a thread per request (at most FRESH_CONNECTIONS_AT_ONCE, which then take turns), each to a
+    name of its own, like the engine's webhooks. It runs in this process, after the retake,
+    against the same receiver, so that the retake can be judged against what new connections
+    cost on this machine."""
+    if not requests:
+        return 0.0
+    context = ssl.create_default_context(cafile=receiver.ca_pem_path)
+    body = b'{"type":"server.started","data":{}}'
+    start = threading.Barrier(min(requests, FRESH_CONNECTIONS_AT_ONCE) + 1)
+    failures: list[BaseException] = []
+
+    def post(names: range) -> None:
+        start.wait()
+        for n in names:
+            name = f"fresh-{n}.{DOMAIN}"
+            try:
+                raw = socket.create_connection(("127.0.0.1", receiver.port), timeout=10)
+                client = http.client.HTTPSConnection(name, receiver.port, context=context)
+                client.sock = context.wrap_socket(raw, server_hostname=name)
+                client.request("POST", "/fresh", body, {"Content-Type": "application/json"})
+                client.getresponse().read()
+                client.close()
+            except OSError as error:
+                failures.append(error)
+
+    threads = [
+        threading.Thread(target=post, args=(range(n, requests, FRESH_CONNECTIONS_AT_ONCE),))
+        for n in range(min(requests, FRESH_CONNECTIONS_AT_ONCE))
+    ]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.monotonic()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise RuntimeError(f"{len(failures)} baseline requests failed: {failures[0]!r}")
+    return requests / (time.monotonic() - began)
 
 
 def resends(ids: list[str], receiver: Receiver, killed_at: float, held: Held) -> list[str]:
@@ -334,23 +417,25 @@ def resends(ids: list[str], receiver: Receiver, killed_at: float, held: Held) ->
 
 def crash() -> list[str]:
     """SIGKILL of the whole worker group a third of the way through a burst; a new worker
-    finishes it once the leases expire. Lost: never arrived. Re-sent: arrived twice or more."""
+    finishes it once the leases expire. Lost: never arrived. Re-sent: arrived twice or more.
+    The normal rate is a warmed-up worker's, over NORMAL_RATE_DELIVERIES without a fault."""
     receiver = Receiver([])
     organization_id, _ = create_webhooks(receiver.port, "crash", HEALTHY_WEBHOOKS, "/c")
     overrides = {"WEBHOOK_LEASE_MARGIN_SECONDS": CRASH_LEASE_MARGIN}
     worker = start_worker(receiver.ca_pem_path, **overrides)
     try:
         time.sleep(3)
+        calm_ids, elapsed = warmed_up_burst(receiver, organization_id, NORMAL_RATE_DELIVERIES)
+        normal_rate = len(calm_ids) / elapsed
         ids = publish_burst(organization_id, CRASH_DELIVERIES)
-        started = time.monotonic()
-        wait_until(lambda: receiver.drain() or len(receiver.seen) >= len(ids) // 3, 60, "a third")
-        normal_rate = len(receiver.seen) / (time.monotonic() - started)
+        wait_for_a_third(receiver, ids, 60)
         killed_at = kill_group(worker)
         held, left = run_out_together(leased_rows()), unsettled()
         worker = start_worker(receiver.ca_pem_path, **overrides)
         wait_for_held(held, 300)
         settle(receiver, 300)
         settled_after = time.monotonic() - killed_at
+        baseline = fresh_connection_rate(receiver, len(held.ids))
     finally:
         kill_group(worker)
         receiver.stop()
@@ -359,7 +444,7 @@ def crash() -> list[str]:
         f"settled {settled_after:.1f} s after it (lease 10 + {CRASH_LEASE_MARGIN} s)"
     )
     failures = resends(ids, receiver, killed_at, held)
-    failures += recovery(held, receiver, killed_at, normal_rate)
+    failures += recovery(held, receiver, killed_at, normal_rate, baseline)
     return failures + record_delays("the whole run")
 
 
@@ -376,18 +461,9 @@ def two_clusters() -> list[str]:
     workers = [start_worker(receiver.ca_pem_path, **overrides) for _ in range(2)]
     try:
         time.sleep(3)
-        publish_burst(organization_id, 1000)  # warm-up: processes, pools, connections
-        settle(receiver, 120)
-        calm_ids = publish_burst(organization_id, TWO_CLUSTER_DELIVERIES)
-        started = time.monotonic()
-        settle(receiver, 300)
-        elapsed = time.monotonic() - started
+        calm_ids, elapsed = warmed_up_burst(receiver, organization_id, TWO_CLUSTER_DELIVERIES)
         ids = publish_burst(organization_id, TWO_CLUSTER_DELIVERIES)
-        wait_until(
-            lambda: receiver.drain() or sum(d in receiver.seen for d in ids) >= len(ids) // 3,
-            120,
-            "a third",
-        )
+        wait_for_a_third(receiver, ids, 120)
         killed_at = kill_group(workers[0])
         leased = leased_rows()
         # The survivor records, and so releases, its own leases within a few seconds at most
@@ -398,6 +474,7 @@ def two_clusters() -> list[str]:
         wait_for_held(held, 300)
         settle(receiver, 300)
         settled_after = time.monotonic() - killed_at
+        baseline = fresh_connection_rate(receiver, len(held.ids))
     finally:
         for worker in workers:
             kill_group(worker)
@@ -416,7 +493,7 @@ def two_clusters() -> list[str]:
     failures = [f"no fault: {lost} lost, {twice} sent twice"] if lost or twice else []
     failures += resends(ids, receiver, killed_at, held)
     # The survivor alone retakes the dead one's rows: its normal rate is half the pair's.
-    failures += recovery(held, receiver, killed_at, len(calm_ids) / elapsed / 2)
+    failures += recovery(held, receiver, killed_at, len(calm_ids) / elapsed / 2, baseline)
     return failures + record_delays("the whole run")
 
 
