@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
@@ -25,6 +25,7 @@ CHROMIUM_FLAGS = [
 ]
 SCREENSHOTS = Path(__file__).with_name("screenshots")
 TIMEOUT_MS = 15_000
+expect.set_options(timeout=TIMEOUT_MS)  # assertions wait as long as actions, on a busy CI machine
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

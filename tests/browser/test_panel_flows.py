@@ -72,6 +72,20 @@ def test_it_creates_a_key_and_copies_it_with_the_copy_button(owner_page):
     assert owner_page.evaluate("() => navigator.clipboard.readText()") == shown
 
 
+def test_without_javascript_the_new_key_page_has_no_dead_copy_button(browser, live_server, alice):
+    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
+    try:
+        page = context.new_page()
+        sign_in(page, "alice@acme.test", "alice-pw-123")
+        page.goto("/panel/keys/new")
+        page.fill("input[name=name]", "no-script")
+        page.get_by_role("button", name="Create key").click()
+        expect(page.locator("#new-api-key")).to_have_text(re.compile(r"^gsk_"))
+        expect(page.locator("#copy-key")).to_be_hidden()
+    finally:
+        context.close()
+
+
 def test_it_rotates_a_key(owner_page, make_key):
     old = make_key(["servers:read"], name="rotating")
     owner_page.goto(f"/panel/keys/{old.key_id}/rotate")
