@@ -42,7 +42,7 @@ def audit_record_json(record: AuditRecord) -> dict[str, Any]:
 
 def parse_filters(params: Any) -> AuditFilters:
     errors: dict[str, list[str]] = {}
-    status_code = params.get("status_code") or None  # empty, like every filter: unfiltered
+    status_code = text_param(params, "status_code", errors)
     if status_code is not None and not _STATUS_CODE.fullmatch(status_code):
         errors["status_code"] = ["Must be an HTTP status code such as 403."]
     outcome = choice_param(params, "outcome", ["rejected"], errors)

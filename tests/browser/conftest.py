@@ -4,6 +4,7 @@
 browser is ever downloaded. A failing test leaves a screenshot in tests/browser/screenshots/.
 """
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,11 +50,12 @@ def browser_fixture() -> Iterator[Browser]:
         browser.close()
 
 
-@pytest.fixture(name="page")
-def page_fixture(
-    browser: Browser, live_server: Any, request: pytest.FixtureRequest
+@contextlib.contextmanager
+def _page(
+    browser: Browser, live_server: Any, request: pytest.FixtureRequest, **options: Any
 ) -> Iterator[Page]:
-    context = browser.new_context(base_url=live_server.url)
+    """A page in a context of its own, screenshotted when the test fails."""
+    context = browser.new_context(base_url=live_server.url, **options)
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
@@ -63,6 +65,23 @@ def page_fixture(
         SCREENSHOTS.mkdir(exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}.png"), full_page=True)
     context.close()
+
+
+@pytest.fixture(name="page")
+def page_fixture(
+    browser: Browser, live_server: Any, request: pytest.FixtureRequest
+) -> Iterator[Page]:
+    with _page(browser, live_server, request) as page:
+        yield page
+
+
+@pytest.fixture(name="page_without_script")
+def page_without_script_fixture(
+    browser: Browser, live_server: Any, request: pytest.FixtureRequest
+) -> Iterator[Page]:
+    """As a person with JavaScript turned off sees the panel."""
+    with _page(browser, live_server, request, java_script_enabled=False) as page:
+        yield page
 
 
 def sign_in(page: Page, email: str, password: str) -> None:

@@ -72,18 +72,13 @@ def test_it_creates_a_key_and_copies_it_with_the_copy_button(owner_page):
     assert owner_page.evaluate("() => navigator.clipboard.readText()") == shown
 
 
-def test_without_javascript_the_new_key_page_has_no_dead_copy_button(browser, live_server, alice):
-    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
-    try:
-        page = context.new_page()
-        sign_in(page, "alice@acme.test", "alice-pw-123")
-        page.goto("/panel/keys/new")
-        page.fill("input[name=name]", "no-script")
-        page.get_by_role("button", name="Create key").click()
-        expect(page.locator("#new-api-key")).to_have_text(re.compile(r"^gsk_"))
-        expect(page.locator("#copy-key")).to_be_hidden()
-    finally:
-        context.close()
+def test_without_javascript_the_new_key_page_has_no_dead_copy_button(page_without_script, alice):
+    sign_in(page_without_script, "alice@acme.test", "alice-pw-123")
+    page_without_script.goto("/panel/keys/new")
+    page_without_script.fill("input[name=name]", "no-script")
+    page_without_script.get_by_role("button", name="Create key").click()
+    expect(page_without_script.locator("#new-api-key")).to_have_text(re.compile(r"^gsk_"))
+    expect(page_without_script.locator("#copy-key")).to_be_hidden()
 
 
 def test_it_rotates_a_key(owner_page, make_key):
