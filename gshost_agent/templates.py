@@ -1,0 +1,99 @@
+"""Game templates: what the data files in `gshost_agent/games/` say about each game.
+
+Read by the agent (how to start, stop, list players, write settings) and by the control plane
+(which games a node runs, their capabilities and settings). Standard library only.
+"""
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+GAMES_DIR = Path(__file__).resolve().parent / "games"
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+
+
+class UnknownGame(LookupError):
+    """No template of that name."""
+
+
+@dataclass(frozen=True)
+class SettingField:
+    key: str
+    label: str
+    kind: str  # integer, choice, boolean or text
+    default: str
+    choices: tuple[str, ...] = ()
+    minimum: int = 0
+    maximum: int = 0
+
+
+@dataclass(frozen=True)
+class PlayersSpec:
+    command: str
+    pattern: str
+    separator: str = ","
+    row_pattern: str = ""
+    end_pattern: str = ""
+    join_pattern: str = ""
+    leave_pattern: str = ""
+    max_setting: str = ""
+
+
+@dataclass(frozen=True)
+class GameTemplate:
+    name: str
+    title: str
+    command: tuple[str, ...]
+    environment: dict[str, str]
+    files: tuple[str, ...]
+    ready_pattern: str
+    ready_timeout_seconds: int
+    stop_command: str
+    stop_signal: str
+    stop_timeout_seconds: int
+    capabilities: frozenset[str]
+    wipe_paths: tuple[str, ...]
+    players: PlayersSpec | None
+    settings_file: str
+    settings_format: str
+    settings_fields: tuple[SettingField, ...] = field(default=())
+
+    def default_settings(self) -> dict[str, str]:
+        return {spec.key: spec.default for spec in self.settings_fields}
+
+
+def available_games() -> tuple[str, ...]:
+    return tuple(sorted(path.stem for path in GAMES_DIR.glob("*.toml")))
+
+
+@cache
+def load_template(name: str) -> GameTemplate:
+    """The template of game `name`; UnknownGame when there is none."""
+    if not _NAME.match(name) or not (GAMES_DIR / f"{name}.toml").is_file():
+        raise UnknownGame(name)
+    data = tomllib.loads((GAMES_DIR / f"{name}.toml").read_text())
+    players = data.get("players")
+    settings = data.get("settings", {})
+    return GameTemplate(
+        name=data["name"],
+        title=data.get("title", data["name"]),
+        command=tuple(data["command"]),
+        environment=dict(data.get("environment", {})),
+        files=tuple(data.get("files", ())),
+        ready_pattern=data["ready_pattern"],
+        ready_timeout_seconds=int(data.get("ready_timeout_seconds", 60)),
+        stop_command=data.get("stop_command", ""),
+        stop_signal=data.get("stop_signal", "SIGTERM"),
+        stop_timeout_seconds=int(data.get("stop_timeout_seconds", 30)),
+        capabilities=frozenset(data.get("capabilities", ())),
+        wipe_paths=tuple(data.get("wipe_paths", ())),
+        players=PlayersSpec(**players) if players else None,
+        settings_file=settings.get("file", ""),
+        settings_format=settings.get("format", "properties"),
+        settings_fields=tuple(
+            SettingField(**{**spec, "choices": tuple(spec.get("choices", ()))})
+            for spec in settings.get("fields", ())
+        ),
+    )
