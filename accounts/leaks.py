@@ -97,9 +97,10 @@ def leak_notice_message(key: ApiKey, *, source: LeakSource, url: str) -> tuple[s
     base = settings.PUBLIC_BASE_URL.rstrip("/")
     subject = f"[gshost] API key {name} ({key.key_id}) was found in public and revoked"
     lines = [
-        f"Your API key {name} (id {key.key_id}, gsk_{key.key_id}...) of {key.organization.name}",
-        "was found in public, so we have revoked it. It no longer works: every request made",
-        "with it is refused with 401 token_revoked, everywhere within a minute.",
+        f'Your API key "{name}" (id {key.key_id}) of {plain_text(key.organization.name, 200)} '
+        "was found in public, so we have revoked it.",
+        "It no longer works: every request made with it is refused with 401 token_revoked,",
+        "everywhere within a minute. Revocation is permanent.",
         "",
         f"Key: {name} (id {key.key_id})",
         f"Reported by: {source.label}",

@@ -6,6 +6,7 @@ The alerts are signed here with a key pair of our own, published by a real HTTP 
 
 import hashlib
 import logging
+import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -14,8 +15,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.core import mail
 from django.core.cache import cache
+from django.core.signals import got_request_exception
 from django.test import Client
 from django.utils import timezone
+from django.views.debug import ExceptionReporter
 from freezegun import freeze_time
 
 from accounts import keys, secret_scanning
@@ -378,3 +381,36 @@ def test_it_never_logs_or_answers_a_token(make_key, send, github, keys_server, c
         assert secret not in caplog.text
         assert all(token not in a.content.decode() for a in answers)
     assert all(key.full_key not in m.body for m in mail.outbox)
+
+
+def test_it_reports_a_failure_without_the_token(make_key, github, caplog, monkeypatch, settings):
+    """Django's error report (mailed to ADMINS; in HTML with every frame's variables) hides
+    ours: the alert, its body and each token."""
+    settings.ADMINS = [("Ops", "ops@gshost.test")]
+    failures = []
+
+    def broken(**kwargs):
+        raise RuntimeError("database gone")
+
+    def remember(sender, request, **kwargs):
+        failures.append((request, sys.exc_info()))
+
+    monkeypatch.setattr("accounts.leaks.api_key_revoke_leaked", broken)
+    got_request_exception.connect(remember)
+    key = make_key()
+    body = alert_body(key.full_key)
+    try:
+        response = Client(raise_request_exception=False).post(
+            GITHUB_ROUTE, data=body, content_type="application/json", **github.headers(body)
+        )
+    finally:
+        got_request_exception.disconnect(remember)
+    assert response.status_code == 500
+    assert "database gone" in caplog.text  # the failure is logged, with its traceback
+    (request, exc_info) = failures[0]
+    html = ExceptionReporter(request, *exc_info, is_email=True).get_traceback_html()
+    assert "database gone" in html and "<td>alerts</td>" in html  # variables listed, hidden
+    (mailed,) = mail.outbox
+    for text in [caplog.text, response.content.decode(), mailed.body, html]:
+        assert key.full_key not in text
+        assert key.full_key.split("_")[-1] not in text
