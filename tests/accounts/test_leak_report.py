@@ -5,6 +5,7 @@ import logging
 
 import pytest
 from django.core import mail
+from freezegun import freeze_time
 from rest_framework.test import APIClient
 
 from accounts import keys
@@ -95,7 +96,14 @@ def test_it_does_not_audit_a_report_as_a_call(make_key, report):
     assert AuditRecord.objects.count() == before
 
 
-def test_it_limits_reports_to_ten_a_minute_per_address(report):
+@pytest.fixture
+def one_minute():
+    """The start of a fixed one-minute window: a run never straddles two windows."""
+    with freeze_time("2026-11-26 10:00:00") as frozen:
+        yield frozen
+
+
+def test_it_limits_reports_to_ten_a_minute_per_address(report, one_minute):
     answers = [report({"token": f"garbage-{n}"}) for n in range(11)]
     assert [a.status_code for a in answers] == [202] * 10 + [429]
     refused = answers[-1]
@@ -105,13 +113,20 @@ def test_it_limits_reports_to_ten_a_minute_per_address(report):
     assert report({"token": "garbage"}, ip="198.51.100.8").status_code == 202  # another address
 
 
-def test_it_counts_refused_bodies_against_the_limit_too(report):
+def test_it_answers_again_in_the_next_minute(report, one_minute):
+    for _ in range(11):
+        report({"token": "x"})
+    one_minute.tick(60)
+    assert report({"token": "x"}).status_code == 202
+
+
+def test_it_counts_refused_bodies_against_the_limit_too(report, one_minute):
     for _ in range(10):
         assert report("not an object").status_code == 400
     assert report({"token": "x"}).status_code == 429
 
 
-def test_the_limit_is_a_setting(report, settings):
+def test_the_limit_is_a_setting(report, settings, one_minute):
     settings.LEAK_REPORT_RATE = "2/min"
     assert [report({"token": "x"}).status_code for _ in range(3)] == [202, 202, 429]
 
