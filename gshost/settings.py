@@ -242,9 +242,9 @@ API_KEY_PEPPER = env.str("API_KEY_PEPPER", default="")
 API_KEY_CACHE_SECONDS = env.int("API_KEY_CACHE_SECONDS", default=30)
 # GitHub's secret-scanning public keys, which sign its leak alerts. The operator's setting, not
 # customer input: any http(s) URL (a test or a mirror may serve the document).
-SECRET_SCANNING_KEYS_URL = env.str(
-    "SECRET_SCANNING_KEYS_URL",
-    default="https://api.github.com/meta/public_keys/secret_scanning",
+SECRET_SCANNING_KEYS_URL = (
+    env.str("SECRET_SCANNING_KEYS_URL", default="")
+    or "https://api.github.com/meta/public_keys/secret_scanning"
 )
 if not SECRET_SCANNING_KEYS_URL.lower().startswith(("https://", "http://")):
     raise ImproperlyConfigured(

@@ -190,6 +190,12 @@ def test_it_revokes_a_key_in_its_rotation_grace_period(make_key, send, alice):
     assert key_row(successor.key.key_id).revoked_at is None  # its own secret did not leak
 
 
+def test_it_revokes_a_key_that_never_expires(make_key, send):
+    key = make_key(expiry_days=None)
+    assert send(alert_body(key.full_key)).json()[0]["label"] == "true_positive"
+    assert key_row(key.key_id).revoked_reason == RevocationReason.LEAKED
+
+
 def test_it_answers_once_per_token_and_revokes_a_repeated_token_once(make_key, send):
     key = make_key()
     response = send(alert_body(key.full_key, key.full_key))
