@@ -113,7 +113,7 @@ class LeakSource(models.TextChoices):
     """Who told us a key had leaked."""
 
     GITHUB_SECRET_SCANNING = "github_secret_scanning", "GitHub secret scanning"
-    REPORT = "report", "Report to /keys/report-leaked"
+    REPORT = "report", "Public report"
 
 
 class ApiKey(models.Model):

@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='apikey',
             name='leak_source',
-            field=models.CharField(blank=True, choices=[('github_secret_scanning', 'GitHub secret scanning'), ('report', 'Report to /keys/report-leaked')], default='', max_length=30),
+            field=models.CharField(blank=True, choices=[('github_secret_scanning', 'GitHub secret scanning'), ('report', 'Public report')], default='', max_length=30),
         ),
         migrations.AddField(
             model_name='apikey',
