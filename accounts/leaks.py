@@ -77,7 +77,7 @@ def leaked_token_handle(*, token: str, source: LeakSource, context: SystemContex
     actor = Actor.system_on_report(f"leak report ({source.label})", context)
     if api_key_revoke_leaked(key=key, source=source, url=context.url, actor=actor):
         logger.warning(
-            "Revoked leaked API key %s of organization %s (reported by %s)",
+            "Revoked leaked API key %s of organization %s (reported through %s)",
             key.key_id,
             key.organization_id,
             source.label,
@@ -103,7 +103,7 @@ def leak_notice_message(key: ApiKey, *, source: LeakSource, url: str) -> tuple[s
         "everywhere within a minute. Revocation is permanent.",
         "",
         f"Key: {name} (id {key.key_id})",
-        f"Reported by: {source.label}",
+        f"Reported through: {source.label}",
         "Where it was found, as the report gave it (not checked by us):",
         f"    {url or '(not given)'}",
         "",

@@ -34,7 +34,8 @@ def test_the_key_list_shows_the_reason_and_where_it_was_found(alice_client, leak
 def test_the_key_page_shows_the_reason_and_where_it_was_found(alice_client, leaked):
     page = alice_client.get(f"/panel/keys/{leaked.key_id}/delete").content.decode()
     assert "because it was found in public" in page
-    assert "Leaked: reported by GitHub secret scanning" in page
+    assert '<dd class="leak-reason">Leaked</dd>' in page
+    assert '<dd class="leak-source">GitHub secret scanning</dd>' in page
     assert f"<code>{FOUND_AT}</code>" in page
 
 
