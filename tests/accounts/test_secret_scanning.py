@@ -36,6 +36,7 @@ from tests.accounts.secret_scanning_kit import (
     GitHub,
     KeysServer,
     alert_body,
+    public_pem,
     serve_keys,
 )
 from tests.conftest import API, client_for, error_of
@@ -332,6 +333,15 @@ def test_it_answers_503_when_nothing_listens_at_the_keys_url(make_key, send, set
 
 def test_it_answers_503_for_a_keys_document_that_is_not_githubs(make_key, send, keys_server):
     keys_server.document = {"keys": []}
+    key = make_key()
+    assert send(alert_body(key.full_key)).status_code == 503
+    assert key_row(key.key_id).revoked_at is None
+
+
+def test_it_answers_503_when_the_published_key_is_not_p256(make_key, send, github):
+    github.keys.document["public_keys"][0]["key"] = public_pem(
+        ec.generate_private_key(ec.SECP384R1())
+    )
     key = make_key()
     assert send(alert_body(key.full_key)).status_code == 503
     assert key_row(key.key_id).revoked_at is None
