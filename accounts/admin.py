@@ -116,6 +116,9 @@ KEY_FIELDS = (
     "replaced_by",
     "rotated_at",
     "revoked_at",
+    "revoked_reason",
+    "leak_source",
+    "leak_url",
 )
 
 
@@ -126,7 +129,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     fields = KEY_FIELDS  # secret_hash deliberately absent
     readonly_fields = KEY_FIELDS
     list_display = ("key_id", "name", "organization", "status", "expires_at", "last_used_at")
-    list_filter = ("organization",)
+    list_filter = ("revoked_reason", "organization")
     search_fields = ("key_id", "name", "organization__name", "organization__slug")
     list_select_related = ("organization",)
     ordering = ("-created_at",)

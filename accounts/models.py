@@ -103,6 +103,19 @@ def key_status_at(
     return KeyStatus.ACTIVE
 
 
+class RevocationReason(models.TextChoices):
+    """Why a key was revoked, when it was not simply a person's or a key's own request."""
+
+    LEAKED = "leaked", "Leaked"
+
+
+class LeakSource(models.TextChoices):
+    """Who told us a key had leaked."""
+
+    GITHUB_SECRET_SCANNING = "github_secret_scanning", "GitHub secret scanning"
+    REPORT = "report", "Public report"
+
+
 class ApiKey(models.Model):
     """An organization's API key. Only the secret's peppered hash is stored."""
 
@@ -125,6 +138,14 @@ class ApiKey(models.Model):
     replaced_by = models.CharField(max_length=8, null=True, blank=True)  # noqa: DJ001
     rotated_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Set only when the platform revoked the key because it was found in public.
+    revoked_reason = models.CharField(
+        max_length=20, choices=RevocationReason.choices, blank=True, default=""
+    )
+    leak_source = models.CharField(
+        max_length=30, choices=LeakSource.choices, blank=True, default=""
+    )
+    leak_url = models.CharField(max_length=2000, blank=True, default="")
 
     class Meta:
         constraints = [

@@ -6,12 +6,22 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from accounts import key_records, keys
 from accounts import scopes as scope_catalogue
 from accounts.authentication import hash_key_secret
-from accounts.models import ApiKey, KeyStatus, Membership, Organization, Role, User
+from accounts.models import (
+    ApiKey,
+    KeyStatus,
+    LeakSource,
+    Membership,
+    Organization,
+    RevocationReason,
+    Role,
+    User,
+)
 from audit.actors import Actor
 from audit.services import PanelAction
 from servers.selectors import server_ids_in_organization
@@ -264,14 +274,38 @@ def api_key_rotate(
 
 def api_key_revoke(*, key: ApiKey, actor: Actor) -> ApiKey:
     """Permanent. This process refuses the key at once, every other within the cache bound."""
-    now = timezone.now()
-    with transaction.atomic():
-        changed = ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=now)
-        if changed:
-            actor.audit(organization_id=key.organization_id, action=PanelAction.KEY_REVOKE)
-    _forget_in_this_process(key.key_id)
+    _revoke(key, actor, PanelAction.KEY_REVOKE, ApiKey.objects.filter(revoked_at__isnull=True))
     key.refresh_from_db()
     return key
+
+
+def api_key_revoke_leaked(*, key: ApiKey, source: LeakSource, url: str, actor: Actor) -> bool:
+    """Revoke a key found in public, if it is still active (a rotated-out key in its grace
+    period is); expired and revoked keys are left as they are. The same revocation as
+    `api_key_revoke`, marked with the reason and where it was found. True if it revoked."""
+    now = timezone.now()
+    active = ApiKey.objects.filter(revoked_at__isnull=True).exclude(expires_at__lte=now)
+    return _revoke(
+        key,
+        actor,
+        PanelAction.KEY_LEAK_REVOKED,
+        active,
+        revoked_reason=RevocationReason.LEAKED,
+        leak_source=source,
+        leak_url=url,
+    )
+
+
+def _revoke(
+    key: ApiKey, actor: Actor, action: PanelAction, revocable: QuerySet[ApiKey], **marks: str
+) -> bool:
+    """Revoke by compare-and-set among `revocable` keys; audit only if this call revoked."""
+    with transaction.atomic():
+        changed = revocable.filter(pk=key.pk).update(revoked_at=timezone.now(), **marks)
+        if changed:
+            actor.audit(organization_id=key.organization_id, action=action, key_id=key.key_id)
+    _forget_in_this_process(key.key_id)
+    return bool(changed)
 
 
 def api_key_delete(*, key: ApiKey, membership: Membership, actor: Actor) -> ApiKey:

@@ -3,14 +3,21 @@
 Every service that changes something takes an `Actor` and audits through it, so an API call
 is said to be one (`Actor.api`) rather than implied by a missing panel context: the request
 middleware records API calls, `Actor.audit` records panel actions inside the service's
-transaction, and the platform's own moves (`Actor.system`) are nobody's call.
+transaction, and the platform's own moves (`Actor.system`) are nobody's call. A move made on
+news from outside (`Actor.system_on_report`: a leaked key revoked) is recorded as `system`.
 """
 
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from audit.services import PanelAction, PanelContext, audit_panel_action
+from audit.services import (
+    PanelAction,
+    PanelContext,
+    SystemContext,
+    audit_panel_action,
+    audit_system_action,
+)
 
 
 class ActorSource(StrEnum):
@@ -31,6 +38,7 @@ class Actor:
     user_email: str | None = None
     panel: PanelContext | None = None
     label: str = ""
+    reported: SystemContext | None = None
 
     @classmethod
     def api(cls, key: _CallingKey) -> "Actor":
@@ -44,6 +52,11 @@ class Actor:
     def system(cls, label: str) -> "Actor":
         return cls(ActorSource.SYSTEM, label=label)
 
+    @classmethod
+    def system_on_report(cls, label: str, context: SystemContext) -> "Actor":
+        """The platform acting on news from outside (a leaked key): audited, unlike `system`."""
+        return cls(ActorSource.SYSTEM, label=label, reported=context)
+
     def describe(self) -> str:
         if self.source == ActorSource.API:
             return f"api key {self.key_id}"
@@ -51,10 +64,20 @@ class Actor:
             return f"panel {self.user_email}"
         return self.label or "system"
 
-    def audit(self, *, organization_id: str, action: PanelAction, server_id: str = "") -> None:
+    def audit(
+        self, *, organization_id: str, action: PanelAction, server_id: str = "", key_id: str = ""
+    ) -> None:
         """Panel actions are audited here, inside the acting service's transaction. API calls
-        are audited by the request middleware, and the platform's own moves are not calls."""
-        if self.panel is not None:
+        are audited by the request middleware. The platform's own moves are not calls, except
+        those made on news from outside (a leaked key revoked): their row names the key."""
+        if self.reported is not None:
+            audit_system_action(
+                organization_id=organization_id,
+                context=self.reported,
+                action=action,
+                key_id=key_id,
+            )
+        elif self.panel is not None:
             audit_panel_action(
                 organization_id=organization_id,
                 context=self.panel,

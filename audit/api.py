@@ -21,6 +21,8 @@ def audit_record_json(record: AuditRecord) -> dict[str, Any]:
     actor: dict[str, str]
     if record.actor_type == ActorType.API_KEY:
         actor = {"type": "api_key", "key_id": record.actor_key_id}
+    elif record.actor_type == ActorType.SYSTEM:  # the platform, acting on this key
+        actor = {"type": "system", "key_id": record.actor_key_id}
     else:
         actor = {"type": "user", "email": record.actor_email}
     return {
@@ -37,6 +39,7 @@ def audit_record_json(record: AuditRecord) -> dict[str, Any]:
         "ip": record.ip,
         "user_agent": record.user_agent,
         "request_id": record.request_id or None,
+        "url": record.url or None,
     }
 
 
@@ -69,9 +72,10 @@ class AuditRecordSerializer(serializers.Serializer[AuditRecord]):
 
     id = serializers.CharField()
     occurred_at = TimestampField()
-    source = serializers.ChoiceField(choices=["api", "panel"])  # type: ignore[assignment]
+    source = serializers.ChoiceField(choices=["api", "panel", "system"])  # type: ignore[assignment]
     actor = serializers.DictField(
-        help_text='{"type": "api_key", "key_id"} or {"type": "user", "email"}'
+        help_text='{"type": "api_key", "key_id"}, {"type": "user", "email"}, or '
+        '{"type": "system", "key_id"} when the platform acted on that key'
     )
     method = serializers.CharField()
     path = serializers.CharField()
@@ -82,6 +86,9 @@ class AuditRecordSerializer(serializers.Serializer[AuditRecord]):
     ip = serializers.IPAddressField(allow_null=True)
     user_agent = serializers.CharField()
     request_id = serializers.CharField(allow_null=True)
+    url = serializers.CharField(
+        allow_null=True, help_text="key.leak_revoked: where the leaked key was found."
+    )
 
 
 class AuditViewSet(viewsets.GenericViewSet[AuditRecord]):

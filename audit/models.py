@@ -16,15 +16,18 @@ def new_audit_ids(count: int) -> list[str]:
 class Source(models.TextChoices):
     API = "api", "API"
     PANEL = "panel", "Panel"
+    SYSTEM = "system", "System"
 
 
 class ActorType(models.TextChoices):
     API_KEY = "api_key", "API key"
     USER = "user", "User"
+    SYSTEM = "system", "System"
 
 
 class AuditRecord(models.Model):
-    """One Customer API call made with an organization's key, or one panel action."""
+    """One Customer API call made with an organization's key, one panel action, or one
+    action of the platform itself on the organization's keys (a leaked key revoked)."""
 
     id = models.CharField(primary_key=True, max_length=40, default=new_audit_id)
     # No database constraint and no index of its own (the listing index below leads with it):
@@ -52,6 +55,8 @@ class AuditRecord(models.Model):
     ip = models.GenericIPAddressField(null=True, blank=True)
     user_agent = models.CharField(max_length=500, blank=True, default="")
     request_id = models.CharField(max_length=128, blank=True, default="")
+    # Where a leaked key was found (key.leak_revoked); empty for every other action.
+    url = models.CharField(max_length=2000, blank=True, default="")
 
     class Meta:
         indexes = [

@@ -1,4 +1,5 @@
-"""Audit writes for panel actions: called inside the acting service's transaction."""
+"""Audit writes for panel actions and the platform's own actions on keys: called inside the
+acting service's transaction."""
 
 from dataclasses import dataclass
 from datetime import timedelta
@@ -16,6 +17,7 @@ class PanelAction(models.TextChoices):
     KEY_CREATE = "key.create", "API key created"
     KEY_ROTATE = "key.rotate", "API key rotated"
     KEY_REVOKE = "key.revoke", "API key revoked"
+    KEY_LEAK_REVOKED = "key.leak_revoked", "API key revoked by the platform: found in public"
     WEBHOOK_CREATE = "webhook.create", "Webhook created"
     WEBHOOK_UPDATE = "webhook.update", "Webhook updated"
     WEBHOOK_DELETE = "webhook.delete", "Webhook deleted"
@@ -71,6 +73,49 @@ def audit_panel_action(
         ip=context.ip,
         user_agent=context.user_agent,
         request_id=context.request_id,
+    )
+
+
+@dataclass(frozen=True)
+class SystemContext:
+    """What made the platform act on its own: the request that brought the news (a leak
+    alert or report) and the URL it named."""
+
+    url: str = ""
+    method: str = "POST"
+    path: str = ""
+    ip: str | None = None
+    user_agent: str = ""
+    request_id: str = ""
+
+    @classmethod
+    def from_request(cls, request: HttpRequest, *, url: str = "") -> "SystemContext":
+        return cls(
+            url=url[:2000],
+            method=request.method or "POST",
+            path=request.path[:500],
+            ip=client_ip(request),
+            user_agent=request.META.get("HTTP_USER_AGENT", "")[:500],
+            request_id=getattr(request, "request_id", ""),
+        )
+
+
+def audit_system_action(
+    *, organization_id: str, context: SystemContext, action: PanelAction, key_id: str
+) -> AuditRecord:
+    """The platform acting on one of the organization's keys: `key_id` names that key."""
+    return AuditRecord.objects.create(
+        organization_id=organization_id,
+        source=Source.SYSTEM,
+        actor_type=ActorType.SYSTEM,
+        actor_key_id=key_id,
+        method=context.method,
+        path=context.path,
+        action=action.value,
+        ip=context.ip,
+        user_agent=context.user_agent,
+        request_id=context.request_id,
+        url=context.url,
     )
 
 

@@ -233,11 +233,23 @@ SPECTACULAR_SETTINGS = {
 API_RATE_DEFAULT = _rate("API_RATE_DEFAULT", "300/min")
 API_RATE_REALTIME = _rate("API_RATE_REALTIME", "600/min")
 AUTH_FAILURE_RATE = _rate("AUTH_FAILURE_RATE", "30/min")
+# Reports of leaked keys (POST /api/public/v1/keys/report-leaked) per client IP.
+LEAK_REPORT_RATE = _rate("LEAK_REPORT_RATE", "10/min")
 
 # Key pepper: the stored hash is HMAC-SHA256(pepper, secret). Defaults to one derived from
 # SECRET_KEY; set it separately to rotate SECRET_KEY without invalidating every API key.
 API_KEY_PEPPER = env.str("API_KEY_PEPPER", default="")
 API_KEY_CACHE_SECONDS = env.int("API_KEY_CACHE_SECONDS", default=30)
+# GitHub's secret-scanning public keys, which sign its leak alerts. The operator's setting, not
+# customer input: any http(s) URL (a test or a mirror may serve the document).
+SECRET_SCANNING_KEYS_URL = (
+    env.str("SECRET_SCANNING_KEYS_URL", default="")
+    or "https://api.github.com/meta/public_keys/secret_scanning"
+)
+if not SECRET_SCANNING_KEYS_URL.lower().startswith(("https://", "http://")):
+    raise ImproperlyConfigured(
+        f"SECRET_SCANNING_KEYS_URL must be an http(s) URL, got {SECRET_SCANNING_KEYS_URL!r}"
+    )
 # Audit rows are written in small batches; 0 writes each row at the end of its request.
 AUDIT_FLUSH_INTERVAL_SECONDS = env.float("AUDIT_FLUSH_INTERVAL_SECONDS", default=0.25)
 AUDIT_RETENTION_HOURS = 24

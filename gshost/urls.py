@@ -22,6 +22,7 @@ urlpatterns = [
     *bare_prefix,
     path("", RedirectView.as_view(url="/panel/keys/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("integrations/", include("accounts.integrations")),
     path("accounts/", include("accounts.panel.auth_urls")),
     path("panel/webhooks/", include("webhooks.panel")),
     path("panel/servers/", include("servers.panel.urls")),

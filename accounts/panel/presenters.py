@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from accounts import scopes as scope_catalogue
-from accounts.models import ApiKey, KeyStatus
+from accounts.models import ApiKey, KeyStatus, RevocationReason
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,11 @@ class KeyRow:
     @property
     def can_revoke(self) -> bool:
         return self.status == KeyStatus.ACTIVE
+
+    @property
+    def leaked(self) -> bool:
+        """Revoked by the platform because the key was found in public."""
+        return self.key.revoked_reason == RevocationReason.LEAKED
 
 
 def scope_tags(scopes: Iterable[str]) -> list[ScopeTag]:

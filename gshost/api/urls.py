@@ -2,7 +2,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.negotiation import DefaultContentNegotiation
 
-from accounts.api import KeyViewSet
+from accounts.api import KeyViewSet, LeakReportView
 from audit.api import AuditViewSet
 from gshost.api.views import UnknownRouteView
 from servers.api import ServerViewSet
@@ -38,6 +38,7 @@ urlpatterns = [
         KeyViewSet.as_view({"delete": "destroy"}),
         name="account.keys.revoke",
     ),
+    path("keys/report-leaked", LeakReportView.as_view(), name="keys.report_leaked"),
     path("account/audit", AuditViewSet.as_view({"get": "list"}), name="account.audit.list"),
     path(
         "webhooks",

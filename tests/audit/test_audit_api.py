@@ -39,6 +39,7 @@ RECORD_FIELDS = {
     "ip",
     "user_agent",
     "request_id",
+    "url",
 }
 
 
@@ -84,6 +85,7 @@ def test_it_records_an_accepted_call_with_every_contract_field(make_key, reader)
         "ip": "127.0.0.1",
         "user_agent": "deployer/2.1",
         "request_id": "req-42",
+        "url": None,
     }
     assert record["action"]
 

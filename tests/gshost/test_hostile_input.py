@@ -159,6 +159,7 @@ QUERY_NAMES = [
 ]
 BODY_NAMES = [
     "url",
+    "token",
     "events",
     "event_types",
     "description",
@@ -180,6 +181,7 @@ ROUTES = [
     ("get", "/account/audit"),
     ("get", "/account/keys"),
     ("get", "/account/keys/current"),
+    ("post", "/keys/report-leaked"),
     ("get", "/servers"),
     ("get", "/servers/{server}"),
     ("get", "/servers/{server}/backups"),
@@ -218,6 +220,7 @@ REQUESTS = st.tuples(
 @pytest.fixture
 def fuzz_world(settings, owner_key, acme, acme_server: Server, webhook) -> dict[str, Any]:
     settings.API_RATE_DEFAULT = settings.API_RATE_REALTIME = "1000000/min"
+    settings.LEAK_REPORT_RATE = "1000000/min"
     delivery = make_delivery(webhook, status=DeliveryStatus.FAILED, server_id=acme_server.id)
     ids = {"server": acme_server.id, "webhook": webhook.id, "delivery": delivery.id}
     return {"client": client_for(owner_key), "ids": ids}

@@ -22,6 +22,7 @@ def test_it_documents_every_public_route(client):
         "/account/keys",
         "/account/keys/{key_id}",
         "/account/audit",
+        "/keys/report-leaked",
         "/webhooks",
         "/webhooks/{webhook_id}/deliveries/redeliver",
         "/servers/{server_id}/realtime-stats",
@@ -57,11 +58,27 @@ def _error_codes(operation, status):
     return schema["allOf"][1]["properties"]["error"]["properties"]["code"]["enum"]
 
 
+# Routes anyone may call, without a key: documented without security and without a 401.
+OPEN_OPERATIONS = {("post", "/keys/report-leaked")}
+
+
 def test_it_documents_the_error_envelope_on_every_operation(client):
     for path, method, operation in _operations(client):
+        assert "rate_limited" in _error_codes(operation, "429")
+        if (method, path) in OPEN_OPERATIONS:
+            continue
         assert "401" in operation["responses"], (method, path)
         assert "missing_token" in _error_codes(operation, "401")
-        assert "rate_limited" in _error_codes(operation, "429")
+
+
+def test_it_documents_the_leak_report_as_open_to_anyone(client):
+    operations = {(m, p): op for p, m, op in _operations(client)}
+    for key in OPEN_OPERATIONS:
+        operation = operations[key]
+        assert not operation.get("security"), key
+        assert "401" not in operation["responses"], key
+    ok = operations["post", "/keys/report-leaked"]["responses"]["202"]
+    assert ok["content"]["application/json"]["schema"]["$ref"].endswith("/LeakReportReceipt")
 
 
 def test_it_documents_server_not_found_on_every_server_route(client):

@@ -47,6 +47,7 @@ def quiet_limits_fixture(settings: Any) -> None:
     settings.API_RATE_DEFAULT = "1000000/min"
     settings.API_RATE_REALTIME = "1000000/min"
     settings.AUTH_FAILURE_RATE = "1000000/min"
+    settings.LEAK_REPORT_RATE = "1000000/min"
     settings.WEBHOOK_TIMEOUT_SECONDS = 1.0  # test pings to generated URLs fail fast offline
 
 
