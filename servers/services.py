@@ -12,7 +12,9 @@ from audit.services import PanelAction
 from servers import events
 from servers.errors import InvalidState
 from servers.lifecycle import REQUESTS, Move, Trigger, move
-from servers.models import ConsoleCommand, Game, Server, ServerState, ServerTransition
+from servers.migration import format_address
+from servers.models import ConsoleCommand, Game, Node, Server, ServerState, ServerTransition
+from servers.nodes import allocate_port, check_game_on_node, default_game, node_for_new_server
 from servers.runtime import get_runtime
 from servers.selectors import server_busy_job
 from webhooks.events import Event
@@ -27,14 +29,32 @@ class PowerAction(StrEnum):
 
 
 def server_create(
-    *, organization: Organization, name: str, game: str = Game.MINECRAFT, address: str = ""
+    *,
+    organization: Organization,
+    name: str,
+    game: str | None = None,
+    address: str = "",
+    node: Node | None = None,
 ) -> Server:
-    """A new server of the organization; it starts `stopped`."""
-    if game not in Game.values:
+    """A new server of the organization; it starts `stopped`.
+
+    Without `node`, on the agent node with the most free ports (for a template game), else
+    the simulated node. A server on an agent node takes a free port of the node's range and
+    the node's address; ValueError when the game does not run there or no port is free.
+    """
+    if game is not None and game not in Game.values:
         raise ValueError(f"Unknown game {game!r}; choose from {', '.join(Game.values)}.")
-    server = Server(organization=organization, name=name, game=game)
-    server.address = address or _default_address(server.id)
-    server.save(force_insert=True)
+    with transaction.atomic():
+        node = node or node_for_new_server(game)
+        game = game or default_game(node)
+        check_game_on_node(node, game)
+        server = Server(organization=organization, name=name, game=game, node=node)
+        if node.is_agent:
+            server.port = allocate_port(node)
+            server.address = format_address(node.address, server.port)
+        else:
+            server.address = address or _default_address(server.id)
+        server.save(force_insert=True)
     return server
 
 
@@ -105,7 +125,7 @@ def server_power(*, server: Server, action: PowerAction, actor: Actor) -> Server
             action=PanelAction.SERVER_POWER,
             server_id=server.id,
         )
-        runtime = get_runtime()
+        runtime = get_runtime(server)
         {"start": runtime.start, "stop": runtime.stop, "restart": runtime.restart}[action](server)
     return server
 
@@ -148,7 +168,7 @@ def command_deliver(*, server: Server, command: str, actor: Actor) -> ConsoleCom
         current = Server.objects.select_for_update().get(id=server.id)
         if current.state != ServerState.RUNNING:
             raise InvalidState(current.state, "Console commands need a running server.")
-        result = get_runtime().send_command(current, command)
+        result = get_runtime(current).send_command(current, command)
         return ConsoleCommand.objects.create(
             server=current,
             command=command,
