@@ -11,7 +11,7 @@ from gshost.errors import InvalidInput
 from servers.config_events import config_events_for_status
 from servers.configuration import desired_settings
 from servers.models import Server, ServerMigration
-from servers.runtime import MetricsSample, PlayerList, StatsSample, get_runtime
+from servers.runtime import ConsoleLines, MetricsSample, PlayerList, StatsSample, get_runtime
 
 DEFAULT_WINDOW = "1h"
 MAX_WINDOW = timedelta(hours=24)
@@ -42,6 +42,12 @@ def interval_for(window: timedelta) -> timedelta:
 
 def players_read(server: Server) -> PlayerList:
     return get_runtime(server).players(server, timezone.now())
+
+
+def console_lines_read(server: Server, after: int) -> ConsoleLines:
+    """The console's lines after line `after`: the game's output on agent nodes, the command
+    history with its answers on the simulated node."""
+    return get_runtime(server).console_lines(server, after)
 
 
 def stats_read(server: Server) -> StatsSample:

@@ -21,7 +21,7 @@ from accounts.models import User
 from audit.actors import Actor
 from audit.services import PanelAction
 from servers import events
-from servers.errors import InvalidState
+from servers.errors import InvalidState, NodeUnavailable
 from servers.models import (
     ALERTABLE_STATUSES,
     RunStatus,
@@ -235,6 +235,8 @@ def _send(schedule: Schedule, server: Server) -> tuple[RunStatus, str]:
         sent = command_deliver(server=server, command=schedule.command, actor=actor)
     except InvalidState as refused:  # not running: the run is skipped
         return RunStatus.SKIPPED, refused.message
+    except NodeUnavailable as unavailable:  # the node is unreachable: nothing was sent
+        return RunStatus.FAILED, unavailable.message
     return (RunStatus.SUCCEEDED if sent.accepted else RunStatus.FAILED), sent.output
 
 

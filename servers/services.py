@@ -11,7 +11,7 @@ from audit.actors import Actor
 from audit.services import PanelAction
 from servers import events
 from servers.errors import InvalidState
-from servers.lifecycle import REQUESTS, Move, Trigger, move
+from servers.lifecycle import REQUESTS, CrashDetails, Move, Trigger, move
 from servers.migration import format_address
 from servers.models import ConsoleCommand, Game, Node, Server, ServerState, ServerTransition
 from servers.nodes import allocate_port, check_game_on_node, default_game, node_for_new_server
@@ -65,7 +65,12 @@ def _default_address(server_id: str) -> str:
 
 
 def server_transition(
-    *, server_id: str, trigger: Trigger, cause: str, exit_code: int | None = None
+    *,
+    server_id: str,
+    trigger: Trigger,
+    cause: str,
+    exit_code: int | None = None,
+    crash: CrashDetails | None = None,
 ) -> Server:
     """Apply one move of the state machine by compare-and-set, record it, publish its event.
 
@@ -85,11 +90,18 @@ def server_transition(
             current = Server.objects.get(id=server_id).state
             raise InvalidState(current, _refusal(trigger, current))
         server.state, server.state_changed_at = step.target, now
-        _record(server, step, cause, exit_code, now)
+        _record(server, step, cause, exit_code, now, crash)
     return server
 
 
-def _record(server: Server, step: Move, cause: str, exit_code: int | None, now: datetime) -> None:
+def _record(
+    server: Server,
+    step: Move,
+    cause: str,
+    exit_code: int | None,
+    now: datetime,
+    crash: CrashDetails | None = None,
+) -> None:
     ServerTransition.objects.create(
         server=server,
         from_state=step.source,
@@ -100,7 +112,8 @@ def _record(server: Server, step: Move, cause: str, exit_code: int | None, now: 
         at=now,
     )
     if step.event is not None:
-        events.publish(server, step.event, step.event_data(exit_code), occurred_at=now)
+        data = step.event_data(exit_code, crash)
+        events.publish(server, step.event, data, occurred_at=now)
 
 
 def _refusal(trigger: Trigger, state: str) -> str:
