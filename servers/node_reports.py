@@ -63,7 +63,7 @@ def _log_disagreements(node: Node, reported: dict[str, str]) -> None:
     known = dict(Server.objects.filter(node=node, id__in=list(reported)).values_list("id", "state"))
     for server_id, state in reported.items():
         if server_id not in known:
-            logger.warning("Node %s runs %s, which is not one of its servers", node.name, server_id)
+            logger.info("Node %s runs %s, which is not one of its servers", node.name, server_id)
         elif known[server_id] != state:
             logger.info(
                 "Node %s: %s is %s there, %s here", node.name, server_id, state, known[server_id]
@@ -75,7 +75,11 @@ def node_report_apply(*, node: Node, report: Report) -> ReportOutcome:
     changes); one whose move does not apply now is acknowledged and logged as ignored."""
     with transaction.atomic():
         locked = Node.objects.select_for_update().get(id=node.id)
-        if not Server.objects.filter(id=report.server_id, node=locked).exists():
+        # Locking the server waits for an action still under way on it (a start whose
+        # transaction has not committed when a quick `ready` arrives), so the report is
+        # applied to the state that action leaves, not the one before it.
+        server = Server.objects.select_for_update().filter(id=report.server_id, node=locked)
+        if server.first() is None:
             raise ServerNotOnNode()
         last = locked.last_report_seq if locked.outbox_id == report.outbox_id else 0
         if report.seq <= last:

@@ -12,7 +12,6 @@ from urllib.parse import urlsplit
 
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
-from django.utils import timezone
 
 from gshost.encryption import decrypt_secret, encrypt_secret
 from gshost.ids import random_base62
@@ -248,10 +247,3 @@ def allocate_port(node: Node) -> int:
     raise ValueError(
         f"Node {node.name!r} has no free port: {node.first_port}-{node.last_port} are all taken."
     )
-
-
-def node_last_seen(node: Node) -> str:
-    if node.last_heartbeat_at is None:
-        return "never"
-    seconds = int((timezone.now() - node.last_heartbeat_at).total_seconds())
-    return f"{seconds} s ago"

@@ -5,13 +5,18 @@ import json
 import pytest
 from django.test import Client
 from freezegun import freeze_time
+from jsonschema import Draft202012Validator
 
+from audit.actors import Actor
 from audit.models import AuditRecord
 from servers.models import Node, NodeState, Server, ServerTransition
 from servers.nodes import simulated_node
 from servers.services import server_create
 from tests.servers.conftest import Published, events_of
 from tests.servers.node_fixtures import register
+from webhooks.events import EVENT_NAMES
+from webhooks.models import Delivery
+from webhooks.services import webhook_create
 
 HEARTBEAT = "/internal/nodes/heartbeat"
 REPORTS = "/internal/nodes/reports"
@@ -166,6 +171,28 @@ def test_crashed_fires_crashed_with_the_nodes_details(
             },
         )
     ]
+
+
+def test_a_crash_report_is_delivered_in_the_shape_the_schema_publishes(
+    acme, demo_server, node_token, put_in_state
+):
+    webhook_create(
+        organization=acme,
+        url="https://hooks.example.com/acme",
+        events=sorted(EVENT_NAMES),
+        actor=Actor.system("tests"),
+    )
+    put_in_state(demo_server, "running")
+    body = report(demo_server, "crashed", exit_code=137, signal=9, last_output=["bye"])
+    post(REPORTS, body, node_token)
+    delivery = Delivery.objects.get(event="server.crashed")
+    payload = json.loads(delivery.body)
+    assert payload["data"] == {
+        "reason": "exited", "exit_code": 137, "signal": 9, "oom": False, "last_output": ["bye"]
+    }  # fmt: skip
+    document = Client().get("/api/public/v1/schema/?format=json").json()
+    schema = document["components"]["schemas"]["WebhookEvent_server_crashed"]
+    Draft202012Validator(schema).validate(payload)
 
 
 def test_failed_to_start_fires_crashed_with_that_reason(

@@ -133,3 +133,13 @@ def test_the_console_lines_need_a_console(alice_client, acme_server):
 def test_a_node_with_no_servers_is_not_shown_to_customers(alice_client, acme_server):
     register("empty-node")
     assert "empty-node" not in alice_client.get(PANEL).content.decode()
+
+
+def test_a_power_action_on_an_unreachable_node_is_refused_with_a_message(
+    alice_client, demo_server, agent_node
+):
+    Node.objects.filter(id=agent_node.id).update(last_heartbeat_at=None)
+    response = alice_client.post(f"{PANEL}{demo_server.id}/power", {"action": "start"}, follow=True)
+    assert "node-1 is unavailable" in response.content.decode()
+    demo_server.refresh_from_db()
+    assert demo_server.state == "stopped"
