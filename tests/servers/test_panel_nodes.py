@@ -143,3 +143,23 @@ def test_a_power_action_on_an_unreachable_node_is_refused_with_a_message(
     assert "node-1 is unavailable" in response.content.decode()
     demo_server.refresh_from_db()
     assert demo_server.state == "stopped"
+
+
+def test_the_settings_page_of_an_unreachable_node_shows_the_template_settings(
+    alice_client, demo_server, agent_node
+):
+    Node.objects.filter(id=agent_node.id).update(last_heartbeat_at=None)
+    response = alice_client.get(f"{PANEL}{demo_server.id}/settings")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "max-players" in html and "Cannot compare now" in html
+
+
+def test_settings_of_a_template_game_are_saved_from_the_panel(alice_client, demo_server):
+    response = alice_client.post(
+        f"{PANEL}{demo_server.id}/settings",
+        {"motd": "Hi", "max-players": "30", "difficulty": "hard"},
+    )
+    assert response.status_code == 302
+    demo_server.refresh_from_db()
+    assert demo_server.desired_settings == {"motd": "Hi", "max-players": "30", "difficulty": "hard"}
