@@ -18,6 +18,7 @@ from urllib.parse import quote
 import requests
 from requests.adapters import HTTPAdapter
 
+from gshost.errors import InvalidInput
 from gshost.ids import format_timestamp
 from gshost_agent.templates import load_template
 from servers.capabilities import Capability
@@ -175,9 +176,10 @@ class AgentRuntime:
         try:
             agent_call(server.node, "POST", _server_path(server, "console"), {"command": command})
         except AgentError as error:
-            if error.status == 409:
-                raise _refused(server, error) from None
-            return CommandResult(False, error.message or "The node refused the command.")
+            if error.status == 400:  # the rules are ours too: a disagreement, told as ours
+                message = error.message or "The node refused the command."
+                raise InvalidInput(message, fields={"command": [message]}) from None
+            raise _refused(server, error) from None
         return CommandResult(True, "")
 
     def run_job(self, job: Job) -> None:
@@ -190,11 +192,12 @@ class AgentRuntime:
         """The agent writes the settings file when it starts the game (they go with start)."""
 
     def _get(self, server: Server, what: str, params: dict[str, str] | None = None) -> Any:
-        """A reading; None when the agent does not know the server (never started there)."""
+        """A reading; None when the agent has none: it does not know the server (never
+        started there, 404) or the game does not run (409)."""
         try:
             return agent_call(server.node, "GET", _server_path(server, what), params=params)
         except AgentError as error:
-            if error.status == 404:
+            if error.status in (404, 409):
                 return None
             raise NodeUnavailable(server.node.name, "its agent refused the reading") from None
 

@@ -121,6 +121,19 @@ def test_a_stop_command_the_node_cannot_take_leaves_the_server_running(
     assert state_of(demo_server) == "running"
 
 
+def test_a_command_the_agent_refuses_as_bad_is_400_and_fires_nothing(
+    key, demo_server, stand_in_agent, put_in_state, published
+):
+    put_in_state(demo_server, "running")
+    published.clear()
+    path = f"/v1/servers/{demo_server.id}/console"
+    stand_in_agent.answer("POST", path, 400, {"error": {"code": "bad", "message": "Too long."}})
+    response = api_post(key, demo_server, "console", {"command": "say hi"})
+    assert response.status_code == 400
+    assert error_of(response)["fields"] == {"command": ["Too long."]}
+    assert published == []
+
+
 # Readings
 
 
@@ -187,7 +200,14 @@ def test_drift_compares_with_the_settings_file_on_the_node(key, demo_server, sta
 
 def test_readings_of_a_server_the_agent_does_not_know_are_empty(key, demo_server):
     body = api_get(key, demo_server, "players").json()  # the stand-in answers 404
-    assert (body["count"], body["players"]) == (0, [])
+    assert (body["count"], body["max"], body["players"]) == (0, 20, [])
+
+
+def test_stats_of_a_game_that_does_not_run_are_idle(key, demo_server, stand_in_agent):
+    path = f"/v1/servers/{demo_server.id}/stats"
+    stand_in_agent.answer("GET", path, 409, {"error": {"code": "invalid_state", "message": "no"}})
+    body = api_get(key, demo_server, "realtime-stats").json()
+    assert (body["state"], body["cpu_percent"], body["uptime_seconds"]) == ("stopped", 0.0, 0)
 
 
 # Node outages: 503 node_unavailable, nothing done or queued

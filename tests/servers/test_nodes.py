@@ -145,7 +145,10 @@ def test_the_admin_change_page_shows_no_secret(staff_client, agent_node):
     assert "encrypted_token" not in page
 
 
-def test_the_admin_rotates_a_token_and_shows_it_once(staff_client, agent_node, node_token):
+def test_the_admin_rotates_a_token_and_shows_it_once(
+    staff_client, agent_node, node_token, caplog
+):
+    caplog.set_level(logging.DEBUG)
     response = staff_client.post(
         "/admin/servers/node/",
         {"action": "rotate_token", "_selected_action": [agent_node.pk]},
@@ -157,6 +160,7 @@ def test_the_admin_rotates_a_token_and_shows_it_once(staff_client, agent_node, n
     assert node_by_token(node_token) is None
     page = staff_client.get("/admin/servers/node/").content.decode()
     assert new not in page
+    assert new not in caplog.text
 
 
 def test_a_node_is_unreachable_when_its_heartbeat_is_old(db):
