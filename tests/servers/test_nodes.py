@@ -145,9 +145,7 @@ def test_the_admin_change_page_shows_no_secret(staff_client, agent_node):
     assert "encrypted_token" not in page
 
 
-def test_the_admin_rotates_a_token_and_shows_it_once(
-    staff_client, agent_node, node_token, caplog
-):
+def test_the_admin_rotates_a_token_and_shows_it_once(staff_client, agent_node, node_token, caplog):
     caplog.set_level(logging.DEBUG)
     response = staff_client.post(
         "/admin/servers/node/",
