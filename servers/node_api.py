@@ -134,7 +134,17 @@ def _last_output(body: dict[str, Any]) -> tuple[str, ...]:
         return ()
     if not isinstance(value, list) or not all(isinstance(line, str) for line in value):
         raise BadInput("last_output", "last_output must be a list of strings.")
-    return tuple(line[:MAX_OUTPUT_LINE_LENGTH] for line in value[-MAX_OUTPUT_LINES:])
+    return tuple(_printable(line)[:MAX_OUTPUT_LINE_LENGTH] for line in value[-MAX_OUTPUT_LINES:])
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _printable(line: str) -> str:
+    """A game's output as text a database and a webhook receiver take: no NUL or other
+    control character (a tab stays), no lone surrogate."""
+    text = line.encode("utf-8", "replace").decode("utf-8")
+    return _CONTROL.sub("", text)
 
 
 def parse_report(body: dict[str, Any]) -> Report:

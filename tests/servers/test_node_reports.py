@@ -350,3 +350,15 @@ def test_the_internal_routes_are_not_audited_as_customer_calls(
     put_in_state(demo_server, "starting")
     post(REPORTS, report(demo_server, "ready"), node_token)
     assert not AuditRecord.objects.filter(path__startswith="/internal/").exists()
+
+
+def test_control_characters_in_the_last_output_are_dropped(
+    demo_server, node_token, put_in_state, published
+):
+    put_in_state(demo_server, "running")
+    lines = ["nul\x00here", "bell\x07", "tab\tkept", "lone \ud800 surrogate"]
+    response = post(REPORTS, report(demo_server, "crashed", last_output=lines), node_token)
+    assert response.status_code == 200
+    assert published[-1].data["last_output"] == [
+        "nulhere", "bell", "tab\tkept", "lone ? surrogate"
+    ]  # fmt: skip
