@@ -1,9 +1,11 @@
 """The runtime boundary: everything the control plane asks of the hosts that run servers.
 
-Requests (start, stop, restart, run a job, migrate, push settings) are made inside the
-requesting service's transaction and only sent once it commits; the host later reports what
-happened through the services (`server_transition`, `job_*`, `migration_complete`), which
-own the state. Readings (players, stats, metrics, actual settings) are answered at once.
+Requests (start, stop, restart, run a job, migrate, push settings, kill) are made inside the
+requesting service's transaction: the simulated hosts act once it commits, an agent is asked
+at once so that its refusal rolls the request back. The host later reports what happened
+through the services (`server_transition`, `job_*`, `migration_complete`; agents through
+`servers.node_reports`), which own the state. Readings (players, stats, metrics, actual
+settings, console lines) are answered at once.
 
 Each server's node decides its runtime (`get_runtime(server)`): the simulated node has
 `servers.simulated_runtime.SimulatedRuntime` (or the `SERVER_RUNTIME` setting), which finishes
