@@ -11,10 +11,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
+from gshost.api import rate_limits
+from gshost.api.client_ip import client_ip
 from servers.lifecycle import MAX_OUTPUT_LINE_LENGTH, MAX_OUTPUT_LINES, CrashDetails
 from servers.models import Node
 from servers.node_reports import (
@@ -61,7 +64,7 @@ def node_route(view: NodeView) -> Callable[[HttpRequest], HttpResponse]:
             return response
         node = _node_of(request)
         if node is None:
-            return _error(401, "invalid_token", "Send the node token as Authorization: Bearer.")
+            return _refused(request)
         raw = _read_body(request)
         if raw is None:
             return _error(413, "payload_too_large", "The body is larger than 64 KiB.")
@@ -78,6 +81,18 @@ def node_route(view: NodeView) -> Callable[[HttpRequest], HttpResponse]:
 
     wrapper.__name__ = view.__name__
     return wrapper
+
+
+def _refused(request: HttpRequest) -> JsonResponse:
+    """401, or 429 once this address has failed too often this minute (as the API does)."""
+    limit = rate_limits.parse_rate(settings.AUTH_FAILURE_RATE)
+    state = rate_limits.hit(f"nodeauthfail:{client_ip(request)}", limit)
+    if state.exceeded:
+        message = "Too many failed authentications; retry later."
+        response = _error(429, "rate_limited", message, retry_after=state.retry_after)
+        response["Retry-After"] = str(state.retry_after)
+        return response
+    return _error(401, "invalid_token", "Send the node token as Authorization: Bearer.")
 
 
 def _node_of(request: HttpRequest) -> Node | None:
