@@ -7,6 +7,7 @@ from io import StringIO
 import pytest
 import trustme
 from django.core.management import CommandError, call_command
+from django.test import Client
 
 from audit.actors import Actor
 from servers.models import Node, RunStatus, Schedule, Server, ServerTransition
@@ -350,3 +351,22 @@ def test_simulate_fail_start_and_migrate_are_refused_on_agent_nodes(
         simulate(demo_server.id, what)
     assert state_of(demo_server) == "stopped"
     assert Server.objects.get(id=demo_server.id).address == "198.51.100.7:27000"
+
+
+@pytest.mark.parametrize(
+    ("path", "method"),
+    [
+        ("/api/public/v1/servers/{server_id}/power", "post"),
+        ("/api/public/v1/servers/{server_id}/console", "post"),
+        ("/api/public/v1/servers/{server_id}/players", "get"),
+        ("/api/public/v1/servers/{server_id}/realtime-stats", "get"),
+        ("/api/public/v1/servers/{server_id}/metrics", "get"),
+        ("/api/public/v1/servers/{server_id}/settings/drift", "get"),
+    ],
+)
+def test_the_schema_documents_503_node_unavailable_where_the_node_is_asked(db, path, method):
+    document = Client().get("/api/public/v1/schema/?format=json").json()
+    response = document["paths"][path][method]["responses"]["503"]
+    assert "Retry-After" in response["headers"]
+    schema = response["content"]["application/json"]["schema"]["allOf"][1]
+    assert schema["properties"]["error"]["properties"]["code"]["enum"] == ["node_unavailable"]
