@@ -187,12 +187,15 @@ def parse_report(body: dict[str, Any]) -> Report:
 
 
 def _servers(body: dict[str, Any]) -> dict[str, str]:
-    value = body.get("servers", {})
-    valid = isinstance(value, dict) and len(value) <= MAX_SERVERS_IN_HEARTBEAT
-    if not valid or not all(
-        isinstance(k, str) and _SERVER_ID.fullmatch(k) and v in _STATES for k, v in value.items()
-    ):
-        raise BadInput("servers", "servers maps server ids to states.")
+    value = body.get("servers")
+    message = "servers maps server ids to states."
+    if not isinstance(value, dict) or len(value) > MAX_SERVERS_IN_HEARTBEAT:
+        raise BadInput("servers", message)
+    for server_id, state in value.items():
+        if not isinstance(server_id, str) or not _SERVER_ID.fullmatch(server_id):
+            raise BadInput("servers", message)
+        if state not in _STATES:
+            raise BadInput("servers", message)
     return value
 
 
@@ -201,7 +204,7 @@ def _servers(body: dict[str, Any]) -> dict[str, str]:
 
 @node_route
 def heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpResponse:
-    version = body.get("agent_version", "")
+    version = body.get("agent_version")
     if not isinstance(version, str) or len(version) > 100 or not version.isprintable():
         raise BadInput("agent_version", "agent_version must be a string of at most 100 characters.")
     outbox_id = body.get("outbox_id")

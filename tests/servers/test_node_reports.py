@@ -368,3 +368,10 @@ def test_failed_node_authentications_are_limited_per_address(db, settings):
     settings.AUTH_FAILURE_RATE = "3/m"
     statuses = [post(REPORTS, {}, token="gsn_" + "x" * 43).status_code for _ in range(4)]
     assert statuses == [401, 401, 401, 429]
+
+
+@pytest.mark.parametrize("missing", ["agent_version", "servers"])
+def test_a_heartbeat_without_a_required_member_is_400(agent_node, node_token, missing):
+    body = {"agent_version": "1", "outbox_id": "b", "servers": {}}
+    del body[missing]
+    assert post(HEARTBEAT, body, node_token).status_code == 400

@@ -1,5 +1,6 @@
 """`simulate SERVER_ID crash|fail-start|migrate [--new-address IP:PORT]`: make the simulated
-host misbehave now, so the matching events can be seen end to end."""
+host misbehave now, so the matching events can be seen end to end. On an agent node, `crash`
+kills the game process (SIGKILL: a real crash the agent reports); the others are refused."""
 
 from typing import Any
 
@@ -16,7 +17,8 @@ class Command(BaseCommand):
     help = (
         "crash: a running/restarting server crashes now; fail-start: a stopped server is "
         "started and fails to start, a starting one fails now; migrate: the server moves "
-        "to another host now (server.migrated)."
+        "to another host now (server.migrated). On an agent node only crash works: it kills "
+        "the game with SIGKILL and the agent reports the crash."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
