@@ -44,6 +44,13 @@ class NotEnabled(DomainError):
     code = "feature_not_enabled"
 
 
+class Unavailable(DomainError):
+    """What was asked depends on something that cannot be reached now; `retry_after` (in
+    `extra`) says when to try again."""
+
+    code = "unavailable"
+
+
 class RefusedValue(DomainError):
     """The request is well formed, but a rule refuses a value in it (the subclass names which)."""
 

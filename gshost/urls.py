@@ -23,6 +23,8 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/panel/keys/", permanent=False)),
     path("admin/", admin.site.urls),
     path("integrations/", include("accounts.integrations")),
+    # Agents of the nodes report here (bearer node token; not the public API).
+    path("internal/nodes/", include("servers.node_urls")),
     path("accounts/", include("accounts.panel.auth_urls")),
     path("panel/webhooks/", include("webhooks.panel")),
     path("panel/servers/", include("servers.panel.urls")),

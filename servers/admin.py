@@ -7,7 +7,8 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 
 from audit.actors import Actor
 from gshost.errors import DomainError
@@ -18,12 +19,14 @@ from servers.models import (
     Backup,
     ConfigEvent,
     Job,
+    Node,
     Schedule,
     ScheduleRun,
     Server,
     ServerTransition,
     SettingChange,
 )
+from servers.nodes import free_port_count, node_rotate_token, nodes_with_usage, simulated_node
 from servers.simulated_host import host_crash, host_fail_start
 
 
@@ -38,6 +41,8 @@ class ServerAdminForm(forms.ModelForm):
     class Meta:
         model = Server
         fields = ("organization", "name", "game", "address", "disabled_capabilities")
+
+    # The node and port are chosen when the server is created (createserver).
 
 
 class TransitionInline(admin.TabularInline):
@@ -69,17 +74,26 @@ def _cause(request: HttpRequest) -> str:
 @admin.register(Server)
 class ServerAdmin(admin.ModelAdmin):
     form = ServerAdminForm
-    list_display = ("name", "id", "organization", "game", "state", "address", "created_at")
-    list_filter = ("game", "state", "organization")
+    list_display = (
+        "name", "id", "organization", "game", "state", "node", "address", "created_at"
+    )  # fmt: skip
+    list_filter = ("game", "state", "node", "organization")
     search_fields = ("name", "id", "organization__name", "organization__slug")
     readonly_fields = (
-        "id", "state", "state_changed_at", "desired_settings", "reported_settings",
-        "created_at", "updated_at",
+        "id", "node", "port", "state", "state_changed_at", "desired_settings",
+        "reported_settings", "created_at", "updated_at",
     )  # fmt: skip
-    list_select_related = ("organization",)
+    list_select_related = ("organization", "node")
     autocomplete_fields = ("organization",)
     inlines = (TransitionInline,)
     actions = ("simulate_crash", "simulate_fail_start", "simulate_migrate")
+
+    def save_model(self, request: HttpRequest, obj: Server, form: Any, change: bool) -> None:
+        """A server added here goes on the simulated node; `createserver --node` places one
+        on an agent node (with a port of its range)."""
+        if not change and obj.node_id is None:
+            obj.node = simulated_node()
+        super().save_model(request, obj, form, change)
 
     @admin.action(description="Simulate: crash now (running or restarting servers)")
     def simulate_crash(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
@@ -154,3 +168,58 @@ class ConfigEventAdmin(ReadOnlyAdmin):
 class SettingChangeAdmin(ReadOnlyAdmin):
     list_display = ("server", "key", "previous_value", "new_value", "source", "changed_at")
     list_filter = ("source", "key")
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    """Nodes are registered with `createnode` (it prints the token once). The token is never
+    a field here: the rotate action shows a new one once, on a page that is not cached."""
+
+    list_display = (
+        "name", "kind", "url", "address", "state", "last_heartbeat_at", "servers", "free_ports"
+    )  # fmt: skip
+    fields = (
+        "name", "kind", "url", "address", "first_port", "last_port", "ca_pem",
+        "last_heartbeat_at", "agent_version", "outbox_id", "last_report_seq", "created_at",
+    )  # fmt: skip
+    readonly_fields = (
+        "name", "kind", "first_port", "last_port", "last_heartbeat_at", "agent_version",
+        "outbox_id", "last_report_seq", "created_at",
+    )  # fmt: skip
+    search_fields = ("name", "address", "url")
+    actions = ("rotate_token",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Node]:
+        return nodes_with_usage()
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # createnode: the token must be shown to whoever runs it
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None or not obj.servers.exists()
+
+    @admin.display(description="state")
+    def state(self, node: Node) -> str:
+        return node.state().value
+
+    @admin.display(description="servers", ordering="server_count")
+    def servers(self, node: Node) -> int:
+        return int(getattr(node, "server_count", 0))
+
+    @admin.display(description="free ports")
+    def free_ports(self, node: Node) -> str:
+        free = free_port_count(node)
+        return "—" if free is None else f"{free} of {node.port_count}"
+
+    @admin.action(description="Rotate the token (shown once; the agent needs the new one)")
+    def rotate_token(self, request: HttpRequest, queryset: QuerySet[Node]) -> HttpResponse | None:
+        agents = [node for node in queryset if node.is_agent]
+        if len(agents) != 1:
+            messages.error(request, "Choose exactly one agent node to rotate its token.")
+            return None
+        node = agents[0]
+        token = node_rotate_token(node=node)
+        context = {**self.admin_site.each_context(request), "node": node, "token": token}
+        response = TemplateResponse(request, "admin/servers/node_token.html", context)
+        response["Cache-Control"] = "no-store"
+        return response

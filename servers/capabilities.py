@@ -6,8 +6,9 @@ from collections.abc import Iterable
 from enum import StrEnum
 
 from accounts.scopes import Scope
+from gshost_agent.templates import load_template
 from servers.errors import CapabilityNotSupported, FeatureNotEnabled
-from servers.models import Game, Server
+from servers.models import TEMPLATE_GAMES, Game, Server
 
 
 class Capability(StrEnum):
@@ -46,6 +47,10 @@ UNSUPPORTED: dict[str, frozenset[Capability]] = {
 
 
 def is_supported(server: Server, capability: Capability) -> bool:
+    """A template game (agent nodes) supports what its template lists; the simulated games
+    everything but what UNSUPPORTED names."""
+    if server.game in TEMPLATE_GAMES:
+        return capability.value in load_template(server.game).capabilities
     return capability not in UNSUPPORTED.get(server.game, frozenset())
 
 

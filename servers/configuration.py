@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
 from typing import Any
 
 from django.db import transaction
@@ -9,7 +10,15 @@ from django.utils import timezone
 
 from audit.actors import Actor
 from audit.services import PanelAction
-from servers.models import ConfigEvent, Game, Server, SettingChange, SettingSource
+from gshost_agent.templates import load_template
+from servers.models import (
+    TEMPLATE_GAMES,
+    ConfigEvent,
+    Game,
+    Server,
+    SettingChange,
+    SettingSource,
+)
 from servers.runtime import get_runtime
 
 
@@ -71,8 +80,35 @@ CATALOGUE: dict[str, tuple[SettingSpec, ...]] = {
 }  # fmt: skip
 
 
+@cache
+def _template_specs(game: str) -> tuple[SettingSpec, ...]:
+    """A template game's settings, as its template (gshost_agent/games/) lists them."""
+    return tuple(
+        SettingSpec(
+            key=field.key,
+            label=field.label,
+            kind=Kind(field.kind),
+            default=field.default,
+            choices=field.choices,
+            minimum=field.minimum,
+            maximum=field.maximum,
+        )
+        for field in load_template(game).settings_fields
+    )
+
+
 def specs_for(game: str) -> tuple[SettingSpec, ...]:
+    if game in TEMPLATE_GAMES:
+        return _template_specs(game)
     return CATALOGUE.get(game, _COMMON)
+
+
+def max_players_key(game: str) -> str:
+    """The setting that holds the maximum number of players."""
+    if game in TEMPLATE_GAMES:
+        players = load_template(game).players
+        return players.max_setting if players and players.max_setting else "max_players"
+    return "max_players"
 
 
 def defaults_for(game: str) -> dict[str, str]:
@@ -131,7 +167,7 @@ def settings_update(
             action=PanelAction.SERVER_UPDATE,
             server_id=current.id,
         )
-        get_runtime().push_settings(current)
+        get_runtime(current).push_settings(current)
     server.desired_settings = current.desired_settings
     return rows
 

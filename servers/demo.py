@@ -7,6 +7,7 @@ from django.db import transaction
 
 from accounts.models import User
 from audit.actors import Actor
+from servers.capabilities import Capability, is_supported
 from servers.jobs import backup_create, job_finish
 from servers.models import Game, Server
 from servers.schedules import ScheduleInput, schedule_create
@@ -26,13 +27,14 @@ DEMO_BACKUP_SIZE = 1_750_000_000
 
 
 def ensure_demo_extras(servers: list[Server], owner: User) -> None:
-    """Schedules on every server, and one ready backup on the first."""
+    """Schedules on every server, and one ready backup on the first that can have one."""
     actor = Actor.system("demo")
     with transaction.atomic():
         for server in servers:
             if not server.schedules.exists():
                 for data in DEMO_SCHEDULES.get(server.game, ()):
                     schedule_create(server=server, data=data, created_by=owner, actor=actor)
-        if servers and not servers[0].backups.exists():
-            _backup, job = backup_create(server=servers[0], actor=actor, name="First backup")
+        backed_up = [s for s in servers if is_supported(s, Capability.BACKUPS)][:1]
+        if backed_up and not backed_up[0].backups.exists():
+            _backup, job = backup_create(server=backed_up[0], actor=actor, name="First backup")
             job_finish(job_id=job.id, succeeded=True, size_bytes=DEMO_BACKUP_SIZE)

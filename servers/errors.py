@@ -2,7 +2,7 @@
 in one place (`gshost.api.errors`, `gshost.panel_errors`)."""
 
 from gshost.errors import InvalidState as InvalidStateKind
-from gshost.errors import NotEnabled, NotFound, NotSupported
+from gshost.errors import NotEnabled, NotFound, NotSupported, Unavailable
 
 
 class ServerNotFound(NotFound):
@@ -40,3 +40,24 @@ class NotFoundOnServer(NotFound):
 
     def __init__(self, what: str) -> None:
         super().__init__(f"No such {what} on this server.")
+
+
+NODE_RETRY_AFTER_SECONDS = 30
+
+
+class NodeUnavailable(Unavailable):
+    """The server's node is unreachable (no heartbeat for 30 s) or its agent did not answer:
+    nothing was done, nothing is queued."""
+
+    code = "node_unavailable"
+
+    def __init__(self, node_name: str, why: str = "") -> None:
+        message = f"The server's node {node_name} is unavailable{f' ({why})' if why else ''}. "
+        message += "Nothing was done; try again later."
+        super().__init__(message, retry_after=NODE_RETRY_AFTER_SECONDS)
+
+
+class NotOnAgentNodes(NotSupported):
+    """Something only the simulated node can do (fail-start, migrate for now)."""
+
+    code = "not_supported"

@@ -68,7 +68,7 @@ def _job_create(server: Server, kind: JobKind, actor: Actor, backup: Backup | No
         action=PanelAction.SERVER_UPDATE,
         server_id=server.id,
     )
-    get_runtime().run_job(job)
+    get_runtime(server).run_job(job)
     return job
 
 

@@ -21,6 +21,7 @@ class Trigger(StrEnum):
     HALTED = "halted"  # the host reports a requested stop has finished
     FAILED_TO_START = "failed_to_start"  # the host gave up starting the game
     CRASH = "crash"  # the game exited without being asked to
+    NODE_STOP = "node_stop"  # the node stops the game on its own (its agent shutting down)
 
 
 REQUESTS: frozenset[Trigger] = frozenset({Trigger.START, Trigger.STOP, Trigger.RESTART})
@@ -39,7 +40,31 @@ TABLE: dict[tuple[ServerState, Trigger], tuple[ServerState, Event | None]] = {
     (S.RESTARTING, Trigger.READY): (S.RUNNING, Event.SERVER_RESTARTED),
     (S.RUNNING, Trigger.CRASH): (S.STOPPED, Event.SERVER_CRASHED),
     (S.RESTARTING, Trigger.CRASH): (S.STOPPED, Event.SERVER_CRASHED),
+    (S.RUNNING, Trigger.NODE_STOP): (S.STOPPING, None),
+    (S.STARTING, Trigger.NODE_STOP): (S.STOPPING, None),
+    (S.RESTARTING, Trigger.NODE_STOP): (S.STOPPING, None),
 }
+
+MAX_OUTPUT_LINES = 10
+MAX_OUTPUT_LINE_LENGTH = 200
+
+
+@dataclass(frozen=True)
+class CrashDetails:
+    """What an agent node tells about a game that exited: the signal that ended it, whether
+    the kernel killed it for memory, its last console lines."""
+
+    signal: int | None = None
+    oom: bool = False
+    last_output: tuple[str, ...] = ()
+
+    def data(self) -> dict[str, Any]:
+        lines = self.last_output[-MAX_OUTPUT_LINES:]
+        return {
+            "signal": self.signal,
+            "oom": self.oom,
+            "last_output": [line[:MAX_OUTPUT_LINE_LENGTH] for line in lines],
+        }
 
 
 @dataclass(frozen=True)
@@ -49,13 +74,17 @@ class Move:
     target: ServerState
     event: Event | None
 
-    def event_data(self, exit_code: int | None = None) -> dict[str, Any]:
-        """The event's `data` (its payload schema); empty when the move fires nothing."""
+    def event_data(
+        self, exit_code: int | None = None, crash: CrashDetails | None = None
+    ) -> dict[str, Any]:
+        """The event's `data` (its payload schema); empty when the move fires nothing. A
+        crash reported by an agent node adds `signal`, `oom` and `last_output`."""
         if self.event in (Event.SERVER_STARTED, Event.SERVER_STOPPED):
             return {"previous_state": self.source.value}
         if self.event == Event.SERVER_CRASHED:
             failed = self.trigger == Trigger.FAILED_TO_START
-            return {"reason": "failed_to_start" if failed else "exited", "exit_code": exit_code}
+            data = {"reason": "failed_to_start" if failed else "exited", "exit_code": exit_code}
+            return data if crash is None else {**data, **crash.data()}
         return {}
 
 

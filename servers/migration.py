@@ -64,7 +64,7 @@ def migration_begin(*, server: Server, new_address: str, actor: Actor) -> Server
     """Ask the runtime to move the server; it reports back with `migration_complete`."""
     with transaction.atomic():
         migration = _new_row(server, new_address, actor)
-        get_runtime().migrate(migration)
+        get_runtime(server).migrate(migration)
     return migration
 
 

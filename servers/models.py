@@ -1,3 +1,5 @@
+from datetime import datetime, timedelta
+
 from django.db import models
 from django.utils import timezone
 
@@ -36,6 +38,73 @@ def new_config_event_id() -> str:
 class Game(models.TextChoices):
     MINECRAFT = "minecraft", "Minecraft"
     CUSTOM = "custom", "Custom"
+    # Template games (gshost_agent/games/): they run on agent nodes.
+    DEMO = "demo", "Demo game"
+    FREECIV = "freeciv", "Freeciv"
+
+
+SIMULATED_GAMES: frozenset[str] = frozenset({Game.MINECRAFT, Game.CUSTOM})
+TEMPLATE_GAMES: frozenset[str] = frozenset({Game.DEMO, Game.FREECIV})
+
+SIMULATED_NODE_NAME = "simulated"
+HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+DEFAULT_FIRST_PORT = 27000
+DEFAULT_LAST_PORT = 27099
+
+
+class NodeKind(models.TextChoices):
+    SIMULATED = "simulated", "Simulated"
+    AGENT = "agent", "Agent"
+
+
+class NodeState(models.TextChoices):
+    ONLINE = "online", "Online"
+    UNREACHABLE = "unreachable", "Unreachable"
+
+
+class Node(models.Model):
+    """A machine that runs game servers: the built-in simulated node, or one running the agent.
+
+    The token is kept encrypted (`gshost.encryption`) to call the agent, and as a SHA-256 hash
+    to find the node an agent's call comes from.
+    """
+
+    name = models.CharField(max_length=50, unique=True)
+    kind = models.CharField(max_length=20, choices=NodeKind.choices, default=NodeKind.AGENT)
+    url = models.CharField(max_length=200, blank=True, default="")
+    address = models.CharField(max_length=64, blank=True, default="")  # the public IP
+    first_port = models.PositiveIntegerField(default=DEFAULT_FIRST_PORT)
+    last_port = models.PositiveIntegerField(default=DEFAULT_LAST_PORT)
+    ca_pem = models.TextField(blank=True, default="")  # empty: the system's CAs
+    encrypted_token = models.TextField(blank=True, default="")
+    token_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    agent_version = models.CharField(max_length=100, blank=True, default="")
+    # The agent's outbox and the highest report sequence number applied from it.
+    outbox_id = models.CharField(max_length=100, blank=True, default="")
+    last_report_seq = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_agent(self) -> bool:
+        return self.kind == NodeKind.AGENT
+
+    @property
+    def port_count(self) -> int:
+        return self.last_port - self.first_port + 1
+
+    def state(self, now: datetime | None = None) -> NodeState:
+        """Online with a heartbeat in the last 30 s; the simulated node is always online."""
+        if not self.is_agent:
+            return NodeState.ONLINE
+        moment = now or timezone.now()
+        heard = self.last_heartbeat_at
+        if heard is not None and moment - heard <= HEARTBEAT_TIMEOUT:
+            return NodeState.ONLINE
+        return NodeState.UNREACHABLE
 
 
 class ServerState(models.TextChoices):
@@ -55,6 +124,8 @@ class Server(models.Model):
         max_length=20, choices=ServerState.choices, default=ServerState.STOPPED
     )
     address = models.CharField(max_length=64, blank=True, default="")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="servers")
+    port = models.PositiveIntegerField(null=True, blank=True)  # from the node's range; agents only
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
     # When `state` last changed: a runtime times transitional states from it; uptime too.
@@ -70,6 +141,9 @@ class Server(models.Model):
         indexes = [
             models.Index(fields=["organization", "created_at"]),
             models.Index(fields=["state", "state_changed_at"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["node", "port"], name="one_server_per_node_port")
         ]
 
     def __str__(self) -> str:

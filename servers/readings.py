@@ -11,7 +11,7 @@ from gshost.errors import InvalidInput
 from servers.config_events import config_events_for_status
 from servers.configuration import desired_settings
 from servers.models import Server, ServerMigration
-from servers.runtime import MetricsSample, PlayerList, StatsSample, get_runtime
+from servers.runtime import ConsoleLines, MetricsSample, PlayerList, StatsSample, get_runtime
 
 DEFAULT_WINDOW = "1h"
 MAX_WINDOW = timedelta(hours=24)
@@ -41,11 +41,17 @@ def interval_for(window: timedelta) -> timedelta:
 
 
 def players_read(server: Server) -> PlayerList:
-    return get_runtime().players(server, timezone.now())
+    return get_runtime(server).players(server, timezone.now())
+
+
+def console_lines_read(server: Server, after: int) -> ConsoleLines:
+    """The console's lines after line `after`: the game's output on agent nodes, the command
+    history with its answers on the simulated node."""
+    return get_runtime(server).console_lines(server, after)
 
 
 def stats_read(server: Server) -> StatsSample:
-    return get_runtime().stats(server, timezone.now())
+    return get_runtime(server).stats(server, timezone.now())
 
 
 def metrics_read(server: Server, window: timedelta) -> tuple[timedelta, list[MetricsSample]]:
@@ -53,7 +59,7 @@ def metrics_read(server: Server, window: timedelta) -> tuple[timedelta, list[Met
     now = timezone.now()
     step_seconds = int(step.total_seconds())
     end = datetime.fromtimestamp(int(now.timestamp()) // step_seconds * step_seconds, tz=now.tzinfo)
-    return step, get_runtime().metrics(server, end - window, end, step)
+    return step, get_runtime(server).metrics(server, end - window, end, step)
 
 
 def migration_status(server: Server) -> dict[str, Any]:
@@ -79,7 +85,7 @@ def migration_status(server: Server) -> dict[str, Any]:
 def settings_drift(server: Server) -> dict[str, Any]:
     """Desired settings against what the runtime reports the game runs with."""
     desired = desired_settings(server)
-    actual = get_runtime().actual_settings(server)
+    actual = get_runtime(server).actual_settings(server)
     drift = [
         {"key": key, "desired": value, "actual": actual.get(key)}
         for key, value in desired.items()

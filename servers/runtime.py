@@ -1,15 +1,19 @@
 """The runtime boundary: everything the control plane asks of the hosts that run servers.
 
-Requests (start, stop, restart, run a job, migrate, push settings) are made inside the
-requesting service's transaction and only sent once it commits; the host later reports what
-happened through the services (`server_transition`, `job_*`, `migration_complete`), which
-own the state. Readings (players, stats, metrics, actual settings) are answered at once.
+Requests (start, stop, restart, run a job, migrate, push settings, kill) are made inside the
+requesting service's transaction: the simulated hosts act once it commits, an agent is asked
+at once so that its refusal rolls the request back. The host later reports what happened
+through the services (`server_transition`, `job_*`, `migration_complete`; agents through
+`servers.node_reports`), which own the state. Readings (players, stats, metrics, actual
+settings, console lines) are answered at once.
 
-`servers.simulated_runtime.SimulatedRuntime` is the default: it finishes every request after
-`SIMULATED_RUNTIME_DELAY_SECONDS` through the task queue, and invents plausible,
-deterministic readings. A real host agent replaces it through the `SERVER_RUNTIME` setting.
-This module names the boundary only and imports no implementation, so the services that
-call the runtime and the simulated hosts that call the services form no loop.
+Each server's node decides its runtime (`get_runtime(server)`): the simulated node has
+`servers.simulated_runtime.SimulatedRuntime` (or the `SERVER_RUNTIME` setting), which finishes
+every request after `SIMULATED_RUNTIME_DELAY_SECONDS` through the task queue and invents
+plausible, deterministic readings; an agent node has `servers.agent_runtime.AgentRuntime`,
+which asks the node's agent over HTTPS (docs/nodes.md). This module names the boundary only
+and imports no implementation, so the services that call the runtime and the hosts that call
+the services form no loop.
 """
 
 from dataclasses import dataclass
@@ -23,6 +27,7 @@ from django.utils.module_loading import import_string
 from servers.models import Job, Server, ServerMigration
 
 DEFAULT_RUNTIME = "servers.simulated_runtime.SimulatedRuntime"
+AGENT_RUNTIME = "servers.agent_runtime.AgentRuntime"
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,8 @@ class StatsSample:
     memory_mb: int
     memory_limit_mb: int
     disk_mb: int
-    network_in_kbps: float
-    network_out_kbps: float
+    network_in_kbps: float | None  # None where the node cannot measure it per server
+    network_out_kbps: float | None
     players_online: int
     uptime_seconds: int
 
@@ -57,8 +62,8 @@ class MetricsSample:
     at: datetime
     cpu_percent: float
     memory_mb: int
-    network_in_kbps: float
-    network_out_kbps: float
+    network_in_kbps: float | None
+    network_out_kbps: float | None
     players_online: int
 
 
@@ -66,6 +71,20 @@ class MetricsSample:
 class CommandResult:
     accepted: bool
     output: str
+
+
+@dataclass(frozen=True)
+class ConsoleLine:
+    n: int
+    text: str
+
+
+@dataclass(frozen=True)
+class ConsoleLines:
+    """Console lines after the one asked for, and the number of the last line there is."""
+
+    lines: list[ConsoleLine]
+    last: int
 
 
 class Runtime(Protocol):
@@ -76,6 +95,7 @@ class Runtime(Protocol):
     def run_job(self, job: Job) -> None: ...
     def migrate(self, migration: ServerMigration) -> None: ...
     def push_settings(self, server: Server) -> None: ...
+    def kill(self, server: Server) -> None: ...
 
     def players(self, server: Server, now: datetime) -> PlayerList: ...
     def stats(self, server: Server, now: datetime) -> StatsSample: ...
@@ -83,6 +103,7 @@ class Runtime(Protocol):
         self, server: Server, start: datetime, end: datetime, step: timedelta
     ) -> list[MetricsSample]: ...
     def actual_settings(self, server: Server) -> dict[str, str]: ...
+    def console_lines(self, server: Server, after: int) -> ConsoleLines: ...
 
     def sweep(self, now: datetime) -> None:
         """Called every minute: finish or time out whatever is overdue."""
@@ -95,5 +116,17 @@ def _load(path: str) -> Runtime:
     return runtime
 
 
-def get_runtime() -> Runtime:
+def simulated_runtime() -> Runtime:
     return _load(getattr(settings, "SERVER_RUNTIME", DEFAULT_RUNTIME))
+
+
+def get_runtime(server: Server) -> Runtime:
+    """The runtime of the server's node."""
+    node = server.node
+    return _load(AGENT_RUNTIME) if node.is_agent else simulated_runtime()
+
+
+def runtime_sweep(now: datetime) -> None:
+    """Called every minute and by follow-ups: the simulated node finishes what is due (agent
+    nodes report by themselves)."""
+    simulated_runtime().sweep(now)

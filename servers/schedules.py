@@ -20,8 +20,9 @@ from django.utils import timezone
 from accounts.models import User
 from audit.actors import Actor
 from audit.services import PanelAction
+from gshost.errors import InvalidInput
 from servers import events
-from servers.errors import InvalidState
+from servers.errors import InvalidState, NodeUnavailable
 from servers.models import (
     ALERTABLE_STATUSES,
     RunStatus,
@@ -235,6 +236,8 @@ def _send(schedule: Schedule, server: Server) -> tuple[RunStatus, str]:
         sent = command_deliver(server=server, command=schedule.command, actor=actor)
     except InvalidState as refused:  # not running: the run is skipped
         return RunStatus.SKIPPED, refused.message
+    except (NodeUnavailable, InvalidInput) as refused:  # the node is unreachable or refused it
+        return RunStatus.FAILED, refused.message
     return (RunStatus.SUCCEEDED if sent.accepted else RunStatus.FAILED), sent.output
 
 

@@ -7,7 +7,7 @@ from typing import TypeVar
 from django.db.models import QuerySet
 
 from accounts.key_records import KeyRecord
-from servers.configuration import effective
+from servers.configuration import effective, max_players_key
 from servers.errors import JobNotFound, NotFoundOnServer, ServerNotFound
 from servers.models import (
     Backup,
@@ -38,7 +38,7 @@ def server_list_for_organization(organization_id: str) -> QuerySet[Server]:
 
 
 def server_list_for_key(key: KeyRecord) -> QuerySet[Server]:
-    servers = server_list_for_organization(key.organization_id)
+    servers = server_list_for_organization(key.organization_id).select_related("node")
     if key.server_restrictions:
         servers = servers.filter(id__in=sorted(key.server_restrictions))
     return servers
@@ -48,7 +48,8 @@ def server_get_for_key(key: KeyRecord, server_id: str) -> Server:
     """The server, or ServerNotFound: the same answer for foreign, restricted or absent."""
     if not key.allows_server(server_id):
         raise ServerNotFound()
-    server = Server.objects.filter(organization_id=key.organization_id, id=server_id).first()
+    servers = Server.objects.select_related("node")
+    server = servers.filter(organization_id=key.organization_id, id=server_id).first()
     if server is None:
         raise ServerNotFound()
     return server
@@ -60,7 +61,8 @@ def server_reported_settings(server: Server) -> dict[str, str]:
 
 
 def server_max_players(server: Server) -> int:
-    return int(server_reported_settings(server)["max_players"])
+    value = server_reported_settings(server).get(max_players_key(server.game), "0")
+    return int(value) if value.isdigit() else 0
 
 
 def server_state_history(

@@ -11,8 +11,10 @@ from audit.actors import Actor
 from audit.services import PanelAction
 from servers import events
 from servers.errors import InvalidState
-from servers.lifecycle import REQUESTS, Move, Trigger, move
-from servers.models import ConsoleCommand, Game, Server, ServerState, ServerTransition
+from servers.lifecycle import REQUESTS, CrashDetails, Move, Trigger, move
+from servers.migration import format_address
+from servers.models import ConsoleCommand, Game, Node, Server, ServerState, ServerTransition
+from servers.nodes import allocate_port, check_game_on_node, default_game, node_for_new_server
 from servers.runtime import get_runtime
 from servers.selectors import server_busy_job
 from webhooks.events import Event
@@ -27,14 +29,32 @@ class PowerAction(StrEnum):
 
 
 def server_create(
-    *, organization: Organization, name: str, game: str = Game.MINECRAFT, address: str = ""
+    *,
+    organization: Organization,
+    name: str,
+    game: str | None = None,
+    address: str = "",
+    node: Node | None = None,
 ) -> Server:
-    """A new server of the organization; it starts `stopped`."""
-    if game not in Game.values:
+    """A new server of the organization; it starts `stopped`.
+
+    Without `node`, on the agent node with the most free ports (for a template game), else
+    the simulated node. A server on an agent node takes a free port of the node's range and
+    the node's address; ValueError when the game does not run there or no port is free.
+    """
+    if game is not None and game not in Game.values:
         raise ValueError(f"Unknown game {game!r}; choose from {', '.join(Game.values)}.")
-    server = Server(organization=organization, name=name, game=game)
-    server.address = address or _default_address(server.id)
-    server.save(force_insert=True)
+    with transaction.atomic():
+        node = node or node_for_new_server(game)
+        game = game or default_game(node)
+        check_game_on_node(node, game)
+        server = Server(organization=organization, name=name, game=game, node=node)
+        if node.is_agent:
+            server.port = allocate_port(node)
+            server.address = format_address(node.address, server.port)
+        else:
+            server.address = address or _default_address(server.id)
+        server.save(force_insert=True)
     return server
 
 
@@ -45,7 +65,12 @@ def _default_address(server_id: str) -> str:
 
 
 def server_transition(
-    *, server_id: str, trigger: Trigger, cause: str, exit_code: int | None = None
+    *,
+    server_id: str,
+    trigger: Trigger,
+    cause: str,
+    exit_code: int | None = None,
+    crash: CrashDetails | None = None,
 ) -> Server:
     """Apply one move of the state machine by compare-and-set, record it, publish its event.
 
@@ -65,11 +90,18 @@ def server_transition(
             current = Server.objects.get(id=server_id).state
             raise InvalidState(current, _refusal(trigger, current))
         server.state, server.state_changed_at = step.target, now
-        _record(server, step, cause, exit_code, now)
+        _record(server, step, cause, exit_code, now, crash)
     return server
 
 
-def _record(server: Server, step: Move, cause: str, exit_code: int | None, now: datetime) -> None:
+def _record(
+    server: Server,
+    step: Move,
+    cause: str,
+    exit_code: int | None,
+    now: datetime,
+    crash: CrashDetails | None = None,
+) -> None:
     ServerTransition.objects.create(
         server=server,
         from_state=step.source,
@@ -80,7 +112,8 @@ def _record(server: Server, step: Move, cause: str, exit_code: int | None, now: 
         at=now,
     )
     if step.event is not None:
-        events.publish(server, step.event, step.event_data(exit_code), occurred_at=now)
+        data = step.event_data(exit_code, crash)
+        events.publish(server, step.event, data, occurred_at=now)
 
 
 def _refusal(trigger: Trigger, state: str) -> str:
@@ -105,7 +138,7 @@ def server_power(*, server: Server, action: PowerAction, actor: Actor) -> Server
             action=PanelAction.SERVER_POWER,
             server_id=server.id,
         )
-        runtime = get_runtime()
+        runtime = get_runtime(server)
         {"start": runtime.start, "stop": runtime.stop, "restart": runtime.restart}[action](server)
     return server
 
@@ -148,7 +181,7 @@ def command_deliver(*, server: Server, command: str, actor: Actor) -> ConsoleCom
         current = Server.objects.select_for_update().get(id=server.id)
         if current.state != ServerState.RUNNING:
             raise InvalidState(current.state, "Console commands need a running server.")
-        result = get_runtime().send_command(current, command)
+        result = get_runtime(current).send_command(current, command)
         return ConsoleCommand.objects.create(
             server=current,
             command=command,

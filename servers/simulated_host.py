@@ -12,7 +12,7 @@ from django.db import transaction
 from audit.actors import Actor
 from servers import simulation
 from servers.configuration import settings_report_applied
-from servers.errors import InvalidState
+from servers.errors import InvalidState, NotOnAgentNodes
 from servers.jobs import job_begin, job_finish, job_progress
 from servers.lifecycle import Trigger
 from servers.migration import migrate_now, migration_complete, suggest_new_address
@@ -25,6 +25,7 @@ from servers.models import (
     ServerMigration,
     ServerState,
 )
+from servers.runtime import get_runtime
 from servers.services import server_transition
 
 COMPLETION = {
@@ -82,16 +83,34 @@ def _finish_migrations(cutoff: datetime) -> None:
 
 
 def host_crash(*, server_id: str, exit_code: int = 1, cause: str = "simulate") -> Server:
-    """A running or restarting server's game exits: server.crashed (exited)."""
+    """A running or restarting server's game exits: server.crashed (exited). On an agent node
+    the game process is killed (SIGKILL): a real crash, which the agent reports."""
+    server = Server.objects.select_related("node").get(id=server_id)
+    if server.node.is_agent:
+        if server.state not in (ServerState.RUNNING, ServerState.RESTARTING):
+            raise InvalidState(
+                server.state, f"Only a running game can crash; it is {server.state}."
+            )
+        get_runtime(server).kill(server)
+        return server
     return server_transition(
         server_id=server_id, trigger=Trigger.CRASH, cause=cause, exit_code=exit_code
     )
+
+
+def _simulated_only(server_id: str, what: str) -> None:
+    node = Server.objects.select_related("node").get(id=server_id).node
+    if node.is_agent:
+        raise NotOnAgentNodes(
+            f"{what} is only for servers on the simulated node; this one is on node {node.name}."
+        )
 
 
 def host_fail_start(
     *, server_id: str, exit_code: int | None = None, cause: str = "simulate"
 ) -> Server:
     """A starting server fails to start; a stopped one is started and fails at once."""
+    _simulated_only(server_id, "fail-start")
     with transaction.atomic():
         if Server.objects.get(id=server_id).state == ServerState.STOPPED:
             server_transition(server_id=server_id, trigger=Trigger.START, cause=cause)
@@ -104,6 +123,7 @@ def host_migrate(
     *, server_id: str, new_address: str | None = None, cause: str = "simulate"
 ) -> ServerMigration:
     """The server moves now: its address changes and server.migrated fires."""
+    _simulated_only(server_id, "Migrating (for now)")
     server = Server.objects.get(id=server_id)
     address = new_address or suggest_new_address(server.address)
     return migrate_now(server=server, new_address=address, actor=Actor.system(cause))

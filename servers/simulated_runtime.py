@@ -11,9 +11,19 @@ from django_q.tasks import async_task
 from gshost import handoff
 from servers import simulated_host, simulation
 from servers.configuration import settings_report_applied
-from servers.models import Job, Server, ServerMigration, ServerState
-from servers.runtime import CommandResult, MetricsSample, Player, PlayerList, StatsSample
+from servers.models import ConsoleCommand, Job, Server, ServerMigration, ServerState
+from servers.runtime import (
+    CommandResult,
+    ConsoleLine,
+    ConsoleLines,
+    MetricsSample,
+    Player,
+    PlayerList,
+    StatsSample,
+)
 from servers.selectors import server_max_players, server_reported_settings, server_state_history
+
+CONSOLE_LINES_AT_ONCE = 100
 
 
 def simulated_delay() -> timedelta:
@@ -52,6 +62,23 @@ class SimulatedRuntime:
         """A game reads its settings when it starts: a stopped server takes them at once."""
         if server.state == ServerState.STOPPED:
             settings_report_applied(server=server)
+
+    def kill(self, server: Server) -> None:
+        """The game is killed: a crash, as `simulate crash` makes one (SIGKILL's exit code)."""
+        simulated_host.host_crash(server_id=server.id, exit_code=137, cause="kill")
+
+    def console_lines(self, server: Server, after: int) -> ConsoleLines:
+        """The console history: each command, then its output, as numbered lines. A command
+        row `r` gives lines 2r and 2r + 1, so the numbers only grow as commands are sent."""
+        first_row = max(after, 0) // 2
+        rows = ConsoleCommand.objects.filter(server=server, id__gte=first_row).order_by("id")
+        lines: list[ConsoleLine] = []
+        for row in rows[:CONSOLE_LINES_AT_ONCE]:
+            lines.append(ConsoleLine(2 * row.id, f"> {row.command}"))
+            if row.output:
+                lines.append(ConsoleLine(2 * row.id + 1, row.output))
+        lines = [line for line in lines if line.n > after]
+        return ConsoleLines(lines, max([after, *(line.n for line in lines)]))
 
     def send_command(self, server: Server, command: str) -> CommandResult:
         names = [p.name for p in self.players(server, timezone.now()).players]

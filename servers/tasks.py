@@ -7,7 +7,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from servers.config_events import config_events_apply_due
-from servers.runtime import get_runtime
+from servers.runtime import runtime_sweep
 from servers.schedules import schedules_run_due
 
 logger = logging.getLogger(__name__)
@@ -22,9 +22,8 @@ def runtime_follow(until: str) -> None:
     """Sweep the runtime's due work now and then until `until` (ISO 8601), and once after."""
     deadline = datetime.fromisoformat(until)
     started = time.monotonic()
-    runtime = get_runtime()
     while True:
-        runtime.sweep(timezone.now())
+        runtime_sweep(timezone.now())
         remaining = (deadline - timezone.now()).total_seconds()
         if remaining < 0 or time.monotonic() - started > LONGEST_FOLLOW_SECONDS:
             return
@@ -35,7 +34,7 @@ def tick() -> None:
     """Every minute: overdue runtime work, due command schedules, due config events.
     Each part runs even if another fails, so one bad row cannot stall the rest."""
     now = timezone.now()
-    for part in (get_runtime().sweep, schedules_run_due, config_events_apply_due):
+    for part in (runtime_sweep, schedules_run_due, config_events_apply_due):
         try:
             part(now)
         except Exception:

@@ -1,8 +1,8 @@
 """The OpenAPI 3.1 ``webhooks`` section: the eight event deliveries and the test ping.
 
 A drf-spectacular postprocessing hook. The JSON Schemas describe the bodies exactly (every
-member required, no others allowed), so a receiver can validate what it gets; a test holds
-real deliveries made by the engine to them.
+member required but those only agent nodes send, no others allowed), so a receiver can
+validate what it gets; a test holds real deliveries made by the engine to them.
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ def _id(prefix: str) -> dict[str, Any]:
     return {"type": "string", "pattern": f"^{prefix}_[0-9A-Za-z]+$"}
 
 
-def _object(properties: dict[str, Any]) -> dict[str, Any]:
+def _object(properties: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every member of `properties` required, those of `optional` allowed, no others."""
     return {
         "type": "object",
-        "properties": properties,
+        "properties": {**properties, **(optional or {})},
         "required": list(properties),
         "additionalProperties": False,
     }
@@ -45,7 +46,23 @@ EVENT_DATA: Final[dict[Event, dict[str, Any]]] = {
         {
             "reason": _enum("exited", "failed_to_start"),
             "exit_code": {"type": ["integer", "null"]},
-        }
+        },
+        optional={
+            "signal": {
+                "type": ["integer", "null"],
+                "description": "Agent nodes: the signal that ended the game, if one did.",
+            },
+            "oom": {
+                "type": "boolean",
+                "description": "Agent nodes: the kernel killed the game for memory.",
+            },
+            "last_output": {
+                "type": "array",
+                "items": {"type": "string", "maxLength": 200},
+                "maxItems": 10,
+                "description": "Agent nodes: the game's last console lines.",
+            },
+        },
     ),
     Event.CONSOLE_COMMAND_SENT: _object(
         {

@@ -17,6 +17,7 @@ from gshost.errors import (
     NotFound,
     NotSupported,
     RefusedValue,
+    Unavailable,
 )
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class ErrorCode(StrEnum):
     PAYLOAD_TOO_LARGE = "payload_too_large"
     RATE_LIMITED = "rate_limited"
     NOT_SUPPORTED = "not_supported"
+    NODE_UNAVAILABLE = "node_unavailable"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -113,6 +115,7 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     NotEnabled: status.HTTP_403_FORBIDDEN,
     InvalidInput: status.HTTP_400_BAD_REQUEST,
     RefusedValue: status.HTTP_422_UNPROCESSABLE_ENTITY,
+    Unavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
 }
 
 
@@ -122,7 +125,11 @@ def domain_status(error: DomainError) -> int:
 
 
 def from_domain_error(error: DomainError) -> ApiError:
-    return ApiError(domain_status(error), ErrorCode(error.code), error.message, **error.extra)
+    retry_after = error.extra.get("retry_after")
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    return ApiError(
+        domain_status(error), ErrorCode(error.code), error.message, headers=headers, **error.extra
+    )
 
 
 def _validation_fields(detail: Any) -> dict[str, list[str]]:

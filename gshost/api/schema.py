@@ -26,6 +26,7 @@ _STATUS_TEXT: Final = {
     422: "Understood, but refused.",
     429: "Too many requests in this minute.",
     501: "The server's game does not support this.",
+    503: "The server's node is unavailable; nothing was done or queued. Retry after Retry-After.",
 }
 
 ERROR_SCHEMA: Final = {
@@ -188,7 +189,7 @@ def _error_response(status: int, names: list[str]) -> dict[str, Any]:
         response["headers"] = {
             "WWW-Authenticate": {"schema": {"type": "string"}, "description": "Always sent."}
         }
-    if status == 429:
+    if status in (429, 503):
         response["headers"] = {
             "Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait."}
         }

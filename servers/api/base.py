@@ -15,9 +15,13 @@ from rest_framework.response import Response
 from accounts.authentication import calling_key
 from audit.actors import Actor
 from gshost.api.pagination import NewestFirstCursorPagination
+from gshost.api.schema import ERROR_CODES
 from servers.capabilities import Capability, capability_require
 from servers.models import Server
 from servers.selectors import server_get_for_key
+
+# The routes that reach the server's node: 503 node_unavailable while it cannot be reached.
+NODE_UNAVAILABLE = {ERROR_CODES: {503: ["node_unavailable"]}}
 
 
 class ServerRouteViewSet(viewsets.ViewSet):

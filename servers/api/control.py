@@ -7,7 +7,7 @@ from rest_framework.response import Response
 from accounts.authentication import calling_key
 from accounts.scopes import Scope
 from gshost.api.input import parse_input
-from servers.api.base import ServerRouteViewSet
+from servers.api.base import NODE_UNAVAILABLE, ServerRouteViewSet
 from servers.api.serializers import (
     CapabilitiesSerializer,
     ConsoleInput,
@@ -27,14 +27,18 @@ class ServerControlViewSet(ServerRouteViewSet):
     }
     capability_of_action = {"power": Capability.POWER, "console": Capability.CONSOLE}
 
-    @extend_schema(request=PowerInput, responses={202: ServerSerializer})
+    @extend_schema(
+        request=PowerInput, responses={202: ServerSerializer}, extensions=NODE_UNAVAILABLE
+    )
     def power(self, request: Request, server_id: str) -> Response:
         server = self.server()
         action = PowerAction(parse_input(request, PowerInput)["action"])
         server = server_power(server=server, action=action, actor=self.actor())
         return Response(ServerSerializer(server).data, status=202)
 
-    @extend_schema(request=ConsoleInput, responses={202: ConsoleSentSerializer})
+    @extend_schema(
+        request=ConsoleInput, responses={202: ConsoleSentSerializer}, extensions=NODE_UNAVAILABLE
+    )
     def console(self, request: Request, server_id: str) -> Response:
         server = self.server()
         command = parse_input(request, ConsoleInput)["command"]

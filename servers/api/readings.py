@@ -7,7 +7,7 @@ from rest_framework.response import Response
 
 from accounts.authentication import RATE_TIER_REALTIME
 from accounts.scopes import Scope
-from servers.api.base import ServerRouteViewSet
+from servers.api.base import NODE_UNAVAILABLE, ServerRouteViewSet
 from servers.api.serializers import (
     MetricsSerializer,
     MigrationStatusSerializer,
@@ -30,13 +30,14 @@ class ServerReadingsViewSet(ServerRouteViewSet):
         "migration_status": Capability.MIGRATION,
     }
 
-    @extend_schema(responses=PlayersSerializer)
+    @extend_schema(responses=PlayersSerializer, extensions=NODE_UNAVAILABLE)
     def players(self, request: Request, server_id: str) -> Response:
         return Response(PlayersSerializer(players_read(self.server())).data)
 
     @extend_schema(
         parameters=[OpenApiParameter("window", OpenApiTypes.STR, description="5m to 24h")],
         responses=MetricsSerializer,
+        extensions=NODE_UNAVAILABLE,
     )
     def metrics(self, request: Request, server_id: str) -> Response:
         server = self.server()
@@ -62,7 +63,7 @@ class RealtimeStatsViewSet(ServerRouteViewSet):
     scopes = {"stats": Scope.SERVERS_READ}
     capability_of_action = {"stats": Capability.METRICS}
 
-    @extend_schema(responses=StatsSerializer)
+    @extend_schema(responses=StatsSerializer, extensions=NODE_UNAVAILABLE)
     def stats(self, request: Request, server_id: str) -> Response:
         server = self.server()
         sample = stats_read(server)

@@ -99,8 +99,12 @@ class StatsSerializer(serializers.Serializer[Any]):
     memory_mb = serializers.IntegerField()
     memory_limit_mb = serializers.IntegerField()
     disk_mb = serializers.IntegerField()
-    network_in_kbps = serializers.FloatField()
-    network_out_kbps = serializers.FloatField()
+    network_in_kbps = serializers.FloatField(
+        allow_null=True, help_text="null where the node cannot measure it per server"
+    )
+    network_out_kbps = serializers.FloatField(
+        allow_null=True, help_text="null where the node cannot measure it per server"
+    )
     players_online = serializers.IntegerField()
     uptime_seconds = serializers.IntegerField()
 
@@ -109,8 +113,12 @@ class MetricsSampleSerializer(serializers.Serializer[Any]):
     at = TimestampField()
     cpu_percent = serializers.FloatField()
     memory_mb = serializers.IntegerField()
-    network_in_kbps = serializers.FloatField()
-    network_out_kbps = serializers.FloatField()
+    network_in_kbps = serializers.FloatField(
+        allow_null=True, help_text="null where the node cannot measure it per server"
+    )
+    network_out_kbps = serializers.FloatField(
+        allow_null=True, help_text="null where the node cannot measure it per server"
+    )
     players_online = serializers.IntegerField()
 
 

@@ -10,11 +10,12 @@ from servers.selectors import server_get_for_key, server_list_for_key
 
 
 class ServerSerializer(serializers.ModelSerializer[Server]):
+    node = serializers.CharField(source="node.name", help_text="The node the server runs on.")
     created_at = TimestampField()
 
     class Meta:
         model = Server
-        fields = ["id", "name", "game", "state", "address", "created_at"]
+        fields = ["id", "name", "game", "state", "address", "node", "created_at"]
 
 
 class ServerViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Server]):

@@ -6,7 +6,7 @@ from rest_framework.response import Response
 
 from accounts.authentication import RATE_TIER_REALTIME
 from accounts.scopes import Scope
-from servers.api.base import ServerRouteViewSet
+from servers.api.base import NODE_UNAVAILABLE, ServerRouteViewSet
 from servers.api.serializers import (
     ConfigEventsStatusSerializer,
     DriftSerializer,
@@ -26,7 +26,7 @@ class SettingsViewSet(ServerRouteViewSet):
         changes = setting_changes_for_server(self.server())
         return self.paginated(changes, SettingChangeSerializer, ordering_field="changed_at")
 
-    @extend_schema(responses=DriftSerializer)
+    @extend_schema(responses=DriftSerializer, extensions=NODE_UNAVAILABLE)
     def drift(self, request: Request, server_id: str) -> Response:
         return Response(DriftSerializer(settings_drift(self.server())).data)
 

@@ -23,6 +23,7 @@ from servers.config_events import (
     config_event_revert_now,
 )
 from servers.configuration import desired_settings, settings_update
+from servers.errors import NodeUnavailable
 from servers.jobs import backup_create, backup_restore, maintenance_start
 from servers.models import JobKind, Server
 from servers.panel.access import (
@@ -117,9 +118,12 @@ def settings_page(request: HttpRequest, membership: Membership, server: Server) 
     context.update(
         form=form,
         may_change=READ_AND_CONFIGURE.change in membership.held_scopes,
-        drift=settings_drift(server),
         history=server.setting_changes.order_by("-changed_at", "-id")[:50],
     )
+    try:
+        context["drift"] = settings_drift(server)
+    except NodeUnavailable as unavailable:  # the settings themselves still show and change
+        context["drift_unavailable"] = unavailable
     return render(request, "servers/settings.html", context, status=400 if form.errors else 200)
 
 

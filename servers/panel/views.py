@@ -18,11 +18,12 @@ from accounts.panel.access import member_with_scope
 from accounts.scopes import Scope
 from gshost.errors import DomainError
 from servers.capabilities import Capability, is_enabled, is_supported
+from servers.errors import NodeUnavailable
 from servers.lifecycle import REQUESTS, allowed_triggers
 from servers.models import Server
 from servers.panel.access import back_to, person, refused, server_page
 from servers.panel.forms import ConsoleForm, PowerForm
-from servers.readings import players_read, stats_read
+from servers.readings import console_lines_read, players_read, stats_read
 from servers.selectors import server_list_for_organization
 from servers.services import PowerAction, server_power, server_send_command
 
@@ -46,7 +47,8 @@ def server_context(server: Server, membership: Membership, tab: str) -> dict[str
 @require_GET
 @member_with_scope(Scope.SERVERS_READ)
 def server_list(request: HttpRequest, membership: Membership) -> HttpResponse:
-    servers = server_list_for_organization(membership.organization_id).order_by("name", "id")
+    servers = server_list_for_organization(membership.organization_id).select_related("node")
+    servers = servers.order_by("name", "id")
     return render(request, "servers/list.html", {"servers": servers})
 
 
@@ -70,11 +72,21 @@ def server_detail(request: HttpRequest, membership: Membership, server: Server) 
         console_form=ConsoleForm(),
         console_log=server.console_commands.order_by("-sent_at", "-id")[:20],
         transitions=server.transitions.order_by("-at", "-id")[:10],
-        stats=stats_read(server) if context["can"]["metrics"] else None,
-        players=players_read(server) if context["can"]["players"] else None,
         now=timezone.now(),
     )
+    context.update(_readings(server, context["can"]))
     return render(request, "servers/detail.html", context)
+
+
+def _readings(server: Server, can: dict[str, bool]) -> dict[str, Any]:
+    """Stats and players, or why they cannot be shown now (the node is unavailable)."""
+    try:
+        return {
+            "stats": stats_read(server) if can["metrics"] else None,
+            "players": players_read(server) if can["players"] else None,
+        }
+    except NodeUnavailable as unavailable:
+        return {"stats": None, "players": None, "node_unavailable": unavailable}
 
 
 @require_POST
@@ -114,3 +126,33 @@ def server_console_page(
     else:
         messages.success(request, f"Sent “{sent.command}”. {sent.output}")
     return back_to("servers_panel:detail", server)
+
+
+MAX_LINE_NUMBER = 2**62
+
+
+@never_cache
+@require_GET
+@server_page(Scope.SERVERS_READ)
+def server_console_lines(
+    request: HttpRequest, membership: Membership, server: Server
+) -> HttpResponse:
+    """JSON for the page's live console: `{"lines": [{"n", "text"}], "last": n}` after
+    `?after=n`. Reading the console is reading the server (servers:read), like the page."""
+    if not usable(server)[Capability.CONSOLE]:
+        return _json_error(403, "console_unavailable", "This server has no console.")
+    raw = request.GET.get("after", "0")
+    if not raw.isdigit() or int(raw) > MAX_LINE_NUMBER:
+        return _json_error(400, "invalid_request", "after is a line number (0 or more).")
+    try:
+        console = console_lines_read(server, int(raw))
+    except NodeUnavailable as unavailable:
+        response = _json_error(503, unavailable.code, unavailable.message, **unavailable.extra)
+        response["Retry-After"] = str(unavailable.extra["retry_after"])
+        return response
+    lines = [{"n": line.n, "text": line.text} for line in console.lines]
+    return JsonResponse({"lines": lines, "last": console.last})
+
+
+def _json_error(status: int, code: str, message: str, **extra: Any) -> JsonResponse:
+    return JsonResponse({"error": {"code": code, "message": message, **extra}}, status=status)

@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 from accounts.models import ApiKey, Membership
 from audit.actors import Actor
 from servers.models import Server
-from servers.runtime import get_runtime
+from servers.runtime import runtime_sweep
 from servers.services import PowerAction, server_power
 from tests.browser.conftest import sign_in
 from tests.conftest import API, client_for
@@ -51,7 +51,7 @@ def receiver_fixture(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator
 
 
 def _finish_transitions() -> None:
-    get_runtime().sweep(timezone.now() + timedelta(minutes=1))
+    runtime_sweep(timezone.now() + timedelta(minutes=1))
 
 
 def test_it_signs_a_person_in_to_the_panel(page, alice):

@@ -10,11 +10,19 @@ import pytest
 from servers.lifecycle import Trigger
 from servers.models import Server
 from servers.services import server_transition
+from tests.servers.node_fixtures import agent_node, demo_server, node_token, stand_in_agent
 from tests.webhooks.delivery_fixtures import engine_settings_fixture, receiver_fixture
 from webhooks import services as webhook_services
 
 # The end-to-end test delivers to the webhook tests' HTTPS receiver through their settings.
-__all__ = ["engine_settings_fixture", "receiver_fixture"]
+__all__ = [
+    "agent_node",
+    "demo_server",
+    "engine_settings_fixture",
+    "node_token",
+    "receiver_fixture",
+    "stand_in_agent",
+]
 
 
 @dataclass(frozen=True)

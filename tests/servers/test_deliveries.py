@@ -11,7 +11,7 @@ from freezegun import freeze_time
 from audit.actors import Actor
 from servers.lifecycle import Trigger
 from servers.models import Server
-from servers.runtime import get_runtime
+from servers.runtime import runtime_sweep
 from servers.services import server_transition
 from tests.conftest import API, client_for
 from webhooks.events import EVENT_NAMES
@@ -54,7 +54,7 @@ def test_a_start_through_the_api_ends_in_one_started_delivery(make_key, acme_ser
         client.post(f"{API}/servers/{acme_server.id}/power", {"action": "start"}, format="json")
         assert bodies(acme_hook) == []  # starting fires nothing
         frozen.tick(2)
-        get_runtime().sweep(timezone.now())
+        runtime_sweep(timezone.now())
     [body] = bodies(acme_hook)
     assert list(body) == ["event", "occurred_at", "server", "data", "delivery_id"]
     assert body["event"] == "server.started"

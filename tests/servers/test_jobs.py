@@ -9,7 +9,7 @@ from freezegun import freeze_time
 from audit.actors import Actor
 from servers.jobs import backup_create
 from servers.models import Backup, Job
-from servers.runtime import get_runtime
+from servers.runtime import runtime_sweep
 from tests.conftest import API, client_for, error_of
 
 JOB_FIELDS = {"id", "kind", "state", "progress", "server_id", "created_at", "finished_at", "error"}
@@ -20,7 +20,7 @@ def make_backup(client, server):
 
 
 def sweep():
-    get_runtime().sweep(timezone.now())
+    runtime_sweep(timezone.now())
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from audit.actors import Actor
 from audit.models import AuditRecord
 from servers.jobs import backup_create
 from servers.models import ConfigEvent, Job, Schedule, ScheduleRun, Server, SettingChange
-from servers.runtime import get_runtime
+from servers.runtime import runtime_sweep
 from servers.schedules import ScheduleInput, schedule_create
 from tests.servers.conftest import Published
 
@@ -225,7 +225,7 @@ def test_a_person_restores_a_backup(alice_client, acme_server):
     with freeze_time(timezone.now()) as frozen:
         backup, _job = backup_create(server=acme_server, actor=Actor.system("t"))
         frozen.tick(5)
-        get_runtime().sweep(timezone.now())
+        runtime_sweep(timezone.now())
     alice_client.post(f"{PANEL}{acme_server.id}/backups/{backup.id}/restore")
     assert Job.objects.filter(kind="restore").exists()
 

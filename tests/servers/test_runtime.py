@@ -11,7 +11,7 @@ from freezegun import freeze_time
 from audit.actors import Actor
 from servers import tasks
 from servers.models import Server
-from servers.runtime import get_runtime
+from servers.runtime import runtime_sweep
 from servers.services import PowerAction, server_power
 from servers.simulated_runtime import SimulatedRuntime
 from tests.servers.conftest import events_of
@@ -28,7 +28,7 @@ def state_of(server):
 
 
 def sweep():
-    get_runtime().sweep(timezone.now())
+    runtime_sweep(timezone.now())
 
 
 def test_it_completes_a_start_only_after_the_delay(acme_server, settings):

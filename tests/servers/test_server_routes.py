@@ -53,6 +53,7 @@ def test_it_returns_a_server_with_the_contract_fields(make_key, acme_server):
         "game": "minecraft",
         "state": "stopped",
         "address": acme_server.address,
+        "node": "simulated",
         "created_at": body["created_at"],
     }
     assert TIMESTAMP.fullmatch(body["created_at"])

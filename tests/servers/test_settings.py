@@ -16,7 +16,7 @@ from servers.config_events import (
 )
 from servers.configuration import desired_settings, settings_update
 from servers.models import ConfigEvent, Server
-from servers.runtime import get_runtime
+from servers.runtime import runtime_sweep
 from servers.services import PowerAction, server_power
 from tests.conftest import API, client_for, error_of
 
@@ -109,7 +109,7 @@ def test_a_running_server_drifts_until_it_restarts(reader, acme_server, put_in_s
     with freeze_time(timezone.now()) as frozen:
         server_power(server=fresh(acme_server), action=PowerAction.RESTART, actor=SYSTEM)
         frozen.tick(5)
-        get_runtime().sweep(timezone.now())
+        runtime_sweep(timezone.now())
     assert reader.get(f"{API}/servers/{acme_server.id}/settings/drift").json()["in_sync"]
 
 

@@ -14,7 +14,7 @@ from audit.actors import Actor
 from servers.errors import InvalidState
 from servers.migration import migration_begin
 from servers.models import Server, ServerMigration
-from servers.runtime import get_runtime
+from servers.runtime import runtime_sweep
 from tests.servers.conftest import Published, events_of
 
 
@@ -122,10 +122,10 @@ def test_a_migration_begun_completes_after_the_delay(acme_server, published):
         migration_begin(
             server=acme_server, new_address="198.51.100.9:25565", actor=Actor.system("t")
         )
-        get_runtime().sweep(timezone.now())
+        runtime_sweep(timezone.now())
         assert published == []
         frozen.tick(3)
-        get_runtime().sweep(timezone.now())
+        runtime_sweep(timezone.now())
     assert ServerMigration.objects.get().state == "completed"
     assert events_of(published) == ["server.migrated"]
 

@@ -106,8 +106,14 @@ def test_it_describes_the_real_test_ping(document, hooks, receiver):
 
 def test_it_refuses_a_body_with_an_extra_member(document, hooks, receiver):
     body = delivered_body(hooks, receiver, Event.SERVER_CRASHED)
-    body["data"]["signal"] = 9
+    body["data"]["core_dumped"] = True
     assert not validator(document, schema_name(Event.SERVER_CRASHED)).is_valid(body)
+
+
+def test_it_allows_the_crash_details_of_agent_nodes(document, hooks, receiver):
+    body = delivered_body(hooks, receiver, Event.SERVER_CRASHED)
+    body["data"].update(signal=9, oom=False, last_output=["ready on port 27000"])
+    validator(document, schema_name(Event.SERVER_CRASHED)).validate(body)
 
 
 def test_it_refuses_a_body_missing_a_member(document, hooks, receiver):

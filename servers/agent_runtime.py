@@ -1,0 +1,312 @@
+"""The runtime of agent nodes: every request and reading is a call to the node's agent
+(docs/nodes.md, "The agent's API"), made inside the requesting service's transaction so that a
+refusal or an unreachable agent rolls the action back. What the processes then do comes back
+as reports (`servers.node_reports`).
+
+HTTPS only, verified against the node's CA (or the system's), with the node token as bearer,
+no proxies from the environment, and short timeouts. A node without a heartbeat for 30 s, or
+whose agent does not answer, is `NodeUnavailable` (503 node_unavailable): nothing is queued.
+"""
+
+import logging
+import ssl
+from datetime import datetime, timedelta
+from functools import lru_cache
+from typing import Any
+from urllib.parse import quote
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from gshost.errors import InvalidInput
+from gshost.ids import format_timestamp
+from gshost_agent.templates import load_template
+from servers.capabilities import Capability
+from servers.configuration import desired_settings
+from servers.errors import CapabilityNotSupported, InvalidState, NodeUnavailable
+from servers.lifecycle import Trigger
+from servers.models import Job, Node, NodeState, Server, ServerMigration
+from servers.nodes import node_token
+from servers.runtime import (
+    CommandResult,
+    ConsoleLine,
+    ConsoleLines,
+    MetricsSample,
+    Player,
+    PlayerList,
+    StatsSample,
+)
+from servers.selectors import server_max_players
+from servers.services import server_transition
+
+logger = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_SECONDS = 3.0
+READ_TIMEOUT_SECONDS = 10.0
+DEFAULT_MEMORY_MB = 1024
+SESSIONS_KEPT = 32  # one per node CA; a process talks to a handful of nodes
+
+
+class _CaAdapter(HTTPAdapter):
+    """Verifies the agent's certificate against one CA (PEM text), not the system's."""
+
+    def __init__(self, ca_pem: str) -> None:
+        self._context = ssl.create_default_context(cadata=ca_pem)
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["ssl_context"] = self._context
+        super().init_poolmanager(*args, **kwargs)
+
+
+@lru_cache(maxsize=SESSIONS_KEPT)
+def _session(ca_pem: str) -> requests.Session:
+    """A session per CA (its connections are reused); bounded, and reset by `reset_sessions`."""
+    session = requests.Session()
+    session.trust_env = False  # no proxy or CA bundle from the environment
+    if ca_pem:
+        session.mount("https://", _CaAdapter(ca_pem))
+    return session
+
+
+def reset_sessions() -> None:
+    _session.cache_clear()
+
+
+class AgentError(Exception):
+    """The agent answered, with an error status."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def agent_call(
+    node: Node,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None = None,
+    params: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """One call to the node's agent: its JSON answer, AgentError for an error it answered,
+    NodeUnavailable when the node is unreachable or the agent cannot be reached."""
+    if node.state() != NodeState.ONLINE:
+        raise NodeUnavailable(node.name, "no heartbeat for 30 s")
+    token = node_token(node)
+    if token is None:
+        logger.error("Node %s: its token cannot be decrypted (WEBHOOK_SECRET_KEYS?)", node.name)
+        raise NodeUnavailable(node.name, "its token cannot be used")
+    try:
+        response = _session(node.ca_pem).request(
+            method,
+            node.url.rstrip("/") + path,
+            json=body,
+            params=params,
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+            timeout=(CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS),
+            allow_redirects=False,
+        )
+    except (requests.RequestException, ssl.SSLError) as error:
+        logger.warning("Node %s: %s %s failed: %s", node.name, method, path, type(error).__name__)
+        raise NodeUnavailable(node.name, "its agent cannot be reached") from None
+    return _answer(node, method, path, response)
+
+
+def _answer(node: Node, method: str, path: str, response: requests.Response) -> dict[str, Any]:
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    if response.status_code < 300:
+        return answer if isinstance(answer, dict) else {}  # an empty 202 is an acceptance
+    found = answer.get("error") if isinstance(answer, dict) else None
+    error: dict[str, Any] = found if isinstance(found, dict) else {}
+    code, message = str(error.get("code", "")), str(error.get("message", ""))[:300]
+    if response.status_code in (400, 404, 409):
+        raise AgentError(response.status_code, code, message)
+    logger.warning("Node %s: %s %s answered %s %s", node.name, method, path,
+                   response.status_code, code)  # fmt: skip
+    raise NodeUnavailable(node.name, f"its agent answered {response.status_code}")
+
+
+def _server_path(server: Server, action: str) -> str:
+    return f"/v1/servers/{quote(server.id, safe='')}/{action}"
+
+
+def _refused(server: Server, error: AgentError) -> InvalidState:
+    return InvalidState(server.state, f"The node refused: {error.message or error.code}")
+
+
+def _start_body(server: Server) -> dict[str, Any]:
+    return {
+        "game": server.game,
+        "port": server.port,
+        "memory_mb": DEFAULT_MEMORY_MB,
+        "settings": desired_settings(server),
+    }
+
+
+class AgentRuntime:
+    """Servers on agent nodes. Jobs and migrations are not supported there yet: the template
+    games do not list the capabilities, so their routes answer 501 before reaching here."""
+
+    def _post(self, server: Server, action: str, body: dict[str, Any] | None = None) -> None:
+        try:
+            agent_call(server.node, "POST", _server_path(server, action), body or {})
+        except AgentError as error:
+            raise _refused(server, error) from None
+
+    def start(self, server: Server) -> None:
+        self._post(server, "start", _start_body(server))
+
+    def stop(self, server: Server) -> None:
+        self._post(server, "stop")
+
+    def restart(self, server: Server) -> None:
+        self._post(server, "restart", _start_body(server))
+
+    def kill(self, server: Server) -> None:
+        self._post(server, "kill")
+
+    def send_command(self, server: Server, command: str) -> CommandResult:
+        """The game's own stop command is a request to stop: the server goes `stopping`
+        first, so the exit that follows is server.stopped, not a crash."""
+        if command == load_template(server.game).stop_command:
+            server_transition(server_id=server.id, trigger=Trigger.STOP, cause="console stop")
+        try:
+            agent_call(server.node, "POST", _server_path(server, "console"), {"command": command})
+        except AgentError as error:
+            if error.status == 400:  # the rules are ours too: a disagreement, told as ours
+                message = error.message or "The node refused the command."
+                raise InvalidInput(message, fields={"command": [message]}) from None
+            raise _refused(server, error) from None
+        return CommandResult(True, "")
+
+    def run_job(self, job: Job) -> None:
+        raise CapabilityNotSupported(Capability.BACKUPS.value)
+
+    def migrate(self, migration: ServerMigration) -> None:
+        raise CapabilityNotSupported(Capability.MIGRATION.value)
+
+    def push_settings(self, server: Server) -> None:
+        """The agent writes the settings file when it starts the game (they go with start)."""
+
+    def _get(self, server: Server, what: str, params: dict[str, str] | None = None) -> Any:
+        """A reading; None when the agent has none: it does not know the server (never
+        started there, 404) or the game does not run (409)."""
+        try:
+            return agent_call(server.node, "GET", _server_path(server, what), params=params)
+        except AgentError as error:
+            if error.status in (404, 409):
+                return None
+            raise NodeUnavailable(server.node.name, "its agent refused the reading") from None
+
+    def players(self, server: Server, now: datetime) -> PlayerList:
+        answer = self._get(server, "players")
+        if answer is None:
+            return PlayerList(0, server_max_players(server), [])
+        try:
+            players = [Player(str(p["name"]), _moment(p["joined_at"])) for p in answer["players"]]
+            return PlayerList(int(answer["count"]), int(answer["max"]), players)
+        except (KeyError, TypeError, ValueError):
+            raise _garbled(server) from None
+
+    def stats(self, server: Server, now: datetime) -> StatsSample:
+        answer = self._get(server, "stats")
+        if answer is None:
+            return _idle_stats(server, now)
+        try:
+            return StatsSample(
+                state=server.state,
+                sampled_at=_moment(answer["sampled_at"]),
+                cpu_percent=float(answer["cpu_percent"]),
+                memory_mb=int(answer["memory_mb"]),
+                memory_limit_mb=int(answer["memory_limit_mb"]),
+                disk_mb=int(answer["disk_mb"]),
+                network_in_kbps=_optional_float(answer.get("network_in_kbps")),
+                network_out_kbps=_optional_float(answer.get("network_out_kbps")),
+                players_online=int(answer["players_online"]),
+                uptime_seconds=int(answer["uptime_seconds"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            raise _garbled(server) from None
+
+    def metrics(
+        self, server: Server, start: datetime, end: datetime, step: timedelta
+    ) -> list[MetricsSample]:
+        params = {
+            "start": format_timestamp(start) or "",
+            "end": format_timestamp(end) or "",
+            "step": str(int(step.total_seconds())),
+        }
+        answer = self._get(server, "metrics", params)
+        if answer is None:
+            return []
+        try:
+            return [
+                MetricsSample(
+                    at=_moment(s["at"]),
+                    cpu_percent=float(s["cpu_percent"]),
+                    memory_mb=int(s["memory_mb"]),
+                    network_in_kbps=None,
+                    network_out_kbps=None,
+                    players_online=int(s["players_online"]),
+                )
+                for s in answer["samples"]
+            ]
+        except (KeyError, TypeError, ValueError):
+            raise _garbled(server) from None
+
+    def actual_settings(self, server: Server) -> dict[str, str]:
+        answer = self._get(server, "settings")
+        if answer is None:
+            return {}
+        values = answer.get("settings")
+        if not isinstance(values, dict):
+            raise _garbled(server)
+        return {str(key): str(value) for key, value in values.items()}
+
+    def console_lines(self, server: Server, after: int) -> ConsoleLines:
+        answer = self._get(server, "console", {"after": str(after)})
+        if answer is None:
+            return ConsoleLines([], after)
+        try:
+            lines = [ConsoleLine(int(line["n"]), str(line["text"])) for line in answer["lines"]]
+            return ConsoleLines(lines, int(answer["last"]))
+        except (KeyError, TypeError, ValueError):
+            raise _garbled(server) from None
+
+    def sweep(self, now: datetime) -> None:
+        """Nothing to finish: agents report what their processes do."""
+
+
+def _moment(value: Any) -> datetime:
+    moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError("a time without its offset")
+    return moment
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _idle_stats(server: Server, now: datetime) -> StatsSample:
+    return StatsSample(
+        state=server.state,
+        sampled_at=now,
+        cpu_percent=0.0,
+        memory_mb=0,
+        memory_limit_mb=DEFAULT_MEMORY_MB,
+        disk_mb=0,
+        network_in_kbps=None,
+        network_out_kbps=None,
+        players_online=0,
+        uptime_seconds=0,
+    )
+
+
+def _garbled(server: Server) -> NodeUnavailable:
+    logger.warning("Node %s answered a reading of %s in an unexpected shape", server.node.name,
+                   server.id)  # fmt: skip
+    return NodeUnavailable(server.node.name, "its agent answered something unexpected")

@@ -1,0 +1,224 @@
+"""The routes agents call: POST /internal/nodes/heartbeat and /internal/nodes/reports.
+
+Outside the public API (not audited as customer calls, no session, no CSRF): the caller is a
+node, known by its bearer token. Bodies are JSON objects of at most 64 KiB, validated
+strictly: a bad one is 400, never a 5xx. docs/nodes.md describes both.
+"""
+
+import json
+import re
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+
+from gshost.api import rate_limits
+from gshost.api.client_ip import client_ip
+from servers.lifecycle import MAX_OUTPUT_LINE_LENGTH, MAX_OUTPUT_LINES, CrashDetails
+from servers.models import Node
+from servers.node_reports import (
+    Report,
+    ReportKind,
+    ServerNotOnNode,
+    node_heartbeat,
+    node_report_apply,
+)
+from servers.nodes import node_by_token
+
+MAX_BODY_BYTES = 64 * 1024
+MAX_SERVERS_IN_HEARTBEAT = 10_000
+_SERVER_ID = re.compile(r"srv_[0-9A-Za-z]{1,40}")
+_OUTBOX_ID = re.compile(r"[0-9A-Za-z_.:-]{1,100}")
+_STATES = ("stopped", "starting", "running", "stopping", "restarting")
+
+
+class BadInput(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field, self.message = field, message
+
+
+def _error(status: int, code: str, message: str, **extra: Any) -> JsonResponse:
+    response = JsonResponse({"error": {"code": code, "message": message, **extra}}, status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer error="invalid_token"'
+    return response
+
+
+NodeView = Callable[[HttpRequest, Node, dict[str, Any]], HttpResponse]
+
+
+def node_route(view: NodeView) -> Callable[[HttpRequest], HttpResponse]:
+    """POST only; the node from its token (401 otherwise); then the JSON object body."""
+
+    @csrf_exempt
+    @never_cache
+    def wrapper(request: HttpRequest) -> HttpResponse:
+        if request.method != "POST":
+            response = _error(405, "method_not_allowed", "Use POST.")
+            response["Allow"] = "POST"
+            return response
+        node = _node_of(request)
+        if node is None:
+            return _refused(request)
+        raw = _read_body(request)
+        if raw is None:
+            return _error(413, "payload_too_large", "The body is larger than 64 KiB.")
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return _error(400, "invalid_request", "The body must be a JSON object.")
+        if not isinstance(body, dict):
+            return _error(400, "invalid_request", "The body must be a JSON object.")
+        try:
+            return view(request, node, body)
+        except BadInput as bad:
+            return _error(400, "invalid_request", bad.message, fields={bad.field: [bad.message]})
+
+    wrapper.__name__ = view.__name__
+    return wrapper
+
+
+def _refused(request: HttpRequest) -> JsonResponse:
+    """401, or 429 once this address has failed too often this minute (as the API does)."""
+    limit = rate_limits.parse_rate(settings.AUTH_FAILURE_RATE)
+    state = rate_limits.hit(f"nodeauthfail:{client_ip(request)}", limit)
+    if state.exceeded:
+        message = "Too many failed authentications; retry later."
+        response = _error(429, "rate_limited", message, retry_after=state.retry_after)
+        response["Retry-After"] = str(state.retry_after)
+        return response
+    return _error(401, "invalid_token", "Send the node token as Authorization: Bearer.")
+
+
+def _node_of(request: HttpRequest) -> Node | None:
+    scheme, _, token = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+    if scheme != "Bearer" or not token.strip():
+        return None
+    return node_by_token(token.strip())
+
+
+def _read_body(request: HttpRequest) -> bytes | None:
+    """The body, or None when it is larger than MAX_BODY_BYTES (read no further than that)."""
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if not declared.isdigit() or int(declared) > MAX_BODY_BYTES:
+        return None
+    raw = request.read(MAX_BODY_BYTES + 1)
+    return None if len(raw) > MAX_BODY_BYTES else raw
+
+
+# Field checks: each names the field and what it must be.
+
+
+def _text(body: dict[str, Any], field: str, pattern: re.Pattern[str] | None = None) -> str:
+    value = body.get(field)
+    if not isinstance(value, str) or (pattern is not None and not pattern.fullmatch(value)):
+        raise BadInput(field, f"{field} must be a string{' of the expected form' * bool(pattern)}.")
+    return value
+
+
+def _optional_int(body: dict[str, Any], field: str) -> int | None:
+    value = body.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or abs(value) > 2**31:
+        raise BadInput(field, f"{field} must be an integer or null.")
+    return value
+
+
+def _timestamp(body: dict[str, Any], field: str) -> datetime | None:
+    value = body.get(field)
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise BadInput(field, f"{field} must be an ISO 8601 time with its offset, or null.")
+    return moment
+
+
+def _last_output(body: dict[str, Any]) -> tuple[str, ...]:
+    value = body.get("last_output", [])
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(line, str) for line in value):
+        raise BadInput("last_output", "last_output must be a list of strings.")
+    return tuple(_printable(line)[:MAX_OUTPUT_LINE_LENGTH] for line in value[-MAX_OUTPUT_LINES:])
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _printable(line: str) -> str:
+    """A game's output as text a database and a webhook receiver take: no NUL or other
+    control character (a tab stays), no lone surrogate."""
+    text = line.encode("utf-8", "replace").decode("utf-8")
+    return _CONTROL.sub("", text)
+
+
+def parse_report(body: dict[str, Any]) -> Report:
+    seq = body.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq < 2**62:
+        raise BadInput("seq", "seq must be a positive integer.")
+    kind = body.get("kind")
+    if not isinstance(kind, str) or kind not in set(ReportKind):
+        raise BadInput("kind", f"kind must be one of {', '.join(ReportKind)}.")
+    oom = body.get("oom", False)
+    if not isinstance(oom, bool):
+        raise BadInput("oom", "oom must be true or false.")
+    return Report(
+        outbox_id=_text(body, "outbox_id", _OUTBOX_ID),
+        seq=seq,
+        server_id=_text(body, "server_id", _SERVER_ID),
+        kind=ReportKind(kind),
+        at=_timestamp(body, "at"),
+        pid=_optional_int(body, "pid"),
+        exit_code=_optional_int(body, "exit_code"),
+        crash=CrashDetails(
+            signal=_optional_int(body, "signal"), oom=oom, last_output=_last_output(body)
+        ),
+    )
+
+
+def _servers(body: dict[str, Any]) -> dict[str, str]:
+    value = body.get("servers")
+    message = "servers maps server ids to states."
+    if not isinstance(value, dict) or len(value) > MAX_SERVERS_IN_HEARTBEAT:
+        raise BadInput("servers", message)
+    for server_id, state in value.items():
+        if not isinstance(server_id, str) or not _SERVER_ID.fullmatch(server_id):
+            raise BadInput("servers", message)
+        if state not in _STATES:
+            raise BadInput("servers", message)
+    return value
+
+
+# The routes
+
+
+@node_route
+def heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpResponse:
+    version = body.get("agent_version")
+    if not isinstance(version, str) or len(version) > 100 or not version.isprintable():
+        raise BadInput("agent_version", "agent_version must be a string of at most 100 characters.")
+    outbox_id = body.get("outbox_id")
+    if outbox_id is not None:
+        _text(body, "outbox_id", _OUTBOX_ID)
+    node_heartbeat(node=node, agent_version=version, servers=_servers(body))
+    return JsonResponse({"node": node.name})
+
+
+@node_route
+def reports(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpResponse:
+    report = parse_report(body)
+    try:
+        node_report_apply(node=node, report=report)
+    except ServerNotOnNode as refused:
+        return _error(403, refused.code, refused.message)
+    return JsonResponse({"acknowledged": report.seq})

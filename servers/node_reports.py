@@ -1,0 +1,135 @@
+"""What agent nodes tell the control plane: heartbeats, and reports of what their game
+processes did, applied exactly once and in order per (node, outbox). docs/nodes.md."""
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from django.db import transaction
+from django.utils import timezone
+
+from gshost.errors import DomainError
+from servers.configuration import settings_report_applied
+from servers.errors import InvalidState
+from servers.lifecycle import CrashDetails, Trigger
+from servers.models import Node, Server, ServerState
+from servers.services import server_transition
+
+logger = logging.getLogger(__name__)
+
+
+class ReportKind(StrEnum):
+    READY = "ready"
+    HALTED = "halted"
+    CRASHED = "crashed"
+    FAILED_TO_START = "failed_to_start"
+    STOPPED_BY_NODE = "stopped_by_node"
+
+
+class ReportOutcome(StrEnum):
+    APPLIED = "applied"
+    IGNORED = "ignored"  # the move does not apply in the server's state now
+    REPEAT = "repeat"  # this seq (or a later one) of this outbox was applied already
+
+
+class ServerNotOnNode(DomainError):
+    code = "server_not_on_node"
+    default_message = "The report names a server that is not on this node."
+
+
+@dataclass(frozen=True)
+class Report:
+    outbox_id: str
+    seq: int
+    server_id: str
+    kind: ReportKind
+    at: datetime | None = None
+    pid: int | None = None
+    exit_code: int | None = None
+    crash: CrashDetails = field(default_factory=CrashDetails)
+
+
+def node_heartbeat(*, node: Node, agent_version: str, servers: dict[str, str]) -> Node:
+    """The node is alive now. `servers` (what the agent runs) is only compared, for the log."""
+    now = timezone.now()
+    Node.objects.filter(id=node.id).update(last_heartbeat_at=now, agent_version=agent_version)
+    node.last_heartbeat_at, node.agent_version = now, agent_version
+    _log_disagreements(node, servers)
+    return node
+
+
+def _log_disagreements(node: Node, reported: dict[str, str]) -> None:
+    known = dict(Server.objects.filter(node=node, id__in=list(reported)).values_list("id", "state"))
+    for server_id, state in reported.items():
+        if server_id not in known:
+            logger.info("Node %s runs %s, which is not one of its servers", node.name, server_id)
+        elif known[server_id] != state:
+            logger.info(
+                "Node %s: %s is %s there, %s here", node.name, server_id, state, known[server_id]
+            )
+
+
+def node_report_apply(*, node: Node, report: Report) -> ReportOutcome:
+    """Apply one report once. A report of a server on another node is refused (nothing
+    changes); one whose move does not apply now is acknowledged and logged as ignored."""
+    with transaction.atomic():
+        locked = Node.objects.select_for_update().get(id=node.id)
+        # Locking the server waits for an action still under way on it (a start whose
+        # transaction has not committed when a quick `ready` arrives), so the report is
+        # applied to the state that action leaves, not the one before it.
+        server = Server.objects.select_for_update().filter(id=report.server_id, node=locked)
+        if server.first() is None:
+            raise ServerNotOnNode()
+        last = locked.last_report_seq if locked.outbox_id == report.outbox_id else 0
+        if report.seq <= last:
+            return ReportOutcome.REPEAT
+        outcome = _apply(locked, report)
+        Node.objects.filter(id=locked.id).update(
+            outbox_id=report.outbox_id, last_report_seq=report.seq
+        )
+    return outcome
+
+
+def _apply(node: Node, report: Report) -> ReportOutcome:
+    cause = f"node {node.name}: {report.kind.value}"
+    try:
+        with transaction.atomic():
+            _move(report, cause)
+    except InvalidState as refused:
+        logger.info(
+            "Node %s report %s/%s (%s of %s) ignored: %s",
+            node.name,
+            report.outbox_id,
+            report.seq,
+            report.kind.value,
+            report.server_id,
+            refused.message,
+        )
+        return ReportOutcome.IGNORED
+    return ReportOutcome.APPLIED
+
+
+def _move(report: Report, cause: str) -> None:
+    server_id, exit_code = report.server_id, report.exit_code
+    if report.kind == ReportKind.READY:
+        server = server_transition(server_id=server_id, trigger=Trigger.READY, cause=cause)
+        settings_report_applied(server=server)
+    elif report.kind == ReportKind.HALTED:
+        server_transition(server_id=server_id, trigger=Trigger.HALTED, cause=cause)
+    elif report.kind in (ReportKind.CRASHED, ReportKind.FAILED_TO_START):
+        trigger = Trigger.CRASH if report.kind == ReportKind.CRASHED else Trigger.FAILED_TO_START
+        server_transition(
+            server_id=server_id,
+            trigger=trigger,
+            cause=cause,
+            exit_code=exit_code,
+            crash=report.crash,
+        )
+    else:  # stopped by the node: stopping (when it was not already), then stopped
+        state = Server.objects.get(id=server_id).state
+        if state != ServerState.STOPPING:
+            server_transition(server_id=server_id, trigger=Trigger.NODE_STOP, cause=cause)
+        server_transition(
+            server_id=server_id, trigger=Trigger.HALTED, cause=cause, exit_code=exit_code
+        )

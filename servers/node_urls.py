@@ -1,0 +1,12 @@
+"""Routes the agents call, mounted at /internal/nodes/ (docs/nodes.md)."""
+
+from django.urls import path
+
+from servers import node_api
+
+app_name = "nodes_internal"
+
+urlpatterns = [
+    path("heartbeat", node_api.heartbeat, name="heartbeat"),
+    path("reports", node_api.reports, name="reports"),
+]

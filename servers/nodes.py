@@ -1,0 +1,249 @@
+"""Nodes: registering one, its token (shown once, kept encrypted and hashed), its ports, and
+which node a new server goes on. The protocol with the agent is docs/nodes.md."""
+
+import hashlib
+import hmac
+import ipaddress
+import logging
+import re
+import ssl
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from django.db import transaction
+from django.db.models import Count, Q, QuerySet
+
+from gshost.encryption import decrypt_secret, encrypt_secret
+from gshost.ids import random_base62
+from gshost_agent.templates import available_games
+from servers.models import (
+    DEFAULT_FIRST_PORT,
+    DEFAULT_LAST_PORT,
+    SIMULATED_GAMES,
+    SIMULATED_NODE_NAME,
+    TEMPLATE_GAMES,
+    Game,
+    Node,
+    NodeKind,
+    Server,
+)
+
+logger = logging.getLogger(__name__)
+
+TOKEN_PREFIX = "gsn_"
+TOKEN_RANDOM_LENGTH = 43
+_TOKEN = re.compile(r"gsn_[0-9A-Za-z]{43}")
+_NODE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,49}")
+LOWEST_PORT = 1024
+
+
+def new_node_token() -> str:
+    return TOKEN_PREFIX + random_base62(TOKEN_RANDOM_LENGTH)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def node_token(node: Node) -> str | None:
+    """The token to call the node's agent with; None when it cannot be decrypted."""
+    return decrypt_secret(node.encrypted_token) if node.encrypted_token else None
+
+
+def simulated_node() -> Node:
+    """The built-in node (a data migration makes it; a flushed test database makes it again)."""
+    node, _ = Node.objects.get_or_create(
+        name=SIMULATED_NODE_NAME, defaults={"kind": NodeKind.SIMULATED}
+    )
+    return node
+
+
+def games_of(node: Node) -> tuple[str, ...]:
+    if node.is_agent:
+        return tuple(game for game in available_games() if game in TEMPLATE_GAMES)
+    return tuple(game for game in Game.values if game in SIMULATED_GAMES)
+
+
+# Registering
+
+
+@dataclass(frozen=True)
+class NodeInput:
+    name: str
+    url: str
+    address: str
+    ports: str = f"{DEFAULT_FIRST_PORT}-{DEFAULT_LAST_PORT}"
+    ca_pem: str = ""
+
+
+def clean_node_name(name: str) -> str:
+    name = name.strip()
+    if not _NODE_NAME.fullmatch(name):
+        raise ValueError(
+            "A node name is 1-50 lowercase letters, digits and dashes, starting with a "
+            "letter or digit."
+        )
+    if name == SIMULATED_NODE_NAME:
+        raise ValueError(f"{SIMULATED_NODE_NAME!r} is the built-in simulated node's name.")
+    return name
+
+
+def clean_url(url: str) -> str:
+    """`https://HOST[:PORT]`, nothing after the authority: the agent's base URL."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        raise ValueError("The URL is not valid: use https://HOST:PORT.") from None
+    if parts.scheme != "https":
+        raise ValueError("The agent speaks HTTPS only: the URL must start with https://.")
+    if not parts.hostname:
+        raise ValueError("The URL has no host: use https://HOST:PORT.")
+    if parts.username or parts.password or parts.path not in ("", "/"):
+        raise ValueError("The URL is https://HOST:PORT, without a user, path or query.")
+    if parts.query or parts.fragment:
+        raise ValueError("The URL is https://HOST:PORT, without a user, path or query.")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"https://{host}" + (f":{port}" if port is not None else "")
+
+
+def clean_address(address: str) -> str:
+    try:
+        return str(ipaddress.ip_address(address.strip()))
+    except ValueError:
+        raise ValueError(f"{address!r} is not an IP address (the node's public IP).") from None
+
+
+def clean_ports(ports: str) -> tuple[int, int]:
+    first, sep, last = ports.strip().partition("-")
+    if not sep or not first.isdigit() or not last.isdigit():
+        raise ValueError("Ports are a range FIRST-LAST, like 27000-27099.")
+    low, high = int(first), int(last)
+    if not LOWEST_PORT <= low <= high <= 65535:
+        raise ValueError(f"Ports are from {LOWEST_PORT} to 65535, the first not above the last.")
+    return low, high
+
+
+def clean_ca_pem(pem: str) -> str:
+    """One or more PEM certificates (the CA that signed the agent's certificate)."""
+    if not pem.strip():
+        return ""
+    if "-----BEGIN CERTIFICATE-----" not in pem:
+        raise ValueError("The CA file holds no PEM certificate.")
+    try:
+        ssl.create_default_context(cadata=pem)
+    except (ssl.SSLError, ValueError):
+        raise ValueError("The CA file is not a valid PEM certificate.") from None
+    return pem.strip() + "\n"
+
+
+@dataclass(frozen=True)
+class NewNode:
+    node: Node
+    token: str  # shown once, never stored in clear
+
+
+def node_create(*, data: NodeInput) -> NewNode:
+    """A new agent node; its token is returned once."""
+    name = clean_node_name(data.name)
+    url = clean_url(data.url)
+    address = clean_address(data.address)
+    first_port, last_port = clean_ports(data.ports)
+    ca_pem = clean_ca_pem(data.ca_pem)
+    token = new_node_token()
+    with transaction.atomic():
+        if Node.objects.filter(name=name).exists():
+            raise ValueError(f"There is already a node named {name!r}.")
+        node = Node.objects.create(
+            name=name,
+            kind=NodeKind.AGENT,
+            url=url,
+            address=address,
+            first_port=first_port,
+            last_port=last_port,
+            ca_pem=ca_pem,
+            encrypted_token=encrypt_secret(token),
+            token_hash=token_hash(token),
+        )
+    logger.info("Node %s registered at %s", node.name, node.url)
+    return NewNode(node, token)
+
+
+def node_rotate_token(*, node: Node) -> str:
+    """A new token for an agent node; the old one stops working at once."""
+    if not node.is_agent:
+        raise ValueError("The simulated node has no token.")
+    token = new_node_token()
+    Node.objects.filter(id=node.id).update(
+        encrypted_token=encrypt_secret(token), token_hash=token_hash(token)
+    )
+    node.encrypted_token, node.token_hash = encrypt_secret(token), token_hash(token)
+    logger.info("Node %s: token rotated", node.name)
+    return token
+
+
+def node_by_token(token: str) -> Node | None:
+    """The agent node whose token this is, compared in constant time; None otherwise."""
+    if not _TOKEN.fullmatch(token):
+        return None
+    digest = token_hash(token)
+    node = Node.objects.filter(token_hash=digest, kind=NodeKind.AGENT).first()
+    if node is None or not hmac.compare_digest(node.token_hash or "", digest):
+        return None
+    return node
+
+
+# Ports and placement
+
+
+def nodes_with_usage() -> QuerySet[Node]:
+    """Nodes with `server_count` and `used_ports` (servers holding a port) annotated."""
+    return Node.objects.annotate(
+        server_count=Count("servers"),
+        used_ports=Count("servers", filter=Q(servers__port__isnull=False)),
+    )
+
+
+def free_port_count(node: Node) -> int | None:
+    """Ports of the range not taken; None for the simulated node (it needs none)."""
+    if not node.is_agent:
+        return None
+    used = getattr(node, "used_ports", None)
+    if used is None:
+        used = Server.objects.filter(node=node, port__isnull=False).count()
+    return max(0, node.port_count - used)
+
+
+def node_for_new_server(game: str | None) -> Node:
+    """Without a node named: the agent node with the most free ports (for a template game, or
+    no game given), else the simulated node."""
+    if game is None or game in TEMPLATE_GAMES:
+        agents = [n for n in nodes_with_usage().filter(kind=NodeKind.AGENT) if free_port_count(n)]
+        if agents:
+            return max(agents, key=lambda n: (free_port_count(n) or 0, -n.id))
+    return simulated_node()
+
+
+def default_game(node: Node) -> str:
+    return Game.DEMO if node.is_agent else Game.MINECRAFT
+
+
+def check_game_on_node(node: Node, game: str) -> None:
+    games = games_of(node)
+    if game not in games:
+        raise ValueError(
+            f"Node {node.name!r} does not run {game!r}; it runs: {', '.join(games) or 'none'}."
+        )
+
+
+def allocate_port(node: Node) -> int:
+    """The lowest free port of the node's range. Call inside a transaction: the node row is
+    locked until it commits, so two creations never take the same port."""
+    Node.objects.select_for_update().filter(id=node.id).first()
+    used = set(Server.objects.filter(node=node, port__isnull=False).values_list("port", flat=True))
+    for port in range(node.first_port, node.last_port + 1):
+        if port not in used:
+            return port
+    raise ValueError(
+        f"Node {node.name!r} has no free port: {node.first_port}-{node.last_port} are all taken."
+    )

@@ -1,0 +1,55 @@
+// The live console of a server page: every 1.5 s, ask the panel for the console lines after
+// the last one shown and append them, keeping the last 200. Stops asking while the tab is
+// hidden; says so when the node is unavailable, and keeps trying.
+(function () {
+  "use strict";
+  var script = document.currentScript;
+  var url = script && script.getAttribute("data-lines-url");
+  var list = document.querySelector("[data-console-lines]");
+  var status = document.querySelector("[data-console-status]");
+  if (!url || !list) { return; }
+  var INTERVAL_MS = 1500;
+  var KEEP = 200;
+  var after = 0;
+
+  function show(message) {
+    if (!status) { return; }
+    status.textContent = message || "";
+    status.hidden = !message;
+  }
+
+  function append(lines) {
+    if (!lines.length) { return; }
+    var placeholder = list.querySelector("[data-console-placeholder]");
+    if (placeholder) { placeholder.remove(); }
+    var atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 8;
+    lines.forEach(function (line) {
+      var item = document.createElement("li");
+      item.textContent = line.text;  // text, never HTML: the game writes these lines
+      list.appendChild(item);
+    });
+    while (list.children.length > KEEP) { list.removeChild(list.firstChild); }
+    if (atBottom) { list.scrollTop = list.scrollHeight; }
+  }
+
+  function poll() {
+    if (document.hidden) { window.setTimeout(poll, INTERVAL_MS); return; }
+    fetch(url + "?after=" + after, { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      .then(function (response) {
+        return response.json().then(function (body) { return { ok: response.ok, body: body }; });
+      })
+      .then(function (answer) {
+        if (answer.ok) {
+          append(answer.body.lines || []);
+          if (typeof answer.body.last === "number") { after = answer.body.last; }
+          show("");
+        } else if (answer.body && answer.body.error) {
+          show(answer.body.error.message);
+        }
+      })
+      .catch(function () { /* try again next time */ })
+      .finally(function () { window.setTimeout(poll, INTERVAL_MS); });
+  }
+
+  poll();
+})();

@@ -1,0 +1,114 @@
+"""A small stand-in for a node's agent: real HTTPS on loopback with a throw-away trustme CA,
+the bearer token checked, every request recorded, answers scripted per (method, path).
+
+Only the far side of the network is faked; the control plane's AgentRuntime talks to it as it
+would to `gshost-agent` (docs/nodes.md).
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import trustme
+
+
+@dataclass(frozen=True)
+class AgentRequest:
+    method: str
+    path: str  # with the query string
+    authorization: str | None
+    body: Any
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def _serve(self) -> None:
+        agent = self.server.agent
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        authorization = self.headers.get("Authorization")
+        agent.requests.append(AgentRequest(self.command, self.path, authorization, body))
+        if authorization != f"Bearer {agent.token}":
+            status, answer = 401, {"error": {"code": "invalid_token", "message": "No."}}
+        else:
+            status, answer = agent.answer_for(self.command, self.path.split("?")[0])
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, agent: StandInAgent, context: ssl.SSLContext) -> None:
+        self.agent = agent
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.socket = context.wrap_socket(self.socket, server_side=True)
+
+
+class StandInAgent:
+    def __init__(self) -> None:
+        self.ca = trustme.CA()
+        self.token = ""
+        self.requests: list[AgentRequest] = []
+        self.answers: dict[tuple[str, str], tuple[int, Any]] = {}
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.ca.issue_cert("127.0.0.1").configure_cert(context)
+        self._server = _Server(self, context)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def ca_pem(self) -> str:
+        return self.ca.cert_pem.bytes().decode()
+
+    def answer(self, method: str, path: str, status: int, body: Any) -> None:
+        self.answers[(method, path)] = (status, body)
+
+    def answer_for(self, method: str, path: str) -> tuple[int, Any]:
+        default = (202, {"state": "ok"}) if method == "POST" else (404, {"error": {}})
+        return self.answers.get((method, path), default)
+
+    def calls(self, method: str | None = None) -> list[AgentRequest]:
+        return [r for r in self.requests if method is None or r.method == method]
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def stand_in_agent() -> Iterator[StandInAgent]:
+    agent = StandInAgent()
+    agent.start()
+    try:
+        yield agent
+    finally:
+        agent.stop()

@@ -1,0 +1,372 @@
+"""Servers on agent nodes: the control plane asks the node's agent over real HTTPS (a stand-in
+agent with a trustme CA), and answers 503 node_unavailable when the node cannot be reached."""
+
+import socket
+from io import StringIO
+
+import pytest
+import trustme
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from audit.actors import Actor
+from servers.models import Node, RunStatus, Schedule, Server, ServerTransition
+from servers.schedules import schedule_run_now
+from servers.services import server_create
+from tests.conftest import API, client_for, error_of
+from tests.servers.node_fixtures import beat, register
+
+SCOPES = ["servers:power", "console:write", "servers:read", "backups:create"]
+
+
+@pytest.fixture
+def key(make_key):
+    return make_key(SCOPES)
+
+
+def api_post(key, server, route, body):
+    return client_for(key).post(f"{API}/servers/{server.id}/{route}", body, format="json")
+
+
+def api_get(key, server, route):
+    return client_for(key).get(f"{API}/servers/{server.id}/{route}")
+
+
+def state_of(server):
+    return Server.objects.get(id=server.id).state
+
+
+def silence(node):
+    """No heartbeat for a long time: the node is unreachable."""
+    Node.objects.filter(id=node.id).update(last_heartbeat_at=None)
+
+
+# Power
+
+
+def test_a_start_asks_the_agent_with_the_game_port_memory_and_settings(
+    key, demo_server, stand_in_agent
+):
+    response = api_post(key, demo_server, "power", {"action": "start"})
+    assert response.status_code == 202
+    assert response.json()["state"] == "starting"
+    (call,) = stand_in_agent.calls("POST")
+    assert call.path == f"/v1/servers/{demo_server.id}/start"
+    assert call.authorization == f"Bearer {stand_in_agent.token}"
+    assert call.body == {
+        "game": "demo",
+        "port": 27000,
+        "memory_mb": 1024,
+        "settings": {"motd": "A gshost demo server", "max-players": "20", "difficulty": "normal"},
+    }
+
+
+def test_a_stop_asks_the_agent_to_stop(key, demo_server, stand_in_agent, put_in_state):
+    put_in_state(demo_server, "running")
+    assert api_post(key, demo_server, "power", {"action": "stop"}).status_code == 202
+    assert stand_in_agent.calls("POST")[-1].path == f"/v1/servers/{demo_server.id}/stop"
+    assert state_of(demo_server) == "stopping"
+
+
+def test_a_restart_asks_the_agent_to_restart_with_the_start_body(
+    key, demo_server, stand_in_agent, put_in_state
+):
+    put_in_state(demo_server, "running")
+    assert api_post(key, demo_server, "power", {"action": "restart"}).status_code == 202
+    call = stand_in_agent.calls("POST")[-1]
+    assert call.path == f"/v1/servers/{demo_server.id}/restart"
+    assert call.body["port"] == 27000
+
+
+def test_an_agent_refusal_is_409_and_rolls_the_action_back(key, demo_server, stand_in_agent):
+    path = f"/v1/servers/{demo_server.id}/start"
+    refusal = {"error": {"code": "invalid_state", "message": "it runs"}}
+    stand_in_agent.answer("POST", path, 409, refusal)
+    response = api_post(key, demo_server, "power", {"action": "start"})
+    assert response.status_code == 409
+    assert error_of(response)["code"] == "invalid_state"
+    assert state_of(demo_server) == "stopped"
+    assert not ServerTransition.objects.filter(server=demo_server).exists()
+
+
+# Console
+
+
+def test_a_console_command_is_written_through_the_agent(
+    key, demo_server, stand_in_agent, put_in_state, published
+):
+    put_in_state(demo_server, "running")
+    response = api_post(key, demo_server, "console", {"command": "say hi"})
+    assert response.status_code == 202
+    call = stand_in_agent.calls("POST")[-1]
+    assert call.path == f"/v1/servers/{demo_server.id}/console"
+    assert call.body == {"command": "say hi"}
+    assert published[-1].event == "console.command_sent"
+
+
+def test_the_games_stop_command_makes_the_server_stopping(
+    key, demo_server, stand_in_agent, put_in_state
+):
+    put_in_state(demo_server, "running")
+    assert api_post(key, demo_server, "console", {"command": "stop"}).status_code == 202
+    assert state_of(demo_server) == "stopping"
+    assert stand_in_agent.calls("POST")[-1].body == {"command": "stop"}
+
+
+def test_a_stop_command_the_node_cannot_take_leaves_the_server_running(
+    key, demo_server, agent_node, put_in_state
+):
+    put_in_state(demo_server, "running")
+    silence(agent_node)
+    assert api_post(key, demo_server, "console", {"command": "stop"}).status_code == 503
+    assert state_of(demo_server) == "running"
+
+
+def test_a_command_the_agent_refuses_as_bad_is_400_and_fires_nothing(
+    key, demo_server, stand_in_agent, put_in_state, published
+):
+    put_in_state(demo_server, "running")
+    published.clear()
+    path = f"/v1/servers/{demo_server.id}/console"
+    stand_in_agent.answer("POST", path, 400, {"error": {"code": "bad", "message": "Too long."}})
+    response = api_post(key, demo_server, "console", {"command": "say hi"})
+    assert response.status_code == 400
+    assert error_of(response)["fields"] == {"command": ["Too long."]}
+    assert published == []
+
+
+# Readings
+
+
+def test_players_come_from_the_agent(key, demo_server, stand_in_agent, put_in_state):
+    put_in_state(demo_server, "running")
+    stand_in_agent.answer(
+        "GET",
+        f"/v1/servers/{demo_server.id}/players",
+        200,
+        {"count": 1, "max": 20, "players": [{"name": "ann", "joined_at": "2026-11-26T10:00:00Z"}]},
+    )
+    body = api_get(key, demo_server, "players").json()
+    assert body == {
+        "count": 1,
+        "max": 20,
+        "players": [{"name": "ann", "joined_at": "2026-11-26T10:00:00.000Z"}],
+    }
+
+
+def test_realtime_stats_come_from_the_agent_with_null_network(
+    key, demo_server, stand_in_agent, put_in_state
+):
+    put_in_state(demo_server, "running")
+    stand_in_agent.answer(
+        "GET",
+        f"/v1/servers/{demo_server.id}/stats",
+        200,
+        {
+            "state": "running", "sampled_at": "2026-11-26T10:00:00Z", "cpu_percent": 3.5,
+            "memory_mb": 40, "memory_limit_mb": 1024, "disk_mb": 2, "network_in_kbps": None,
+            "network_out_kbps": None, "players_online": 1, "uptime_seconds": 60,
+        },
+    )  # fmt: skip
+    body = api_get(key, demo_server, "realtime-stats").json()
+    assert (body["cpu_percent"], body["memory_mb"], body["uptime_seconds"]) == (3.5, 40, 60)
+    assert body["network_in_kbps"] is None and body["network_out_kbps"] is None
+
+
+def test_metrics_ask_the_agent_for_the_window(key, demo_server, stand_in_agent):
+    stand_in_agent.answer(
+        "GET",
+        f"/v1/servers/{demo_server.id}/metrics",
+        200,
+        {"samples": [{"at": "2026-11-26T10:00:00Z", "cpu_percent": 1.0, "memory_mb": 30,
+                      "players_online": 0}]},
+    )  # fmt: skip
+    body = api_get(key, demo_server, "metrics?window=1h").json()
+    assert body["samples"][0]["memory_mb"] == 30
+    call = stand_in_agent.calls("GET")[-1]
+    assert "start=" in call.path and "end=" in call.path and "step=60" in call.path
+
+
+def test_drift_compares_with_the_settings_file_on_the_node(key, demo_server, stand_in_agent):
+    stand_in_agent.answer(
+        "GET",
+        f"/v1/servers/{demo_server.id}/settings",
+        200,
+        {"settings": {"motd": "A gshost demo server", "max-players": "50", "difficulty": "normal"}},
+    )
+    body = api_get(key, demo_server, "settings/drift").json()
+    assert body["in_sync"] is False
+    assert body["drift"] == [{"key": "max-players", "desired": "20", "actual": "50"}]
+
+
+def test_readings_of_a_server_the_agent_does_not_know_are_empty(key, demo_server):
+    body = api_get(key, demo_server, "players").json()  # the stand-in answers 404
+    assert (body["count"], body["max"], body["players"]) == (0, 20, [])
+
+
+def test_stats_of_a_game_that_does_not_run_are_idle(key, demo_server, stand_in_agent):
+    path = f"/v1/servers/{demo_server.id}/stats"
+    stand_in_agent.answer("GET", path, 409, {"error": {"code": "invalid_state", "message": "no"}})
+    body = api_get(key, demo_server, "realtime-stats").json()
+    assert (body["state"], body["cpu_percent"], body["uptime_seconds"]) == ("stopped", 0.0, 0)
+
+
+# Node outages: 503 node_unavailable, nothing done or queued
+
+OUTAGE_ROUTES = [
+    ("post", "power", {"action": "start"}, "stopped"),
+    ("post", "power", {"action": "stop"}, "running"),
+    ("post", "console", {"command": "say hi"}, "running"),
+    ("get", "players", None, "running"),
+    ("get", "realtime-stats", None, "running"),
+    ("get", "metrics", None, "running"),
+    ("get", "settings/drift", None, "running"),
+]
+
+
+def _call(key, server, method, route, body):
+    return api_post(key, server, route, body) if method == "post" else api_get(key, server, route)
+
+
+@pytest.mark.parametrize(("method", "route", "body", "state"), OUTAGE_ROUTES)
+def test_an_unreachable_node_is_503_with_retry_after_and_nothing_done(
+    key, demo_server, agent_node, stand_in_agent, put_in_state, method, route, body, state
+):
+    put_in_state(demo_server, state)
+    transitions = ServerTransition.objects.filter(server=demo_server).count()
+    silence(agent_node)
+    response = _call(key, demo_server, method, route, body)
+    assert response.status_code == 503
+    error = error_of(response)
+    assert (error["code"], error["retry_after"]) == ("node_unavailable", 30)
+    assert response["Retry-After"] == "30"
+    assert stand_in_agent.requests == []
+    assert state_of(demo_server) == state
+    assert ServerTransition.objects.filter(server=demo_server).count() == transitions
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize(("method", "route", "body", "state"), OUTAGE_ROUTES)
+def test_an_agent_that_refuses_connections_is_503(
+    key, acme, put_in_state, method, route, body, state
+):
+    node, _ = register("down", url=f"https://127.0.0.1:{_closed_port()}")
+    beat(node)
+    server = server_create(organization=acme, name="Demo", game="demo", node=node)
+    put_in_state(server, state)
+    response = _call(key, server, method, route, body)
+    assert response.status_code == 503
+    assert error_of(response)["code"] == "node_unavailable"
+    assert state_of(server) == state
+
+
+def test_an_agent_whose_certificate_the_nodes_ca_did_not_sign_is_503(key, acme, stand_in_agent):
+    other_ca = trustme.CA().cert_pem.bytes().decode()
+    node, token = register("spoofed", url=stand_in_agent.url, ca_pem=other_ca)
+    stand_in_agent.token = token
+    beat(node)
+    server = server_create(organization=acme, name="Demo", game="demo", node=node)
+    assert api_post(key, server, "power", {"action": "start"}).status_code == 503
+    assert stand_in_agent.requests == []
+
+
+def test_proxies_from_the_environment_are_not_used(key, demo_server, stand_in_agent, monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:1")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/nonexistent.pem")
+    assert api_post(key, demo_server, "power", {"action": "start"}).status_code == 202
+
+
+def test_a_schedule_on_an_unreachable_node_fails_its_run(
+    demo_server, agent_node, put_in_state, alice
+):
+    put_in_state(demo_server, "running")
+    schedule = Schedule.objects.create(
+        server=demo_server, name="Save", cron="0 3 * * *", command="save", created_by=alice.user
+    )
+    silence(agent_node)
+    run = schedule_run_now(schedule=schedule, actor=Actor.system("test"))
+    assert run.status == RunStatus.FAILED
+    assert "unavailable" in run.output
+
+
+def test_a_schedule_run_is_succeeded_when_the_agent_accepted_it(
+    demo_server, stand_in_agent, put_in_state, alice
+):
+    put_in_state(demo_server, "running")
+    schedule = Schedule.objects.create(
+        server=demo_server, name="Save", cron="0 3 * * *", command="save", created_by=alice.user
+    )
+    run = schedule_run_now(schedule=schedule, actor=Actor.system("test"))
+    assert run.status == RunStatus.SUCCEEDED
+    assert stand_in_agent.calls("POST")[-1].body == {"command": "save"}
+
+
+# What agent nodes do not do yet
+
+
+def test_backups_are_not_supported_on_template_games(key, demo_server, stand_in_agent):
+    response = api_post(key, demo_server, "backups", {})
+    assert response.status_code == 501
+    assert error_of(response)["capability"] == "backups"
+    assert stand_in_agent.requests == []
+
+
+# simulate on agent nodes
+
+
+def simulate(*args):
+    out = StringIO()
+    call_command("simulate", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_simulate_crash_kills_the_game_through_the_agent(
+    demo_server, stand_in_agent, put_in_state, published
+):
+    put_in_state(demo_server, "running")
+    published.clear()
+    out = simulate(demo_server.id, "crash")
+    assert stand_in_agent.calls("POST")[-1].path == f"/v1/servers/{demo_server.id}/kill"
+    assert "SIGKILL" in out
+    assert state_of(demo_server) == "running"  # until the agent reports the crash
+    assert published == []
+
+
+def test_simulate_crash_of_a_stopped_agent_server_is_refused(demo_server, stand_in_agent):
+    with pytest.raises(CommandError, match="Only a running game can crash"):
+        simulate(demo_server.id, "crash")
+    assert stand_in_agent.requests == []
+
+
+@pytest.mark.parametrize("what", ["fail-start", "migrate"])
+def test_simulate_fail_start_and_migrate_are_refused_on_agent_nodes(
+    demo_server, stand_in_agent, what
+):
+    with pytest.raises(CommandError, match="only for servers on the simulated node"):
+        simulate(demo_server.id, what)
+    assert state_of(demo_server) == "stopped"
+    assert Server.objects.get(id=demo_server.id).address == "198.51.100.7:27000"
+
+
+@pytest.mark.parametrize(
+    ("path", "method"),
+    [
+        ("/api/public/v1/servers/{server_id}/power", "post"),
+        ("/api/public/v1/servers/{server_id}/console", "post"),
+        ("/api/public/v1/servers/{server_id}/players", "get"),
+        ("/api/public/v1/servers/{server_id}/realtime-stats", "get"),
+        ("/api/public/v1/servers/{server_id}/metrics", "get"),
+        ("/api/public/v1/servers/{server_id}/settings/drift", "get"),
+    ],
+)
+def test_the_schema_documents_503_node_unavailable_where_the_node_is_asked(db, path, method):
+    document = Client().get("/api/public/v1/schema/?format=json").json()
+    response = document["paths"][path][method]["responses"]["503"]
+    assert "Retry-After" in response["headers"]
+    schema = response["content"]["application/json"]["schema"]["allOf"][1]
+    assert schema["properties"]["error"]["properties"]["code"]["enum"] == ["node_unavailable"]
