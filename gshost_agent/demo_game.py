@@ -13,13 +13,18 @@ unprivileged user can read it and run it with any Python 3.11.
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__":
+    # The game speaks no TLS: asyncio without ssl costs about 5 MB less per game.
+    sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
+
 import argparse
 import asyncio
 import contextlib
 import json
 import os
 import signal
-import sys
 import threading
 from pathlib import Path
 
