@@ -351,6 +351,7 @@ class Supervisor:
                     self._timer.cancel()
                 self.state = ServerState.RUNNING
                 self.report(self.server_id, ReportKind.READY, {"pid": self.pid})
+                self.sample()  # the metrics have a first point at once, not 10 s later
 
     async def _on_exit(self, record: dict[str, Any]) -> None:
         if self._timer is not None:

@@ -71,10 +71,10 @@ files = ["hog.py"]
 ready_pattern = '^ready$'
 stop_command = ""
 """,
-    # Prints who it is and what it can read, then waits.
+    # Prints who it is, then tries to read each path the console gives it.
     "snoop": """
 name = "snoop"
-command = ["{python}", "-I", "{game_files}/snoop.py", "{server_id}"]
+command = ["{python}", "-I", "{game_files}/snoop.py"]
 files = ["snoop.py"]
 ready_pattern = '^ready$'
 stop_command = ""
@@ -83,32 +83,21 @@ stop_command = ""
 
 SNOOP = """
 import json, os, sys
-from pathlib import Path
-here = Path.cwd()
-data = here.parent.parent
-def can_read(path):
-    try:
-        if path.is_dir():
-            os.listdir(path)
-        else:
-            path.read_bytes()
-        return True
-    except OSError:
-        return False
-report = {
+print(json.dumps({
     "uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "groups": os.getgroups(),
     "env": sorted(os.environ),
-    "own_dir": can_read(here),
-    "others": {p.name: can_read(p) for p in (data / "servers").iterdir() if p != here}
-    if can_read(data / "servers") else "unlistable",
-    "run": can_read(data / "run"),
-    "outbox": can_read(data / "outbox"),
-}
-for name in sys.argv[2:]:
-    report["others"][name] = can_read(data / "servers" / name)
-print(json.dumps(report), flush=True)
+}), flush=True)
 print("ready", flush=True)
-sys.stdin.readline()
+for line in sys.stdin:
+    path = line.strip()
+    try:
+        if os.path.isdir(path):
+            os.listdir(path)
+        else:
+            open(path, "rb").read(1)
+        print(f"readable {path}", flush=True)
+    except OSError as error:
+        print(f"refused {path}: {type(error).__name__}", flush=True)
 """
 
 HOG = """
