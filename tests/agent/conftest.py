@@ -157,6 +157,7 @@ class ControlPlane:
     applied: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
+    refused: set[str] = field(default_factory=set)  # servers "of another node": 403
 
     @property
     def url(self) -> str:
@@ -175,6 +176,8 @@ class ControlPlane:
                         plane.heartbeats.append(body)
                     return self.answer(200, {"node": "test"})
                 if self.path == "/internal/nodes/reports":
+                    if body["server_id"] in plane.refused:
+                        return self.answer(403, {"error": {"code": "forbidden"}})
                     return self.answer(200, {"acknowledged": plane.apply(body)})
                 return self.answer(404, {"error": {"code": "not_found"}})
 
