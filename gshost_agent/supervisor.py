@@ -490,7 +490,8 @@ def _kind_of_exit(intent: Intent) -> ReportKind | None:
 
 
 def _exit_details(record: dict[str, Any]) -> dict[str, Any]:
-    return {
+    details = {"at": record["at"]} if isinstance(record.get("at"), str) else {}
+    return details | {
         "pid": record.get("pid"),
         "exit_code": record.get("exit_code"),
         "signal": record.get("signal"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import psutil
+
 from tests.agent.conftest import wait_for_exit
 from tests.agent.lines import wait_until
 
@@ -111,3 +113,21 @@ def test_it_restarts_a_game_and_reports_ready_again(agent, control_plane):
     kinds = [r["kind"] for r in control_plane.reports_of(server_id)]
     assert kinds == ["ready", "ready"]
     assert agent.game_pid(server_id) != first
+
+
+def test_it_stops_a_game_without_a_stop_command_with_its_stop_signal(agent, control_plane):
+    server_id, _ = agent.start_server("snoop")  # stop_signal SIGTERM
+    control_plane.wait_for_report(server_id, "ready")
+    agent.request("POST", f"/v1/servers/{server_id}/stop")
+    assert control_plane.wait_for_report(server_id, "halted")["signal"] == 15
+
+
+def test_it_reports_a_crash_when_the_keeper_itself_is_killed(agent, control_plane):
+    server_id, _ = agent.start_server()
+    control_plane.wait_for_report(server_id, "ready")
+    game = agent.game_pid(server_id)
+    psutil.Process(agent.keeper_pid(server_id)).kill()
+    report = control_plane.wait_for_report(server_id, "crashed")
+    assert report["pid"] == game and report["exit_code"] is None
+    assert "ready on port" in report["last_output"][0]
+    wait_for_exit(game)  # nobody holds its console any more: it does not stay behind
