@@ -18,8 +18,9 @@ from aiohttp import web
 
 from gshost_agent.keepers import KeeperGone
 from gshost_agent.node import SERVER_ID, Node
+from gshost_agent.server_state import InvalidCommand, InvalidState, StartRequest
 from gshost_agent.settings_files import InvalidSettings
-from gshost_agent.supervisor import InvalidCommand, InvalidState, StartRequest, Supervisor
+from gshost_agent.supervisor import Supervisor
 from gshost_agent.templates import UnknownGame
 
 logger = logging.getLogger("gshost_agent.api")

@@ -18,7 +18,8 @@ from gshost_agent.control import ControlClient
 from gshost_agent.layout import Layout, game_identity
 from gshost_agent.outbox import Outbox, deliver_forever, flush
 from gshost_agent.readings import SAMPLE_SECONDS
-from gshost_agent.supervisor import MemoryRoot, ReportKind, Supervisor
+from gshost_agent.server_state import MemoryRoot, ReportKind
+from gshost_agent.supervisor import Supervisor
 from gshost_agent.templates import GameCatalog
 
 logger = logging.getLogger("gshost_agent.node")
