@@ -33,6 +33,7 @@ WORLD_FILE = "world.dat"
 DEFAULT_MAX_PLAYERS = 20
 TICK_SECONDS = 1.0
 NAME_LIMIT = 32
+JOIN_SECONDS = 30  # a connection that never says JOIN does not hold a slot for ever
 
 
 def say(line: str) -> None:
@@ -161,7 +162,7 @@ class Game:
             name = await self.admit(reader, writer)
             if name:
                 await self.play(reader)
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError, TimeoutError):
             pass
         finally:
             if name and self.players.get(name) is writer:
@@ -171,7 +172,8 @@ class Game:
 
     async def admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:
         """The joined player's name, or "" when the client was turned away."""
-        line = (await reader.readline()).decode("utf-8", errors="replace").strip()
+        raw = await asyncio.wait_for(reader.readline(), JOIN_SECONDS)
+        line = raw.decode("utf-8", errors="replace").strip()
         verb, _, name = line.partition(" ")
         name = name.strip()
         if verb != "JOIN" or not valid_name(name):

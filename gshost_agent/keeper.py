@@ -112,10 +112,38 @@ class MemoryGroup:
             return signal_number == signal.SIGKILL and peak >= self.limit_bytes - (1 << 20)
         return False
 
+    def kill_all(self) -> None:
+        """Whatever the game left in its cgroup, even what escaped its process group."""
+        if self.path is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            for pid in (self.path / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):
+                    os.kill(int(pid), signal.SIGKILL)
+
     def remove(self) -> None:
-        if self.path is not None:
+        # The killed take a moment to leave the group; the keeper has nothing else to do.
+        for _ in range(20):
+            if self.path is None or not self.path.exists():
+                return
             with contextlib.suppress(OSError):
                 self.path.rmdir()
+                return
+            self.kill_all()
+            time.sleep(0.05)
+
+
+class GameProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """Says when the game has exited. (Process.wait() also waits for its pipes to close, and a
+    process the game left behind may hold them open.)"""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
 
 
 class Keeper:
@@ -129,6 +157,7 @@ class Keeper:
         self.last = 0
         self.followers: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self.process: asyncio.subprocess.Process | None = None
+        self.protocol: GameProtocol | None = None
         self.started_at = ""
         self.following: set[asyncio.Task[None]] = set()
         self.log = open(run_dir / CONSOLE_LOG, "a", encoding="utf-8")  # noqa: SIM115
@@ -147,7 +176,8 @@ class Keeper:
         os.chmod(self.run_dir / SOCKET, 0o600)
         await self.read_output()
         assert self.process is not None
-        record = self.exit_record(await self.process.wait())
+        assert self.process.returncode is not None
+        record = self.exit_record(self.process.returncode)
         write_json_atomically(self.run_dir / EXIT, record)
         server.close()
         with contextlib.suppress(OSError):
@@ -162,7 +192,9 @@ class Keeper:
 
     async def start_game(self) -> None:
         self.memory.create()
-        self.process = await asyncio.create_subprocess_exec(
+        loop = asyncio.get_running_loop()
+        transport, self.protocol = await loop.subprocess_exec(
+            lambda: GameProtocol(limit=LINE_LIMIT * 4, loop=loop),
             *self.spec["argv"],
             cwd=self.spec["cwd"],
             env=self.spec["env"],
@@ -171,8 +203,8 @@ class Keeper:
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=self.become_the_game,  # the keeper has no thread yet: safe
-            limit=LINE_LIMIT * 4,
         )
+        self.process = asyncio.subprocess.Process(transport, self.protocol, loop)
         self.started_at = utc_now()
         write_json_atomically(
             self.run_dir / GAME,
@@ -180,6 +212,9 @@ class Keeper:
         )
 
     def become_the_game(self) -> None:
+        # What the keeper ignores (a terminal's signals) would stay ignored in the game.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         self.memory.enter()
         gid, uid = self.spec.get("gid"), self.spec.get("uid")
         if gid is not None:
@@ -189,24 +224,28 @@ class Keeper:
             os.setuid(uid)
 
     async def read_output(self) -> None:
+        """Until the game has exited and its output is drained. A process the game left behind
+        may hold the pipe open: the game's exit, not the pipe's end, says when it is over."""
         assert self.process is not None and self.process.stdout is not None
-        stdout = self.process.stdout
+        assert self.protocol is not None
+        reading = asyncio.ensure_future(self.read_lines(self.process.stdout))
+        await self.protocol.exited.wait()
+        # Whatever it left in its process group, or its cgroup, goes with it.
+        self.signal_game(signal.SIGKILL)
+        self.memory.kill_all()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(reading), DRAIN_SECONDS)
+        reading.cancel()
+
+    async def read_lines(self, stdout: asyncio.StreamReader) -> None:
         while True:
             try:
                 raw = await stdout.readline()
             except ValueError:  # a line over the limit: take what there is
                 raw = await stdout.read(LINE_LIMIT)
             if not raw:
-                break
+                return
             self.add_line(raw.decode("utf-8", errors="replace").rstrip("\r\n")[:LINE_LIMIT])
-            if self.process.returncode is not None:
-                break
-        # The game is gone (or closed its output): whatever it left in its group goes too.
-        await self.process.wait()
-        self.signal_game(signal.SIGKILL)
-        with contextlib.suppress(asyncio.TimeoutError, ValueError):
-            while raw := await asyncio.wait_for(stdout.readline(), DRAIN_SECONDS):
-                self.add_line(raw.decode("utf-8", errors="replace").rstrip("\r\n")[:LINE_LIMIT])
 
     def add_line(self, text: str) -> None:
         self.last += 1

@@ -59,7 +59,17 @@ class Node:
         self.supervisors: dict[str, Supervisor] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
-    def report(self, server_id: str, kind: ReportKind, details: dict[str, Any]) -> None:
+    def report(
+        self,
+        server_id: str,
+        kind: ReportKind,
+        details: dict[str, Any],
+        *,
+        exit_key: str | None = None,
+    ) -> None:
+        if exit_key and self.outbox.exit_reported(server_id, exit_key):
+            logger.info("%s: %s already reported", server_id, kind)
+            return
         body = {
             "server_id": server_id,
             "kind": str(kind),
@@ -71,7 +81,7 @@ class Node:
             "last_output": [],
             **details,
         }
-        seq = self.outbox.add(body)
+        seq = self.outbox.add(body, exit_key=exit_key)
         logger.info("%s: %s (report %s)", server_id, kind, seq)
 
     def supervisor(self, server_id: str) -> Supervisor:

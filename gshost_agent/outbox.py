@@ -21,13 +21,18 @@ logger = logging.getLogger("gshost_agent.outbox")
 
 FIRST_RETRY_SECONDS = 0.5
 LAST_RETRY_SECONDS = 5.0
+STATE = "state.json"
 
 
 class Outbox:
+    """`<seq>.json` files hold `{"report": <the body sent>, "exit_key": ...}`; `state.json`
+    holds the last sequence number used and, per server, the exit last reported (so an agent
+    killed between reporting an exit and noting it does not report it twice)."""
+
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.outbox_id = self._outbox_id()
-        self.last_seq = max([self._recorded_last_seq(), *(seq for seq, _ in self.pending())])
+        self.last_seq, self.exits = self._state()
         self.changed = asyncio.Event()
 
     def _outbox_id(self) -> str:
@@ -38,21 +43,38 @@ class Outbox:
         write_json_atomically(path, {"outbox_id": outbox_id})
         return outbox_id
 
-    def _recorded_last_seq(self) -> int:
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            return int(json.loads((self.directory / "last_seq.json").read_text())["last_seq"])
-        return 0
+    def _state(self) -> tuple[int, dict[str, str]]:
+        last_seq, exits = 0, {}
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            state = json.loads((self.directory / STATE).read_text())
+            last_seq, exits = int(state["last_seq"]), dict(state["exits"])
+        # A report written just before the agent died, its state not yet: its file says it.
+        for seq, path in self.pending():
+            if seq > last_seq:
+                last_seq = seq
+                with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                    entry = json.loads(path.read_text())
+                    if entry["exit_key"]:
+                        exits[entry["report"]["server_id"]] = entry["exit_key"]
+        return last_seq, exits
 
-    def add(self, report: dict[str, Any]) -> int:
-        """Keeps `report` durably under the next sequence number, which it returns."""
+    def add(self, report: dict[str, Any], *, exit_key: str | None = None) -> int:
+        """Keeps `report` durably under the next sequence number, which it returns. `exit_key`
+        names the exit it reports (see `exit_reported`)."""
         seq = self.last_seq + 1
         body = {"outbox_id": self.outbox_id, "seq": seq, **report}
-        write_json_atomically(self.directory / f"{seq:012d}.json", body)
+        entry = {"report": body, "exit_key": exit_key}
+        write_json_atomically(self.directory / f"{seq:012d}.json", entry)
+        if exit_key:
+            self.exits[str(report["server_id"])] = exit_key
         # The counter outlives the reports: a sequence number is never used twice.
-        write_json_atomically(self.directory / "last_seq.json", {"last_seq": seq})
+        write_json_atomically(self.directory / STATE, {"last_seq": seq, "exits": self.exits})
         self.last_seq = seq
         self.changed.set()
         return seq
+
+    def exit_reported(self, server_id: str, exit_key: str) -> bool:
+        return self.exits.get(server_id) == exit_key
 
     def pending(self) -> list[tuple[int, Path]]:
         found = []
@@ -91,8 +113,8 @@ async def deliver_forever(outbox: Outbox, sender: Sender) -> None:
 async def deliver_one(outbox: Outbox, sender: Sender, seq: int, path: Path) -> bool:
     """Whether the report is done with (acknowledged, or refused for good)."""
     try:
-        body = json.loads(path.read_text())
-    except (OSError, ValueError):
+        body = json.loads(path.read_text())["report"]
+    except (OSError, ValueError, KeyError, TypeError):
         logger.error("report %s is unreadable; dropped", seq)
         outbox.remove(path)
         return True

@@ -50,7 +50,14 @@ class InvalidCommand(ValueError):
 
 
 class Reporter(Protocol):
-    def __call__(self, server_id: str, kind: ReportKind, details: dict[str, Any]) -> None: ...
+    def __call__(
+        self,
+        server_id: str,
+        kind: ReportKind,
+        details: dict[str, Any],
+        *,
+        exit_key: str | None = None,
+    ) -> None: ...
 
 
 @dataclass(frozen=True)

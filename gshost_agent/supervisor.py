@@ -273,7 +273,7 @@ class Supervisor:
         assert intent is not None
         kind = _kind_of_exit(intent)
         if kind is not None:
-            self.report(self.server_id, kind, _exit_details(record))
+            self.report(self.server_id, kind, _exit_details(record), exit_key=_exit_key(record))
         intent.active = False
         intent.save(self.run_dir)
         self.state = ServerState.STOPPED
@@ -303,6 +303,7 @@ class Supervisor:
                 os.killpg(int(game["pid"]), signal.SIGKILL)
         return {
             "pid": game.get("pid"),
+            "started_at": game.get("started_at"),
             "exit_code": None,
             "signal": None,
             "oom": False,
@@ -411,6 +412,13 @@ def _exit_details(record: dict[str, Any]) -> dict[str, Any]:
         "oom": bool(record.get("oom")),
         "last_output": [str(line)[:200] for line in record.get("last_output", [])][-10:],
     }
+
+
+def _exit_key(record: dict[str, Any]) -> str | None:
+    """Which run of the game ended: its pid and start time."""
+    if record.get("pid") is None or not record.get("started_at"):
+        return None
+    return f"{record['pid']}@{record['started_at']}"
 
 
 def _substitute(argument: str, values: dict[str, str]) -> str:

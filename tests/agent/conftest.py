@@ -71,6 +71,14 @@ files = ["hog.py"]
 ready_pattern = '^ready$'
 stop_command = ""
 """,
+    # Starts a child of its own in a session of its own (out of its process group).
+    "escaper": """
+name = "escaper"
+command = ["{python}", "-I", "{game_files}/escaper.py"]
+files = ["escaper.py"]
+ready_pattern = '^ready$'
+stop_command = ""
+""",
     # Prints who it is, then tries to read each path the console gives it.
     "snoop": """
 name = "snoop"
@@ -98,6 +106,15 @@ for line in sys.stdin:
         print(f"readable {path}", flush=True)
     except OSError as error:
         print(f"refused {path}: {type(error).__name__}", flush=True)
+"""
+
+ESCAPER = """
+import subprocess, sys
+sleeper = [sys.executable, "-c", "import time; time.sleep(300)"]
+child = subprocess.Popen(sleeper, start_new_session=True)
+print(f"child {child.pid}", flush=True)
+print("ready", flush=True)
+sys.stdin.readline()
 """
 
 HOG = """
@@ -138,6 +155,7 @@ def games_dir() -> Iterator[Path]:
         (directory / f"{name}.toml").write_text(text)
     (directory / "snoop.py").write_text(SNOOP)
     (directory / "hog.py").write_text(HOG)
+    (directory / "escaper.py").write_text(ESCAPER)
     os.chmod(directory, 0o755)
     yield directory
     shutil.rmtree(directory, ignore_errors=True)

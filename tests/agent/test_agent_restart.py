@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from tests.agent.conftest import wait_for_exit
+from tests.agent.lines import wait_until
 
 
 @pytest.fixture
@@ -109,3 +110,19 @@ def _write_to_console_without_agent(agent, server_id: str, command: str) -> None
         client.connect(str(agent.run_dir(server_id) / "keeper.sock"))
         client.sendall(json.dumps({"op": "write", "text": command}).encode() + b"\n")
         assert json.loads(client.makefile().readline()) == {"ok": True}
+
+
+def test_it_reports_an_exit_once_when_it_died_before_noting_the_report(agent, control_plane):
+    server_id, _ = agent.start_server()
+    control_plane.wait_for_report(server_id, "ready")
+    agent.request("POST", f"/v1/servers/{server_id}/kill")
+    control_plane.wait_for_report(server_id, "crashed")
+    agent.end(signal.SIGKILL)
+    # As if it had died between making the report and noting that it did.
+    intent_file = agent.run_dir(server_id) / "intent.json"
+    intent = json.loads(intent_file.read_text())
+    intent_file.write_text(json.dumps({**intent, "active": True}))
+    agent.start()
+    wait_until(lambda: json.loads(intent_file.read_text())["active"] is False)
+    assert [r["kind"] for r in control_plane.reports_of(server_id)] == ["ready", "crashed"]
+    assert control_plane.repeats == 0
