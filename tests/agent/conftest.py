@@ -386,8 +386,7 @@ def make_agent(
                 process.kill()
         psutil.wait_procs(agent.leftovers(), timeout=5)
         for server_id in agent.started:
-            with contextlib.suppress(OSError):
-                (CGROUP_ROOT / server_id).rmdir()
+            wait_until(lambda server_id=server_id: _cgroup_removed(server_id), timeout=5)
         shutil.rmtree(agent.data_dir, ignore_errors=True)
 
 
@@ -396,6 +395,13 @@ def agent(make_agent: Any) -> Agent:
     started: Agent = make_agent()
     started.start()
     return started
+
+
+def _cgroup_removed(server_id: str) -> bool:
+    """A cgroup can go once the last of its processes has been reaped: a moment after a kill."""
+    with contextlib.suppress(OSError):
+        (CGROUP_ROOT / server_id).rmdir()
+    return not (CGROUP_ROOT / server_id).exists()
 
 
 def wait_for_exit(pid: int, timeout: float = 15.0) -> None:
