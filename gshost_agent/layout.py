@@ -15,6 +15,7 @@ directory and nobody else's, and a game of another server (another gid) cannot p
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pwd
 import shutil
@@ -87,6 +88,17 @@ class Layout:
         ):
             path.mkdir(parents=True, exist_ok=True)
             os.chmod(path, mode)
+
+    def lock(self) -> int:
+        """Held while the agent runs (the descriptor it returns): two agents on one data
+        directory would each judge the other's games. Keepers do not inherit it."""
+        descriptor = os.open(self.root / "agent.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            os.close(descriptor)
+            raise LayoutError(f"another agent is using {self.root}") from error
+        return descriptor
 
     def server_dir(self, server_id: str) -> Path:
         return self.servers / server_id

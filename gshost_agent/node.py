@@ -52,6 +52,7 @@ class Node:
         self.identity = game_identity(config.game_user)
         self.layout = Layout(config.data_dir, self.identity)
         self.layout.prepare()
+        self._lock = self.layout.lock()
         self.memory_root = detect_memory_root() if self.identity.privileged else None
         self.outbox = Outbox(self.layout.outbox)
         self.control = ControlClient(config)

@@ -83,3 +83,9 @@ def test_it_ends_within_seconds_without_stopping_games(agent, control_plane):
     assert agent.end(signal.SIGTERM) == 0
     assert time.monotonic() - ending < 5
     wait_until(lambda: psutil.pid_exists(agent.game_pid(server_id)))
+
+
+def test_it_refuses_a_data_directory_another_agent_uses(agent):
+    result = run_with({**agent.env, "AGENT_BIND": "127.0.0.1:1"})
+    assert result.returncode != 0
+    assert "another agent" in result.stderr
