@@ -213,8 +213,8 @@ async def metrics_view(request: web.Request) -> web.Response:
     start = iso_time(request.query.get("start"), "start", now - 3600)
     end = iso_time(request.query.get("end"), "end", now)
     step = request.query.get("step", "60")
-    if not step.isdigit() or not 10 <= int(step) <= 86400 or end < start:
-        raise ApiError(400, "invalid_request", "step: 10 to 86400 seconds, and start <= end")
+    if not step.isdigit() or not 1 <= int(step) <= 86400 or end < start:
+        raise ApiError(400, "invalid_request", "step: 1 to 86400 seconds, and start <= end")
     samples = supervisor.samples.between(start, end, int(step))
     return web.json_response(
         {

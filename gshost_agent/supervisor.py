@@ -350,9 +350,12 @@ class Supervisor:
         template = self.template
         if template is None or template.players is None or not template.players.max_setting:
             return None
+        key = template.players.max_setting
         settings = read_settings(self.layout.server_dir(self.server_id), template)
-        value = settings.get(template.players.max_setting, "")
-        return int(value) if value.isdigit() else None
+        for value in (settings.get(key, ""), template.default_settings().get(key, "")):
+            if value.isdigit():
+                return int(value)
+        return None
 
     def settings(self) -> dict[str, str]:
         template = self.template
