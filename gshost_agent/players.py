@@ -20,6 +20,7 @@ class PlayerRoster:
         self.spec = spec
         self.players: dict[str, str] = {}  # name -> joined_at
         self.answered = asyncio.Event()
+        self.answered_at = -1e9  # time.monotonic() of the game's last answer
         self._rows: list[str] | None = None  # a list answer in rows, being read
         self._pattern = re.compile(spec.pattern) if spec else None
         self._join = re.compile(spec.join_pattern) if spec and spec.join_pattern else None
@@ -62,6 +63,7 @@ class PlayerRoster:
         now = utc_now()
         self.players = {name: self.players.get(name, now) for name in names if name}
         self.answered.set()
+        self.answered_at = time.monotonic()
 
     def listing(self) -> list[dict[str, str]]:
         return [{"name": name, "joined_at": at} for name, at in self.players.items()]

@@ -42,6 +42,8 @@ logger = logging.getLogger("gshost_agent.supervisor")
 
 HELD_LINES = 1000
 PLAYERS_ANSWER_SECONDS = 2.0
+# A game's answer this recent is not asked again: every question is a line in its console.
+PLAYERS_FRESH_SECONDS = 5.0
 
 
 class Supervisor:
@@ -337,7 +339,8 @@ class Supervisor:
 
     async def players(self) -> dict[str, Any]:
         template = self.template
-        if self.state == ServerState.RUNNING and template and template.players:
+        fresh = time.monotonic() - self.roster.answered_at < PLAYERS_FRESH_SECONDS
+        if self.state == ServerState.RUNNING and template and template.players and not fresh:
             self.roster.answered.clear()
             with contextlib.suppress(KeeperGone):
                 await self._write(template.players.command)
