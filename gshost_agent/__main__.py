@@ -25,7 +25,7 @@ from gshost_agent.node import Node
 logger = logging.getLogger("gshost_agent")
 
 # With --stop-servers-on-exit everything must be over within 10 s.
-STOP_GRACE_SECONDS = 6.0
+STOP_GRACE_SECONDS = 5.0
 KILL_WAIT_SECONDS = 1.5
 FLUSH_SECONDS = 1.5
 HTTP_SHUTDOWN_SECONDS = 0.5

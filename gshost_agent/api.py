@@ -52,6 +52,9 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return error_answer(
             error.status, code.get(error.status, "http_error"), error.reason or "error"
         )
+    except Exception:
+        logger.exception("%s %s failed", request.method, request.path)
+        return error_answer(500, "internal_error", "the agent failed; see its log")
 
 
 @web.middleware

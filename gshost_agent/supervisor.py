@@ -93,7 +93,11 @@ class Supervisor:
                 raise InvalidState(self.state)
             template = self.catalog.get(request.game)
             settings_for(template, request.settings)  # refused before anything is touched
-            await self._launch(request, ServerState.STARTING)
+            try:
+                await self._launch(request, ServerState.STARTING)
+            except BaseException:
+                self.state = ServerState.STOPPED  # nothing started: say so, not "starting"
+                raise
 
     async def stop(self) -> None:
         async with self._lock:

@@ -71,6 +71,13 @@ files = ["hog.py"]
 ready_pattern = '^ready$'
 stop_command = ""
 """,
+    # Its file is missing from its directory: the agent cannot even start it.
+    "broken": """
+name = "broken"
+command = ["{python}", "{game_files}/missing.py"]
+files = ["missing.py"]
+ready_pattern = '^ready$'
+""",
     # Starts a child of its own in a session of its own (out of its process group).
     "escaper": """
 name = "escaper"

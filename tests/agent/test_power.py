@@ -6,7 +6,7 @@ import time
 
 import psutil
 
-from tests.agent.conftest import wait_for_exit
+from tests.agent.conftest import new_server_id, wait_for_exit
 from tests.agent.lines import wait_until
 
 
@@ -131,3 +131,13 @@ def test_it_reports_a_crash_when_the_keeper_itself_is_killed(agent, control_plan
     assert report["pid"] == game and report["exit_code"] is None
     assert "ready on port" in report["last_output"][0]
     wait_for_exit(game)  # nobody holds its console any more: it does not stay behind
+
+
+def test_it_answers_500_and_stays_stopped_when_it_cannot_start_a_game(agent):
+    server_id = new_server_id()
+    body = {"game": "broken", "port": 27996, "memory_mb": 256}
+    for _ in range(2):  # stopped, not stuck in `starting`: it can be tried again
+        answer = agent.request("POST", f"/v1/servers/{server_id}/start", body)
+        assert answer.status_code == 500
+        assert answer.json()["error"]["code"] == "internal_error"
+    assert agent.state_of(server_id) == "stopped"
