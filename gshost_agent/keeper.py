@@ -83,13 +83,19 @@ class MemoryGroup:
             return
         with contextlib.suppress(OSError):
             self.path.rmdir()
-        self.path.mkdir(parents=True, exist_ok=True)
-        if self.version == 2:
-            (self.path / "memory.max").write_text(str(self.limit_bytes))
-            with contextlib.suppress(OSError):
-                (self.path / "memory.swap.max").write_text("0")
-        else:
-            (self.path / "memory.limit_in_bytes").write_text(str(self.limit_bytes))
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            if self.version == 2:
+                (self.path / "memory.max").write_text(str(self.limit_bytes))
+                with contextlib.suppress(OSError):
+                    (self.path / "memory.swap.max").write_text("0")
+            else:
+                (self.path / "memory.limit_in_bytes").write_text(str(self.limit_bytes))
+        except OSError as error:
+            # The limit still holds, as an address-space limit: better than no game at all.
+            print(f"no memory cgroup ({error}): RLIMIT_AS instead", file=sys.stderr)
+            self.remove()
+            self.path = None
 
     def enter(self) -> None:
         """In the game's process, before it drops root and runs the game."""

@@ -26,7 +26,7 @@ def run_dir() -> Iterator[Path]:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def keep(run_dir: Path, argv: list[str], memory_mb: int = 1024) -> dict:
+def keep(run_dir: Path, argv: list[str], memory_mb: int = 1024, cgroup: str = "") -> dict:
     spec = {
         "argv": argv,
         "env": {},
@@ -34,7 +34,7 @@ def keep(run_dir: Path, argv: list[str], memory_mb: int = 1024) -> dict:
         "uid": NOBODY,
         "gid": NOBODY,
         "memory_mb": memory_mb,
-        "cgroup": "",  # none: RLIMIT_AS
+        "cgroup": cgroup,  # none: RLIMIT_AS
     }
     (run_dir / "spec.json").write_text(json.dumps(spec))
     subprocess.run(
@@ -65,3 +65,11 @@ def test_it_runs_the_game_as_the_user_it_is_given(run_dir):
         run_dir, ["/usr/bin/python3", "-c", "import os; print(os.getuid(), os.getgroups())"]
     )
     assert record["last_output"] == [f"{NOBODY} [{NOBODY}]"]
+
+
+def test_it_falls_back_to_rlimit_as_when_it_cannot_make_the_cgroup(run_dir):
+    hog = "heap = []\nwhile True: heap.append(bytearray(1 << 20))"
+    argv = ["/usr/bin/python3", "-c", hog]
+    record = keep(run_dir, argv, memory_mb=128, cgroup="/proc/no-cgroup-here/srv_x")
+    assert record["exit_code"] == 1
+    assert "MemoryError" in record["last_output"][-1]
