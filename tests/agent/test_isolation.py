@@ -75,3 +75,10 @@ def test_it_makes_the_server_directory_the_servers_group_only(agent, snoops):
     mode = (agent.data_dir / "servers" / first).stat()
     assert stat.S_IMODE(mode.st_mode) == 0o770 and mode.st_uid == 0
     assert stat.S_IMODE((agent.data_dir / "run").stat().st_mode) == 0o700
+
+
+def test_it_keeps_the_agents_environment_and_its_token_from_the_game(agent, snoops):
+    first, _ = snoops
+    environ = f"/proc/{agent.process.pid}/environ"
+    agent.console(first, environ)
+    agent.wait_for_console(first, rf"^refused {environ}: PermissionError$")
