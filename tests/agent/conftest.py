@@ -352,49 +352,63 @@ class Agent:
         return found
 
 
-@pytest.fixture
-def make_agent(
-    certificates: dict[str, Path], games_dir: Path, control_plane: ControlPlane
-) -> Iterator[Any]:
-    agents: list[Agent] = []
+class AgentFactory:
+    """Makes agents on fresh data directories; `clean_up` ends them and all they started."""
 
-    def make(data_dir: Path | None = None) -> Agent:
+    def __init__(
+        self, certificates: dict[str, Path], games_dir: Path, control_plane: ControlPlane
+    ) -> None:
+        self.certificates = certificates
+        self.games_dir = games_dir
+        self.control_plane = control_plane
+        self.agents: list[Agent] = []
+
+    def make(self, data_dir: Path | None = None) -> Agent:
         if data_dir is None:
             data_dir = Path(tempfile.mkdtemp(prefix="gshost-agent-", dir="/tmp"))
             os.chmod(data_dir, 0o711)
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "AGENT_TOKEN": TOKEN,
-            "AGENT_CONTROL_URL": control_plane.url,
+            "AGENT_CONTROL_URL": self.control_plane.url,
             "AGENT_DATA_DIR": str(data_dir),
             "AGENT_BIND": f"127.0.0.1:{free_port()}",
-            "AGENT_TLS_CERT": str(certificates["cert"]),
-            "AGENT_TLS_KEY": str(certificates["key"]),
-            "AGENT_GAMES_DIR": str(games_dir),
+            "AGENT_TLS_CERT": str(self.certificates["cert"]),
+            "AGENT_TLS_KEY": str(self.certificates["key"]),
+            "AGENT_GAMES_DIR": str(self.games_dir),
         }
         agent = Agent(
             data_dir=data_dir,
             env=env,
             port=int(env["AGENT_BIND"].rsplit(":", 1)[1]),
-            ca=certificates["ca"],
+            ca=self.certificates["ca"],
         )
-        agents.append(agent)
+        self.agents.append(agent)
         return agent
 
-    yield make
-    for agent in agents:
-        if agent.process is not None and agent.process.poll() is None:
-            agent.process.kill()
-            agent.process.wait(timeout=10)
-        for process in agent.leftovers():
-            with contextlib.suppress(psutil.Error):
-                os.killpg(process.pid, signal.SIGKILL)
-            with contextlib.suppress(psutil.Error):
-                process.kill()
-        psutil.wait_procs(agent.leftovers(), timeout=5)
-        for server_id in agent.started:
-            wait_until(lambda server_id=server_id: _cgroup_removed(server_id), timeout=5)
-        shutil.rmtree(agent.data_dir, ignore_errors=True)
+    def clean_up(self) -> None:
+        for agent in self.agents:
+            if agent.process is not None and agent.process.poll() is None:
+                agent.process.kill()
+                agent.process.wait(timeout=10)
+            for process in agent.leftovers():
+                with contextlib.suppress(psutil.Error):
+                    os.killpg(process.pid, signal.SIGKILL)
+                with contextlib.suppress(psutil.Error):
+                    process.kill()
+            psutil.wait_procs(agent.leftovers(), timeout=5)
+            for server_id in agent.started:
+                wait_until(lambda server_id=server_id: _cgroup_removed(server_id), timeout=5)
+            shutil.rmtree(agent.data_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def make_agent(
+    certificates: dict[str, Path], games_dir: Path, control_plane: ControlPlane
+) -> Iterator[Any]:
+    factory = AgentFactory(certificates, games_dir, control_plane)
+    yield factory.make
+    factory.clean_up()
 
 
 @pytest.fixture
@@ -402,6 +416,26 @@ def agent(make_agent: Any) -> Agent:
     started: Agent = make_agent()
     started.start()
     return started
+
+
+@pytest.fixture(scope="module")
+def module_control_plane() -> Iterator[ControlPlane]:
+    plane = ControlPlane(port=free_port())
+    plane.up()
+    yield plane
+    plane.down()
+
+
+@pytest.fixture(scope="module")
+def module_agent(
+    certificates: dict[str, Path], games_dir: Path, module_control_plane: ControlPlane
+) -> Iterator[Agent]:
+    """One agent for a module whose tests only look (they change nothing another would see)."""
+    factory = AgentFactory(certificates, games_dir, module_control_plane)
+    started = factory.make()
+    started.start()
+    yield started
+    factory.clean_up()
 
 
 def _cgroup_removed(server_id: str) -> bool:

@@ -8,6 +8,11 @@ import requests
 from tests.agent.conftest import TOKEN
 
 
+@pytest.fixture
+def agent(module_agent):
+    return module_agent
+
+
 def test_it_answers_the_node_with_its_games(agent):
     answer = agent.request("GET", "/v1/node")
     assert answer.status_code == 200

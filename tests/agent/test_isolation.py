@@ -12,11 +12,17 @@ from gshost_agent.layout import SERVER_GID_FIRST
 
 
 @pytest.fixture
-def snoops(agent, control_plane):
-    first, _ = agent.start_server("snoop")
-    second, _ = agent.start_server("snoop")
-    control_plane.wait_for_report(first, "ready")
-    control_plane.wait_for_report(second, "ready")
+def agent(module_agent):
+    return module_agent
+
+
+@pytest.fixture(scope="module")
+def snoops(module_agent, module_control_plane):
+    """Two servers whose game tries to read what the console names: every test only looks."""
+    first, _ = module_agent.start_server("snoop")
+    second, _ = module_agent.start_server("snoop")
+    module_control_plane.wait_for_report(first, "ready")
+    module_control_plane.wait_for_report(second, "ready")
     return first, second
 
 
