@@ -272,11 +272,12 @@ class Agent:
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
-    def start(self, *arguments: str) -> None:
+    def start(self, *arguments: str, python: str = sys.executable, user: int | None = None) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gshost_agent", *arguments],
+            [python, "-m", "gshost_agent", *arguments],
             env=self.env,
             cwd=ROOT,
+            user=user,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
