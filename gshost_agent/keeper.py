@@ -32,6 +32,7 @@ import json
 import os
 import resource
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -171,7 +172,7 @@ class Keeper:
     async def run(self) -> int:
         try:
             await self.start_game()
-        except OSError as error:  # the game could not even be started: say so, as an exit
+        except (OSError, subprocess.SubprocessError) as error:  # not even started: an exit
             self.add_line(f"gshost-agent: cannot start the game: {error}")
             write_json_atomically(self.run_dir / EXIT, self.exit_record(127))
             self.memory.remove()

@@ -26,13 +26,15 @@ def run_dir() -> Iterator[Path]:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def keep(run_dir: Path, argv: list[str], memory_mb: int = 1024, cgroup: str = "") -> dict:
+def keep(
+    run_dir: Path, argv: list[str], memory_mb: int = 1024, cgroup: str = "", gid: int = NOBODY
+) -> dict:
     spec = {
         "argv": argv,
         "env": {},
         "cwd": "/tmp",
         "uid": NOBODY,
-        "gid": NOBODY,
+        "gid": gid,
         "memory_mb": memory_mb,
         "cgroup": cgroup,  # none: RLIMIT_AS
     }
@@ -73,3 +75,9 @@ def test_it_falls_back_to_rlimit_as_when_it_cannot_make_the_cgroup(run_dir):
     record = keep(run_dir, argv, memory_mb=128, cgroup="/proc/no-cgroup-here/srv_x")
     assert record["exit_code"] == 1
     assert "MemoryError" in record["last_output"][-1]
+
+
+def test_it_records_an_exit_when_it_cannot_become_the_game_user(run_dir):
+    record = keep(run_dir, ["/usr/bin/python3", "-c", "print(1)"], gid=2**40)
+    assert record["exit_code"] == 127
+    assert "cannot start the game" in record["last_output"][0]
