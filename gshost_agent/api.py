@@ -46,7 +46,10 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ApiError as error:
-        return error_answer(error.status, error.code, error.message)
+        answer = error_answer(error.status, error.code, error.message)
+        if error.status == 401:
+            answer.headers["WWW-Authenticate"] = 'Bearer realm="gshost-agent"'
+        return answer
     except web.HTTPException as error:
         code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
         return error_answer(
@@ -61,7 +64,9 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 async def authentication(request: web.Request, handler: Handler) -> web.StreamResponse:
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     expected = request.app[TOKEN]
-    if scheme != "Bearer" or not hmac.compare_digest(given.encode(), expected.encode()):
+    # surrogateescape: a header of undecodable bytes is a wrong token, not an error.
+    given_bytes = given.encode("utf-8", "surrogateescape")
+    if scheme != "Bearer" or not hmac.compare_digest(given_bytes, expected.encode()):
         raise ApiError(401, "unauthorized", "a valid node token is required")
     length = request.content_length
     if length is not None and length > BODY_LIMIT:

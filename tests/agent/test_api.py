@@ -103,3 +103,16 @@ def test_it_refuses_an_unknown_game(agent):
 def test_it_speaks_https_only(agent):
     with pytest.raises(requests.ConnectionError):
         requests.get(f"http://127.0.0.1:{agent.port}/v1/node", timeout=5)
+
+
+def test_it_refuses_a_token_of_undecodable_bytes_with_401(agent):
+    connection = http.client.HTTPSConnection(
+        "127.0.0.1", agent.port, context=ssl.create_default_context(cafile=str(agent.ca))
+    )
+    connection.putrequest("GET", "/v1/node")
+    connection.putheader("Authorization", b"Bearer \xff\xfe" + TOKEN.encode())
+    connection.endheaders()
+    answer = connection.getresponse()
+    assert answer.status == 401
+    assert answer.getheader("WWW-Authenticate", "").startswith("Bearer")
+    connection.close()
