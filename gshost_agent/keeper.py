@@ -284,6 +284,7 @@ class Keeper:
             "exit_code": returncode if returncode >= 0 else None,
             "signal": signal_number,
             "oom": self.memory.killed_for_memory(signal_number),
+            "lines": self.last,  # how many console lines this run had
             "last_output": [
                 text[:LAST_OUTPUT_WIDTH] for _, text in list(self.lines)[-LAST_OUTPUT_LINES:]
             ],

@@ -75,6 +75,7 @@ class Intent:
     stop: StopReason = StopReason.NONE
     active: bool = True  # False once its exit has been reported
     line_base: int = 0  # console lines are numbered on from the previous start's
+    last_line: int = 0  # the number of this run's last console line, once it has ended
     restart_with: StartRequest | None = None
 
     def save(self, run_dir: Path) -> None:
@@ -91,6 +92,7 @@ class Intent:
                 stop=StopReason(data["stop"]),
                 active=bool(data["active"]),
                 line_base=int(data.get("line_base", 0)),
+                last_line=int(data.get("last_line", 0)),
                 restart_with=StartRequest(**restart) if restart else None,
             )
         except (OSError, ValueError, KeyError, TypeError):

@@ -281,6 +281,9 @@ class Supervisor:
         if kind is not None:
             self.report(self.server_id, kind, _exit_details(record), exit_key=_exit_key(record))
         intent.active = False
+        # The keeper counted them all, also those of a run that ended while the agent was away.
+        self.last_n = max(self.last_n, intent.line_base + int(record.get("lines") or 0))
+        intent.last_line = self.last_n
         intent.save(self.run_dir)
         self.state = ServerState.STOPPED
         self.tree = None
@@ -321,11 +324,14 @@ class Supervisor:
     async def resume(self) -> None:
         """Picks up what the agent before this one left in the run directory."""
         intent = Intent.load(self.run_dir)
-        if intent is None or not intent.active:
+        if intent is None:
             return
         self.intent = intent
         self.template = self.catalog.get(intent.request.game)
         self.roster = PlayerRoster(self.template.players)
+        if not intent.active:  # it ended and was reported: stopped, numbered on from there
+            self.last_n = intent.last_line
+            return
         self.keeper = KeeperHandle(self.run_dir)
         self.last_n = intent.line_base
         if intent.stop in (StopReason.HALT, StopReason.NODE):

@@ -126,3 +126,30 @@ def test_it_reports_an_exit_once_when_it_died_before_noting_the_report(agent, co
     wait_until(lambda: json.loads(intent_file.read_text())["active"] is False)
     assert [r["kind"] for r in control_plane.reports_of(server_id)] == ["ready", "crashed"]
     assert control_plane.repeats == 0
+
+
+def test_it_numbers_console_lines_on_after_it_came_back(agent, control_plane):
+    server_id, port = agent.start_server()
+    control_plane.wait_for_report(server_id, "ready")
+    agent.request("POST", f"/v1/servers/{server_id}/stop")
+    control_plane.wait_for_report(server_id, "halted")
+    last = agent.request("GET", f"/v1/servers/{server_id}/console").json()["last"]
+    agent.end(signal.SIGKILL)
+    agent.start()
+    agent.start_server(server_id=server_id, port=port)
+    wait_until(lambda: len(control_plane.reports_of(server_id)) == 3)
+    lines = agent.request("GET", f"/v1/servers/{server_id}/console").json()["lines"]
+    assert lines[0]["n"] == last + 1 and lines[0]["text"].startswith("ready on port")
+
+
+def test_it_still_reads_a_server_that_was_stopped_before_it_came_back(agent, control_plane):
+    server_id, _ = agent.start_server()
+    control_plane.wait_for_report(server_id, "ready")
+    agent.request("POST", f"/v1/servers/{server_id}/stop")
+    control_plane.wait_for_report(server_id, "halted")
+    agent.end(signal.SIGKILL)
+    agent.start()
+    stats = agent.request("GET", f"/v1/servers/{server_id}/stats").json()
+    assert stats["state"] == "stopped" and stats["memory_limit_mb"] == 256
+    players = agent.request("GET", f"/v1/servers/{server_id}/players").json()
+    assert players == {"count": 0, "max": 20, "players": []}
