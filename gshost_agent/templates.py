@@ -59,21 +59,23 @@ class GameTemplate:
     settings_file: str
     settings_format: str
     settings_fields: tuple[SettingField, ...] = field(default=())
+    directory: Path = GAMES_DIR  # where the template (and its files) came from
 
     def default_settings(self) -> dict[str, str]:
         return {spec.key: spec.default for spec in self.settings_fields}
 
 
-def available_games() -> tuple[str, ...]:
-    return tuple(sorted(path.stem for path in GAMES_DIR.glob("*.toml")))
+def available_games(directory: Path = GAMES_DIR) -> tuple[str, ...]:
+    return tuple(sorted(path.stem for path in directory.glob("*.toml") if _NAME.match(path.stem)))
 
 
 @cache
-def load_template(name: str) -> GameTemplate:
-    """The template of game `name`; UnknownGame when there is none."""
-    if not _NAME.match(name) or not (GAMES_DIR / f"{name}.toml").is_file():
+def load_template(name: str, directory: Path = GAMES_DIR) -> GameTemplate:
+    """The template of game `name` (from `directory`, default the shipped games); UnknownGame
+    when there is none."""
+    if not _NAME.match(name) or not (directory / f"{name}.toml").is_file():
         raise UnknownGame(name)
-    data = tomllib.loads((GAMES_DIR / f"{name}.toml").read_text())
+    data = tomllib.loads((directory / f"{name}.toml").read_text())
     players = data.get("players")
     settings = data.get("settings", {})
     return GameTemplate(
@@ -96,4 +98,25 @@ def load_template(name: str) -> GameTemplate:
             SettingField(**{**spec, "choices": tuple(spec.get("choices", ()))})
             for spec in settings.get("fields", ())
         ),
+        directory=directory,
     )
+
+
+class GameCatalog:
+    """The games a node runs: the shipped templates, and an operator's own directory of
+    templates beside them (AGENT_GAMES_DIR; a shipped name wins)."""
+
+    def __init__(self, extra: Path | None = None) -> None:
+        self.extra = extra
+
+    def names(self) -> tuple[str, ...]:
+        extra = available_games(self.extra) if self.extra else ()
+        return tuple(sorted({*available_games(), *extra}))
+
+    def get(self, name: str) -> GameTemplate:
+        try:
+            return load_template(name)
+        except UnknownGame:
+            if self.extra is None:
+                raise
+            return load_template(name, self.extra)

@@ -89,6 +89,19 @@ def test_it_declares_the_gshost_console_script(wheel):
     assert "gshost = gshost.__main__:main" in text
 
 
+def test_it_ships_the_node_agent_with_its_game_templates(wheel):
+    names = set(wheel.namelist())
+    expected = _repo_files("gshost_agent", ".py") | _repo_files("gshost_agent/games", ".toml")
+    assert expected - names == set()
+
+
+def test_it_declares_the_agent_and_demo_game_console_scripts(wheel):
+    (entry_points,) = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
+    text = wheel.read(entry_points).decode()
+    assert "gshost-agent = gshost_agent.__main__:main" in text
+    assert "gshost-demo-game = gshost_agent.demo_game:main" in text
+
+
 def test_it_ships_no_tests_or_benchmarks(wheel):
     assert not [n for n in wheel.namelist() if n.startswith(("tests/", "bench/"))]
 

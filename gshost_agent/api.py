@@ -1,0 +1,255 @@
+"""The agent's HTTPS API, called by the control plane (docs/nodes.md lists the routes).
+
+Every request is authenticated first (the node token, compared in constant time), before its
+route, its server id or its body is looked at. Errors have one shape:
+`{"error": {"code", "message"}}`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from gshost_agent.keepers import KeeperGone
+from gshost_agent.node import SERVER_ID, Node
+from gshost_agent.server_state import InvalidCommand, InvalidState, StartRequest
+from gshost_agent.settings_files import InvalidSettings
+from gshost_agent.supervisor import Supervisor
+from gshost_agent.templates import UnknownGame
+
+logger = logging.getLogger("gshost_agent.api")
+
+BODY_LIMIT = 64 * 1024
+NODE: web.AppKey[Node] = web.AppKey("node", Node)
+TOKEN: web.AppKey[str] = web.AppKey("token", str)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def error_answer(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": {"code": code, "message": message}}, status=status)
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as error:
+        answer = error_answer(error.status, error.code, error.message)
+        if error.status == 401:
+            answer.headers["WWW-Authenticate"] = 'Bearer realm="gshost-agent"'
+        return answer
+    except web.HTTPException as error:
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+        return error_answer(
+            error.status, code.get(error.status, "http_error"), error.reason or "error"
+        )
+    except Exception:
+        logger.exception("%s %s failed", request.method, request.path)
+        return error_answer(500, "internal_error", "the agent failed; see its log")
+
+
+@web.middleware
+async def authentication(request: web.Request, handler: Handler) -> web.StreamResponse:
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    expected = request.app[TOKEN]
+    # surrogateescape: a header of undecodable bytes is a wrong token, not an error.
+    given_bytes = given.encode("utf-8", "surrogateescape")
+    if scheme != "Bearer" or not hmac.compare_digest(given_bytes, expected.encode()):
+        raise ApiError(401, "unauthorized", "a valid node token is required")
+    length = request.content_length
+    if length is not None and length > BODY_LIMIT:
+        raise ApiError(413, "payload_too_large", f"bodies are limited to {BODY_LIMIT} bytes")
+    return await handler(request)
+
+
+def make_app(node: Node, token: str) -> web.Application:
+    app = web.Application(middlewares=[errors, authentication], client_max_size=BODY_LIMIT)
+    app[NODE] = node
+    app[TOKEN] = token
+    server = "/v1/servers/{server_id}"
+    app.add_routes(
+        [
+            web.get("/v1/node", node_view),
+            web.post(f"{server}/start", start_view),
+            web.post(f"{server}/stop", stop_view),
+            web.post(f"{server}/restart", restart_view),
+            web.post(f"{server}/kill", kill_view),
+            web.post(f"{server}/console", console_write_view),
+            web.get(f"{server}/console", console_read_view),
+            web.get(f"{server}/players", players_view),
+            web.get(f"{server}/stats", stats_view),
+            web.get(f"{server}/metrics", metrics_view),
+            web.get(f"{server}/settings", settings_view),
+        ]
+    )
+    return app
+
+
+def server_id_of(request: web.Request) -> str:
+    server_id = request.match_info["server_id"]
+    if not SERVER_ID.match(server_id):
+        raise ApiError(404, "not_found", "no such server")
+    return server_id
+
+
+def known_server(request: web.Request) -> Supervisor:
+    supervisor = request.app[NODE].known(server_id_of(request))
+    if supervisor is None:
+        raise ApiError(404, "server_not_found", "this node has never run that server")
+    return supervisor
+
+
+async def json_body(request: web.Request) -> dict[str, Any]:
+    raw = await request.read()  # over client_max_size: 413
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError as error:
+        raise ApiError(400, "invalid_request", "the body is not JSON") from error
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_request", "the body must be a JSON object")
+    return body
+
+
+def start_request(body: dict[str, Any]) -> StartRequest:
+    game, port = body.get("game"), body.get("port")
+    memory_mb, settings = body.get("memory_mb", 1024), body.get("settings", {})
+    if not isinstance(game, str):
+        raise ApiError(400, "invalid_request", "game: a game name is required")
+    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+        raise ApiError(400, "invalid_request", "port: an integer from 1 to 65535")
+    if not isinstance(memory_mb, int) or isinstance(memory_mb, bool) or memory_mb < 32:
+        raise ApiError(400, "invalid_request", "memory_mb: an integer of at least 32")
+    if not isinstance(settings, dict):
+        raise ApiError(400, "invalid_request", "settings: an object")
+    return StartRequest(game=game, port=port, memory_mb=memory_mb, settings=settings)
+
+
+async def power(action: Awaitable[None], answer_state: str) -> web.Response:
+    try:
+        await action
+    except InvalidState as error:
+        raise ApiError(409, "invalid_state", str(error)) from error
+    except UnknownGame as error:
+        raise ApiError(400, "invalid_request", f"unknown game {error}") from error
+    except InvalidSettings as error:
+        raise ApiError(400, "invalid_request", str(error)) from error
+    except KeeperGone as error:
+        raise ApiError(409, "invalid_state", "the game has just ended") from error
+    return web.json_response({"state": answer_state}, status=202)
+
+
+async def node_view(request: web.Request) -> web.Response:
+    node = request.app[NODE]
+    return web.json_response({"games": node.games(), "servers": node.states()})
+
+
+async def start_view(request: web.Request) -> web.Response:
+    server_id = server_id_of(request)
+    start = start_request(await json_body(request))
+    supervisor = request.app[NODE].supervisor(server_id)
+    return await power(supervisor.start(start), "starting")
+
+
+async def stop_view(request: web.Request) -> web.Response:
+    return await power(known_or_stopped(request).stop(), "stopping")
+
+
+async def restart_view(request: web.Request) -> web.Response:
+    server_id = server_id_of(request)
+    start = start_request(await json_body(request))
+    supervisor = request.app[NODE].supervisor(server_id)
+    return await power(supervisor.restart(start), "restarting")
+
+
+async def kill_view(request: web.Request) -> web.Response:
+    # The exit that follows is reported as a crash (signal 9): nobody asked it to stop.
+    supervisor = known_or_stopped(request)
+    return await power(supervisor.kill(), str(supervisor.state))
+
+
+def known_or_stopped(request: web.Request) -> Supervisor:
+    # A server this node never ran is simply not running: 409, as for a stopped one.
+    supervisor = request.app[NODE].known(server_id_of(request))
+    if supervisor is None:
+        raise ApiError(409, "invalid_state", "the server is stopped")
+    return supervisor
+
+
+async def console_write_view(request: web.Request) -> web.Response:
+    supervisor = known_or_stopped(request)
+    body = await json_body(request)
+    try:
+        await supervisor.console(body.get("command"))  # type: ignore[arg-type]
+    except InvalidCommand as error:
+        raise ApiError(400, "invalid_request", f"command: {error}") from error
+    except (InvalidState, KeeperGone) as error:
+        raise ApiError(409, "invalid_state", "the server is not running") from error
+    return web.json_response({"accepted": True})
+
+
+async def console_read_view(request: web.Request) -> web.Response:
+    supervisor = known_server(request)
+    after = request.query.get("after", "0")
+    if not after.isdigit():
+        raise ApiError(400, "invalid_request", "after: a line number")
+    return web.json_response(supervisor.console_after(int(after)))
+
+
+async def players_view(request: web.Request) -> web.Response:
+    return web.json_response(await known_server(request).players())
+
+
+async def stats_view(request: web.Request) -> web.Response:
+    return web.json_response(known_server(request).stats())
+
+
+async def metrics_view(request: web.Request) -> web.Response:
+    supervisor = known_server(request)
+    now = datetime.now(UTC).timestamp()
+    start = iso_time(request.query.get("start"), "start", now - 3600)
+    end = iso_time(request.query.get("end"), "end", now)
+    step = request.query.get("step", "60")
+    if not step.isdigit() or not 1 <= int(step) <= 86400 or end < start:
+        raise ApiError(400, "invalid_request", "step: 1 to 86400 seconds, and start <= end")
+    samples = supervisor.samples.between(start, end, int(step))
+    return web.json_response(
+        {
+            "samples": [
+                {
+                    "at": datetime.fromtimestamp(s.at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "cpu_percent": s.cpu_percent,
+                    "memory_mb": s.memory_mb,
+                    "players_online": s.players_online,
+                }
+                for s in samples
+            ]
+        }
+    )
+
+
+def iso_time(value: str | None, name: str, default: float) -> float:
+    if value is None:
+        return default
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as error:
+        raise ApiError(400, "invalid_request", f"{name}: an ISO 8601 time") from error
+    if parsed.tzinfo is None:
+        raise ApiError(400, "invalid_request", f"{name}: a time with its offset")
+    return parsed.timestamp()
+
+
+async def settings_view(request: web.Request) -> web.Response:
+    return web.json_response({"settings": known_server(request).settings()})

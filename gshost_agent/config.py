@@ -1,0 +1,132 @@
+"""The agent's configuration, from the environment. A missing or malformed setting stops the
+agent at start with a message naming it (ConfigError)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+DEFAULT_DATA_DIR = "/var/lib/gshost-agent"
+DEFAULT_BIND = "0.0.0.0:8444"
+DEFAULT_GAME_USER = "gshost-game"
+
+
+class ConfigError(ValueError):
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(f"{setting}: {problem}")
+        self.setting = setting
+
+
+@dataclass(frozen=True)
+class Config:
+    token: str
+    control_url: str  # without a trailing slash
+    data_dir: Path
+    bind_host: str
+    bind_port: int
+    tls_cert: Path
+    tls_key: Path
+    control_ca: Path | None
+    game_user: str
+    games_dir: Path | None = None  # templates of the operator's own games, beside ours
+
+    def __repr__(self) -> str:  # the token never reaches a log through a repr
+        return f"Config(control_url={self.control_url!r}, data_dir={str(self.data_dir)!r})"
+
+
+def config_from_environment(environ: Mapping[str, str] = os.environ) -> Config:
+    host, port = _bind(environ.get("AGENT_BIND", DEFAULT_BIND))
+    return Config(
+        token=_token(environ),
+        control_url=_control_url(_required(environ, "AGENT_CONTROL_URL")),
+        data_dir=_absolute(environ.get("AGENT_DATA_DIR", DEFAULT_DATA_DIR), "AGENT_DATA_DIR"),
+        bind_host=host,
+        bind_port=port,
+        tls_cert=_readable_file(environ, "AGENT_TLS_CERT"),
+        tls_key=_readable_file(environ, "AGENT_TLS_KEY"),
+        control_ca=(
+            _readable_file(environ, "AGENT_CONTROL_CA") if environ.get("AGENT_CONTROL_CA") else None
+        ),
+        game_user=_game_user(environ.get("AGENT_GAME_USER", DEFAULT_GAME_USER)),
+        games_dir=_games_dir(environ.get("AGENT_GAMES_DIR", "")),
+    )
+
+
+def _required(environ: Mapping[str, str], name: str) -> str:
+    value = environ.get(name, "").strip()
+    if not value:
+        raise ConfigError(name, "required, and not set")
+    return value
+
+
+def _token(environ: Mapping[str, str]) -> str:
+    token = _required(environ, "AGENT_TOKEN")
+    if not token.isascii() or not token.isprintable() or " " in token:
+        raise ConfigError("AGENT_TOKEN", "malformed (printable ASCII without spaces expected)")
+    return token
+
+
+def _control_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise ConfigError("AGENT_CONTROL_URL", "expected an https:// URL")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ConfigError("AGENT_CONTROL_URL", "a base URL without credentials, query or fragment")
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        raise ConfigError("AGENT_CONTROL_URL", "http:// is accepted only for a loopback host")
+    try:
+        parts.port  # noqa: B018 (urlsplit checks the port only when asked)
+    except ValueError as error:
+        raise ConfigError("AGENT_CONTROL_URL", "malformed port") from error
+    return value.rstrip("/")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _bind(value: str) -> tuple[str, int]:
+    host, separator, port = value.strip().rpartition(":")
+    host = host.strip("[]")
+    if not separator or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError("AGENT_BIND", f"expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
+def _absolute(value: str, name: str) -> Path:
+    path = Path(value)
+    if not path.is_absolute():
+        raise ConfigError(name, "an absolute path expected")
+    return path
+
+
+def _readable_file(environ: Mapping[str, str], name: str) -> Path:
+    path = _absolute(_required(environ, name), name)
+    if not path.is_file() or not os.access(path, os.R_OK):
+        raise ConfigError(name, f"no readable file at {path}")
+    return path
+
+
+def _game_user(value: str) -> str:
+    name = value.strip()
+    if not name or len(name) > 32 or not all(c.isalnum() or c in "-_" for c in name):
+        raise ConfigError("AGENT_GAME_USER", f"not a user name: {value!r}")
+    return name
+
+
+def _games_dir(value: str) -> Path | None:
+    if not value:
+        return None
+    path = _absolute(value, "AGENT_GAMES_DIR")
+    if not path.is_dir():
+        raise ConfigError("AGENT_GAMES_DIR", f"no directory at {path}")
+    return path

@@ -1,0 +1,349 @@
+"""The keeper: one small process per game server, in the manner of conmon.
+
+`python -m gshost_agent.keeper <run dir>` reads `spec.json` there, starts the game (as the game
+user, in a session of its own, with the memory limit), holds its pipes, appends its output to a
+bounded console log, answers the agent on a Unix socket, and records how the game ended in
+`exit.json` before it exits itself. The agent starts keepers detached, so it can stop, be
+upgraded or die and come back while the games go on.
+
+Socket protocol (`keeper.sock`): the client sends one JSON object on one line:
+- `{"op": "status"}` -> `{"pid", "started_at", "last": N}`;
+- `{"op": "write", "text": "..."}` -> `{"ok": true}`: the text and a newline on the game's stdin;
+- `{"op": "signal", "signal": 9}` -> `{"ok": true}`: the signal to the game's process group;
+- `{"op": "follow", "after": N}` -> one `{"n", "text"}` object a line for every console line
+  after N that the keeper still holds, then each new line as it comes, then `{"exit": {...}}`
+  (the exit record) when the game has exited.
+
+Standard library only, and small: 50 of these run on one node.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__":
+    # The keeper speaks no TLS: asyncio without ssl costs about 5 MB less per keeper.
+    sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+SPEC = "spec.json"
+GAME = "game.json"
+EXIT = "exit.json"
+SOCKET = "keeper.sock"
+CONSOLE_LOG = "console.log"
+CONSOLE_LOG_LIMIT = 512 * 1024  # then it moves to console.log.1: two files at most
+HELD_LINES = 500
+LINE_LIMIT = 4096
+LAST_OUTPUT_LINES = 10
+LAST_OUTPUT_WIDTH = 200
+FOLLOWER_BACKLOG = 5000
+DRAIN_SECONDS = 2.0
+
+
+def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
+    """Written whole or not at all, and durable once renamed: an exit must not be lost."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "w", encoding="utf-8") as file:
+        json.dump(data, file)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class MemoryGroup:
+    """The game's memory cgroup (v1 or v2), made fresh for each start so its OOM counter
+    says something about this run only. Empty `path`: no cgroup, RLIMIT_AS instead."""
+
+    def __init__(self, path: str, version: int, limit_bytes: int) -> None:
+        self.path = Path(path) if path else None
+        self.version = version
+        self.limit_bytes = limit_bytes
+
+    def create(self) -> None:
+        if self.path is None:
+            return
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            if self.version == 2:
+                (self.path / "memory.max").write_text(str(self.limit_bytes))
+                with contextlib.suppress(OSError):
+                    (self.path / "memory.swap.max").write_text("0")
+            else:
+                (self.path / "memory.limit_in_bytes").write_text(str(self.limit_bytes))
+        except OSError as error:
+            # The limit still holds, as an address-space limit: better than no game at all.
+            print(f"no memory cgroup ({error}): RLIMIT_AS instead", file=sys.stderr)
+            self.remove()
+            self.path = None
+
+    def enter(self) -> None:
+        """In the game's process, before it drops root and runs the game."""
+        if self.path is None:
+            resource.setrlimit(resource.RLIMIT_AS, (self.limit_bytes, self.limit_bytes))
+        else:
+            (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def killed_for_memory(self, signal_number: int | None) -> bool:
+        if self.path is None:
+            return False
+        events = "memory.events" if self.version == 2 else "memory.oom_control"
+        with contextlib.suppress(OSError, ValueError):
+            for line in (self.path / events).read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value) > 0
+            # An older kernel without the counter: a SIGKILL with the memory at its limit.
+            peak = int((self.path / "memory.max_usage_in_bytes").read_text())
+            return signal_number == signal.SIGKILL and peak >= self.limit_bytes - (1 << 20)
+        return False
+
+    def kill_all(self) -> None:
+        """Whatever the game left in its cgroup, even what escaped its process group."""
+        if self.path is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            for pid in (self.path / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):
+                    os.kill(int(pid), signal.SIGKILL)
+
+    def remove(self) -> None:
+        # The killed take a moment to leave the group; the keeper has nothing else to do.
+        for _ in range(20):
+            if self.path is None or not self.path.exists():
+                return
+            with contextlib.suppress(OSError):
+                self.path.rmdir()
+                return
+            self.kill_all()
+            time.sleep(0.05)
+
+
+class GameProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """Says when the game has exited. (Process.wait() also waits for its pipes to close, and a
+    process the game left behind may hold them open.)"""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
+
+
+class Keeper:
+    def __init__(self, run_dir: Path, spec: dict[str, Any]) -> None:
+        self.run_dir = run_dir
+        self.spec = spec
+        self.memory = MemoryGroup(
+            spec.get("cgroup", ""), int(spec.get("cgroup_version", 1)), spec["memory_mb"] << 20
+        )
+        self.lines: collections.deque[tuple[int, str]] = collections.deque(maxlen=HELD_LINES)
+        self.last = 0
+        self.followers: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        self.process: asyncio.subprocess.Process | None = None
+        self.protocol: GameProtocol | None = None
+        self.started_at = ""
+        self.following: set[asyncio.Task[None]] = set()
+        self.log = open(run_dir / CONSOLE_LOG, "a", encoding="utf-8")  # noqa: SIM115
+
+    async def run(self) -> int:
+        try:
+            await self.start_game()
+        except (OSError, subprocess.SubprocessError) as error:  # not even started: an exit
+            self.add_line(f"gshost-agent: cannot start the game: {error}")
+            write_json_atomically(self.run_dir / EXIT, self.exit_record(127))
+            self.memory.remove()
+            return 1
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self.signal_game, signal.SIGKILL)
+        server = await asyncio.start_unix_server(self.on_client, path=self.run_dir / SOCKET)
+        os.chmod(self.run_dir / SOCKET, 0o600)
+        await self.read_output()
+        assert self.process is not None
+        assert self.process.returncode is not None
+        record = self.exit_record(self.process.returncode)
+        write_json_atomically(self.run_dir / EXIT, record)
+        server.close()
+        with contextlib.suppress(OSError):
+            (self.run_dir / SOCKET).unlink()
+        for follower in self.followers:
+            follower.put_nowait({"exit": record})
+            follower.put_nowait(None)
+        if self.following:  # lets the followers' writers send the exit
+            await asyncio.wait(self.following, timeout=DRAIN_SECONDS)
+        self.memory.remove()
+        return 0
+
+    async def start_game(self) -> None:
+        self.memory.create()
+        loop = asyncio.get_running_loop()
+        transport, self.protocol = await loop.subprocess_exec(
+            lambda: GameProtocol(limit=LINE_LIMIT * 4, loop=loop),
+            *self.spec["argv"],
+            cwd=self.spec["cwd"],
+            env=self.spec["env"],
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=self.become_the_game,  # the keeper has no thread yet: safe
+        )
+        self.process = asyncio.subprocess.Process(transport, self.protocol, loop)
+        self.started_at = utc_now()
+        write_json_atomically(
+            self.run_dir / GAME,
+            {"pid": self.process.pid, "keeper_pid": os.getpid(), "started_at": self.started_at},
+        )
+
+    def become_the_game(self) -> None:
+        # What the keeper ignores (a terminal's signals) would stay ignored in the game.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        self.memory.enter()
+        gid, uid = self.spec.get("gid"), self.spec.get("uid")
+        if gid is not None:
+            os.setgroups([gid])
+            os.setgid(gid)
+        if uid is not None:
+            os.setuid(uid)
+
+    async def read_output(self) -> None:
+        """Until the game has exited and its output is drained. A process the game left behind
+        may hold the pipe open: the game's exit, not the pipe's end, says when it is over."""
+        assert self.process is not None and self.process.stdout is not None
+        assert self.protocol is not None
+        reading = asyncio.ensure_future(self.read_lines(self.process.stdout))
+        await self.protocol.exited.wait()
+        # Whatever it left in its process group, or its cgroup, goes with it.
+        self.signal_game(signal.SIGKILL)
+        self.memory.kill_all()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(reading), DRAIN_SECONDS)
+        reading.cancel()
+
+    async def read_lines(self, stdout: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                raw = await stdout.readline()
+            except ValueError:  # a line over the limit: take what there is
+                raw = await stdout.read(LINE_LIMIT)
+            if not raw:
+                return
+            self.add_line(raw.decode("utf-8", errors="replace").rstrip("\r\n")[:LINE_LIMIT])
+
+    def add_line(self, text: str) -> None:
+        self.last += 1
+        self.lines.append((self.last, text))
+        self.log.write(text + "\n")
+        self.log.flush()
+        if self.log.tell() > CONSOLE_LOG_LIMIT:
+            self.log.close()
+            os.replace(self.run_dir / CONSOLE_LOG, self.run_dir / f"{CONSOLE_LOG}.1")
+            self.log = open(self.run_dir / CONSOLE_LOG, "a", encoding="utf-8")  # noqa: SIM115
+        for follower in list(self.followers):
+            if follower.qsize() > FOLLOWER_BACKLOG:
+                self.followers.discard(follower)  # a reader that stalls is dropped, not waited
+                follower.put_nowait(None)
+            else:
+                follower.put_nowait({"n": self.last, "text": text})
+
+    def signal_game(self, number: int) -> None:
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, number)
+
+    def exit_record(self, returncode: int) -> dict[str, Any]:
+        signal_number = -returncode if returncode < 0 else None
+        return {
+            "pid": self.process.pid if self.process is not None else None,
+            "started_at": self.started_at,
+            "at": utc_now(),
+            "exit_code": returncode if returncode >= 0 else None,
+            "signal": signal_number,
+            "oom": self.memory.killed_for_memory(signal_number),
+            "lines": self.last,  # how many console lines this run had
+            "last_output": [
+                text[:LAST_OUTPUT_WIDTH] for _, text in list(self.lines)[-LAST_OUTPUT_LINES:]
+            ],
+        }
+
+    async def on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        try:
+            request = json.loads(await reader.readline())
+            if request.get("op") == "follow" and task is not None:
+                self.following.add(task)
+                await self.follow(int(request.get("after", 0)), writer)
+            else:
+                writer.write(json.dumps(await self.answer(request)).encode() + b"\n")
+                await writer.drain()
+        except (ValueError, TypeError, AttributeError, KeyError, ConnectionError):
+            pass
+        finally:
+            self.following.discard(task)
+            writer.close()
+
+    async def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.process is not None
+        operation = request.get("op")
+        if operation == "status":
+            return {"pid": self.process.pid, "started_at": self.started_at, "last": self.last}
+        if operation == "signal":
+            self.signal_game(int(request["signal"]))
+            return {"ok": True}
+        if operation == "write" and self.process.stdin is not None:
+            try:
+                self.process.stdin.write(str(request["text"]).encode() + b"\n")
+                await self.process.stdin.drain()
+            except (ConnectionError, RuntimeError):
+                return {"ok": False, "error": "the game's console is closed"}
+            return {"ok": True}
+        return {"ok": False, "error": "unknown operation"}
+
+    async def follow(self, after: int, writer: asyncio.StreamWriter) -> None:
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        for n, text in self.lines:
+            if n > after:
+                queue.put_nowait({"n": n, "text": text})
+        self.followers.add(queue)
+        try:
+            while (item := await queue.get()) is not None:
+                writer.write(json.dumps(item).encode() + b"\n")
+                await writer.drain()
+        finally:
+            self.followers.discard(queue)
+
+
+def main() -> int:
+    run_dir = Path(sys.argv[1])
+    spec = json.loads((run_dir / SPEC).read_text())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is not for the keeper
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    return asyncio.run(Keeper(run_dir, spec).run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Where the agent keeps things under AGENT_DATA_DIR, who owns them, and who games run as.
+
+    <data>/            0711 root: games may pass through, not list
+    <data>/servers/    0711 root; <id>/ root:<the server's own gid> 0770, the game's cwd
+    <data>/games/      0755 root; <game>/ the template's files, world-readable
+    <data>/run/        0700 root; <id>/ the keeper's spec, socket, console log, exit record
+    <data>/outbox/     0700 root: reports not yet acknowledged
+    <data>/samples/    0700 root: 24 h of readings per server
+
+A game runs as AGENT_GAME_USER with one group only, its server's (a gid of
+SERVER_GID_FIRST.. with no name, recorded as its directory's group): it can enter its own
+directory and nobody else's, and a game of another server (another gid) cannot ptrace it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from gshost_agent.templates import GAMES_DIR, GameTemplate
+
+SERVER_GID_FIRST = 270000
+SERVER_GID_COUNT = 10000
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+
+
+class LayoutError(RuntimeError):
+    """The data directory or the game user cannot be set up."""
+
+
+@dataclass(frozen=True)
+class GameIdentity:
+    """Who games run as. `uid` None: the agent's own user (an agent that is not root)."""
+
+    uid: int | None
+
+    @property
+    def privileged(self) -> bool:
+        return self.uid is not None
+
+
+def game_identity(user: str) -> GameIdentity:
+    if os.geteuid() != 0:
+        return GameIdentity(uid=None)
+    try:
+        return GameIdentity(uid=pwd.getpwnam(user).pw_uid)
+    except KeyError:
+        pass
+    command = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
+    if result.returncode != 0 and result.returncode != 9:  # 9: made meanwhile by someone else
+        raise LayoutError(f"cannot create the game user {user}: {result.stderr.strip()}")
+    return GameIdentity(uid=pwd.getpwnam(user).pw_uid)
+
+
+def game_python() -> str:
+    """An interpreter the game user can run: the agent's own may live under a private home."""
+    if os.access(SYSTEM_PYTHON, os.X_OK):
+        return str(SYSTEM_PYTHON)
+    return sys.executable
+
+
+class Layout:
+    def __init__(self, root: Path, identity: GameIdentity) -> None:
+        self.root = root
+        self.identity = identity
+        self.servers = root / "servers"
+        self.games = root / "games"
+        self.run = root / "run"
+        self.outbox = root / "outbox"
+        self.samples = root / "samples"
+
+    def prepare(self) -> None:
+        for path, mode in (
+            (self.root, 0o711),
+            (self.servers, 0o711),
+            (self.games, 0o755),
+            (self.run, 0o700),
+            (self.outbox, 0o700),
+            (self.samples, 0o700),
+        ):
+            path.mkdir(parents=True, exist_ok=True)
+            os.chmod(path, mode)
+
+    def lock(self) -> int:
+        """Held while the agent runs (the descriptor it returns): two agents on one data
+        directory would each judge the other's games. Keepers do not inherit it."""
+        descriptor = os.open(self.root / "agent.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            os.close(descriptor)
+            raise LayoutError(f"another agent is using {self.root}") from error
+        return descriptor
+
+    def server_dir(self, server_id: str) -> Path:
+        return self.servers / server_id
+
+    def run_dir(self, server_id: str) -> Path:
+        return self.run / server_id
+
+    def prepare_server(self, server_id: str) -> int | None:
+        """The server's directory, made when missing; its gid (None: not privileged)."""
+        directory = self.server_dir(server_id)
+        directory.mkdir(exist_ok=True)
+        if not self.identity.privileged:
+            os.chmod(directory, 0o700)
+            return None
+        gid = directory.stat().st_gid
+        if not SERVER_GID_FIRST <= gid < SERVER_GID_FIRST + SERVER_GID_COUNT:
+            gid = self._free_gid(besides=directory)
+        os.chown(directory, 0, gid)
+        os.chmod(directory, 0o770)  # noqa: S103 (root and the server's own group only)
+        return gid
+
+    def _free_gid(self, *, besides: Path) -> int:
+        taken = set()
+        for entry in self.servers.iterdir():
+            if entry != besides:
+                with contextlib.suppress(OSError):
+                    taken.add(entry.stat(follow_symlinks=False).st_gid)
+        for gid in range(SERVER_GID_FIRST, SERVER_GID_FIRST + SERVER_GID_COUNT):
+            if gid not in taken:
+                return gid
+        raise LayoutError("no server group id left")
+
+    def prepare_run_dir(self, server_id: str) -> Path:
+        run_dir = self.run_dir(server_id)
+        run_dir.mkdir(exist_ok=True)
+        os.chmod(run_dir, 0o700)
+        return run_dir
+
+    def install_game_files(self, template: GameTemplate) -> Path:
+        """The template's files, copied where the game user can read them: `{game_files}`."""
+        target = self.games / template.name
+        target.mkdir(exist_ok=True)
+        os.chmod(target, 0o755)  # noqa: S103 (the game user must read it)
+        for name in template.files:
+            source = _template_file(template, name)
+            temporary = target / f".{Path(name).name}.tmp"
+            shutil.copyfile(source, temporary)
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, target / Path(name).name)
+        return target
+
+
+def _template_file(template: GameTemplate, name: str) -> Path:
+    # A template's files lie beside it, or ship in the agent's package (demo_game.py).
+    for directory in (template.directory, GAMES_DIR.parent):
+        candidate = directory / name
+        if candidate.is_file():
+            return candidate
+    raise LayoutError(f"the template file {name} is missing from the agent's package")

@@ -1,0 +1,174 @@
+"""The node: every server's supervisor, the outbox and its delivery, the heartbeat, the readings'
+sampling. Made once by `gshost-agent`, which owns its lifecycle (start, then close)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from gshost_agent import __version__
+from gshost_agent.config import Config
+from gshost_agent.control import ControlClient
+from gshost_agent.layout import Layout, game_identity
+from gshost_agent.outbox import Outbox, deliver_forever, flush
+from gshost_agent.readings import SAMPLE_SECONDS
+from gshost_agent.server_state import MemoryRoot, ReportKind
+from gshost_agent.supervisor import Supervisor
+from gshost_agent.templates import GameCatalog
+
+logger = logging.getLogger("gshost_agent.node")
+
+SERVER_ID = re.compile(r"^srv_[0-9A-Za-z]{16,40}$")
+HEARTBEAT_SECONDS = 10
+CGROUP_V1 = Path("/sys/fs/cgroup/memory")
+CGROUP_V2 = Path("/sys/fs/cgroup")
+CGROUP_DIR = "gshost"
+
+
+def detect_memory_root() -> MemoryRoot | None:
+    """A memory cgroup the agent may make games' groups under, or None (RLIMIT_AS then)."""
+    with contextlib.suppress(OSError):
+        if (CGROUP_V1 / "memory.limit_in_bytes").exists() and os.access(CGROUP_V1, os.W_OK):
+            (CGROUP_V1 / CGROUP_DIR).mkdir(exist_ok=True)
+            return MemoryRoot(CGROUP_V1 / CGROUP_DIR, 1)
+        controllers = (CGROUP_V2 / "cgroup.controllers").read_text().split()
+        if "memory" in controllers and os.access(CGROUP_V2, os.W_OK):
+            (CGROUP_V2 / CGROUP_DIR).mkdir(exist_ok=True)
+            (CGROUP_V2 / "cgroup.subtree_control").write_text("+memory")
+            (CGROUP_V2 / CGROUP_DIR / "cgroup.subtree_control").write_text("+memory")
+            return MemoryRoot(CGROUP_V2 / CGROUP_DIR, 2)
+    return None
+
+
+class Node:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.identity = game_identity(config.game_user)
+        self.layout = Layout(config.data_dir, self.identity)
+        self.layout.prepare()
+        self._lock = self.layout.lock()
+        self.memory_root = detect_memory_root() if self.identity.privileged else None
+        self.outbox = Outbox(self.layout.outbox)
+        self.control = ControlClient(config)
+        self.catalog = GameCatalog(config.games_dir)
+        self.supervisors: dict[str, Supervisor] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def report(
+        self,
+        server_id: str,
+        kind: ReportKind,
+        details: dict[str, Any],
+        *,
+        exit_key: str | None = None,
+    ) -> None:
+        if exit_key and self.outbox.exit_reported(server_id, exit_key):
+            logger.info("%s: %s already reported", server_id, kind)
+            return
+        body = {
+            "server_id": server_id,
+            "kind": str(kind),
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "pid": None,
+            "exit_code": None,
+            "signal": None,
+            "oom": False,
+            "last_output": [],
+            **details,
+        }
+        seq = self.outbox.add(body, exit_key=exit_key)
+        logger.info("%s: %s (report %s)", server_id, kind, seq)
+
+    def supervisor(self, server_id: str) -> Supervisor:
+        """The server's supervisor, made (stopped) on first use."""
+        if server_id not in self.supervisors:
+            self.supervisors[server_id] = Supervisor(
+                server_id=server_id,
+                layout=self.layout,
+                identity=self.identity,
+                memory_root=self.memory_root,
+                report=self.report,
+                catalog=self.catalog,
+            )
+        return self.supervisors[server_id]
+
+    def known(self, server_id: str) -> Supervisor | None:
+        """The supervisor of a server this node has run (it has a run directory), else None."""
+        if server_id in self.supervisors or self.layout.run_dir(server_id).is_dir():
+            return self.supervisor(server_id)
+        return None
+
+    def states(self) -> dict[str, str]:
+        return {server_id: str(sup.state) for server_id, sup in sorted(self.supervisors.items())}
+
+    def games(self) -> list[str]:
+        return list(self.catalog.names())
+
+    async def start(self) -> None:
+        """Reattaches to the keepers an earlier agent left, then starts the background work."""
+        for entry in sorted(self.layout.run.iterdir()):
+            if entry.is_dir() and SERVER_ID.match(entry.name):
+                try:
+                    await self.supervisor(entry.name).resume()
+                except Exception:
+                    logger.exception("%s: cannot reattach", entry.name)
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(deliver_forever(self.outbox, self.control)),
+            loop.create_task(self._heartbeat_forever()),
+            loop.create_task(self._sample_forever()),
+        ]
+
+    async def _heartbeat_forever(self) -> None:
+        while True:
+            body = {
+                "agent_version": __version__,
+                "outbox_id": self.outbox.outbox_id,
+                "servers": self.states(),
+            }
+            try:
+                status = await self.control.heartbeat(body)
+                if status != 200:
+                    logger.warning("heartbeat answered %s", status)
+            except Exception as error:  # no answer: the next one will tell
+                logger.warning("heartbeat not delivered (%s)", type(error).__name__)
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+
+    async def _sample_forever(self) -> None:
+        while True:
+            await asyncio.sleep(SAMPLE_SECONDS)
+            for supervisor in list(self.supervisors.values()):
+                try:
+                    supervisor.sample()
+                except Exception:
+                    logger.exception("%s: sampling failed", supervisor.server_id)
+
+    async def stop_servers(self, *, grace: float, kill_wait: float) -> None:
+        """Every game stopped as its template says; killed once `grace` is over."""
+        running = [sup for sup in self.supervisors.values() if sup.running]
+        for supervisor in running:
+            with contextlib.suppress(Exception):
+                await supervisor.stop_for_node()
+        ended = [asyncio.ensure_future(sup.ended.wait()) for sup in running]
+        if ended:
+            _, late = await asyncio.wait(ended, timeout=grace)
+            if late:
+                for supervisor in running:
+                    if supervisor.running:
+                        with contextlib.suppress(Exception):
+                            await supervisor.kill()
+                await asyncio.wait(late, timeout=kill_wait)
+
+    async def close(self, *, flush_seconds: float = 0.0) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if flush_seconds:
+            await flush(self.outbox, self.control, flush_seconds)
+        await self.control.close()

@@ -1,0 +1,69 @@
+"""Who is playing, as the game itself says: its answer to the template's list command, and its
+join/leave lines. `joined_at` comes from the join line, else from when the agent first saw the
+name."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+
+from gshost_agent.templates import PlayersSpec
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class PlayerRoster:
+    def __init__(self, spec: PlayersSpec | None) -> None:
+        self.spec = spec
+        self.players: dict[str, str] = {}  # name -> joined_at
+        self.answered = asyncio.Event()
+        self.answered_at = -1e9  # time.monotonic() of the game's last answer
+        self._rows: list[str] | None = None  # a list answer in rows, being read
+        self._pattern = re.compile(spec.pattern) if spec else None
+        self._join = re.compile(spec.join_pattern) if spec and spec.join_pattern else None
+        self._leave = re.compile(spec.leave_pattern) if spec and spec.leave_pattern else None
+        self._row = re.compile(spec.row_pattern) if spec and spec.row_pattern else None
+        self._end = re.compile(spec.end_pattern) if spec and spec.end_pattern else None
+
+    def clear(self) -> None:
+        self.players.clear()
+        self._rows = None
+
+    def on_line(self, text: str) -> None:
+        if self.spec is None:
+            return
+        if self._rows is not None and self._take_row(text):
+            return
+        if self._join and (found := self._join.search(text)):
+            self.players.setdefault(found["name"], utc_now())
+        elif self._leave and (found := self._leave.search(text)):
+            self.players.pop(found["name"], None)
+        elif self._pattern and (found := self._pattern.search(text)):
+            if self._row is not None:
+                self._rows = []
+            else:
+                names = found.groupdict().get("names") or ""
+                self._replace([n.strip() for n in names.split(self.spec.separator)])
+
+    def _take_row(self, text: str) -> bool:
+        assert self._rows is not None
+        if self._row and (found := self._row.search(text)):
+            self._rows.append(found["name"])
+            return True
+        if self._end is None or self._end.search(text):
+            rows, self._rows = self._rows, None
+            self._replace(rows)
+            return True
+        return False
+
+    def _replace(self, names: list[str]) -> None:
+        now = utc_now()
+        self.players = {name: self.players.get(name, now) for name in names if name}
+        self.answered.set()
+        self.answered_at = time.monotonic()
+
+    def listing(self) -> list[dict[str, str]]:
+        return [{"name": name, "joined_at": at} for name, at in self.players.items()]

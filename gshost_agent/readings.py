@@ -1,0 +1,129 @@
+"""Readings of a real game process: its whole process tree's CPU and memory (psutil), its
+directory's size, and 24 h of samples kept on disk (one bounded file per server)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil
+
+SAMPLE_SECONDS = 10
+KEEP_SECONDS = 24 * 3600
+KEPT_SAMPLES = KEEP_SECONDS // SAMPLE_SECONDS
+DISK_WALK_LIMIT = 100_000  # entries; a directory beyond that is reported as far as counted
+
+
+class ProcessTree:
+    """CPU is measured between two calls: the psutil objects are kept from one to the next."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._known: dict[int, psutil.Process] = {}
+
+    def usage(self) -> tuple[float, float]:
+        """(cpu_percent, memory_mb) of the process and every descendant; zeros once gone."""
+        try:
+            root = self._process(self.pid)
+            members = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return 0.0, 0.0
+        cpu = 0.0
+        memory = 0
+        alive = set()
+        for member in members:
+            with contextlib.suppress(psutil.Error):
+                process = self._process(member.pid)
+                cpu += process.cpu_percent(None)
+                memory += process.memory_info().rss
+                alive.add(member.pid)
+        self._known = {pid: process for pid, process in self._known.items() if pid in alive}
+        return round(cpu, 1), round(memory / (1 << 20), 1)
+
+    def _process(self, pid: int) -> psutil.Process:
+        if pid not in self._known:
+            self._known[pid] = psutil.Process(pid)
+        return self._known[pid]
+
+
+def disk_mb(directory: Path) -> float:
+    """The size of the files under `directory`, symbolic links not followed."""
+    total = 0
+    seen = 0
+    pending = [str(directory)]
+    while pending and seen < DISK_WALK_LIMIT:
+        with contextlib.suppress(OSError), os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                seen += 1
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+    return round(total / (1 << 20), 2)
+
+
+@dataclass(frozen=True)
+class Sample:
+    at: float  # seconds since the epoch
+    cpu_percent: float
+    memory_mb: float
+    players_online: int
+
+
+class SampleStore:
+    """Samples of one server: in memory (24 h at most) and appended to a file that is rewritten
+    to the last 24 h whenever it holds twice that."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.samples: deque[Sample] = deque(maxlen=KEPT_SAMPLES)
+        self._lines_in_file = 0
+        self._load()
+
+    def _load(self) -> None:
+        cutoff = time.time() - KEEP_SECONDS
+        with contextlib.suppress(OSError), open(self.path, encoding="utf-8") as file:
+            for line in file:
+                self._lines_in_file += 1
+                with contextlib.suppress(ValueError, TypeError):
+                    sample = Sample(**json.loads(line))
+                    if sample.at >= cutoff:
+                        self.samples.append(sample)
+
+    def add(self, sample: Sample) -> None:
+        self.samples.append(sample)
+        if self._lines_in_file >= 2 * KEPT_SAMPLES:
+            self._rewrite()
+            return
+        with open(self.path, "a", encoding="utf-8") as file:
+            file.write(json.dumps(asdict(sample)) + "\n")
+        self._lines_in_file += 1
+
+    def _rewrite(self) -> None:
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        with open(temporary, "w", encoding="utf-8") as file:
+            file.writelines(json.dumps(asdict(sample)) + "\n" for sample in self.samples)
+        os.replace(temporary, self.path)
+        self._lines_in_file = len(self.samples)
+
+    def between(self, start: float, end: float, step: int) -> list[Sample]:
+        """One sample per `step` seconds from `start` to `end`: the mean of the samples in it."""
+        buckets: dict[int, list[Sample]] = {}
+        for sample in self.samples:
+            if start <= sample.at <= end:
+                buckets.setdefault(int((sample.at - start) // step), []).append(sample)
+        return [
+            Sample(
+                at=start + index * step,
+                cpu_percent=round(sum(s.cpu_percent for s in group) / len(group), 1),
+                memory_mb=round(sum(s.memory_mb for s in group) / len(group), 1),
+                players_online=round(sum(s.players_online for s in group) / len(group)),
+            )
+            for index, group in sorted(buckets.items())
+        ]

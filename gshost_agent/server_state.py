@@ -1,0 +1,115 @@
+"""A server's states, what the agent reports, and what it meant to happen (the intent) — the
+vocabulary the supervisor, the node and the API share."""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from gshost_agent import keeper
+
+COMMAND_LIMIT = 1000
+INTENT = "intent.json"
+
+
+class ServerState(enum.StrEnum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    RESTARTING = "restarting"
+
+
+class ReportKind(enum.StrEnum):
+    READY = "ready"
+    HALTED = "halted"
+    CRASHED = "crashed"
+    FAILED_TO_START = "failed_to_start"
+    STOPPED_BY_NODE = "stopped_by_node"
+
+
+class StopReason(enum.StrEnum):
+    NONE = ""
+    HALT = "halt"  # asked for (the API or the console's stop command)
+    RESTART = "restart"
+    NODE = "node"  # the agent is ending with --stop-servers-on-exit
+    FAIL = "fail"  # no ready line in time
+
+
+class InvalidState(Exception):
+    def __init__(self, state: ServerState) -> None:
+        super().__init__(f"the server is {state}")
+        self.state = state
+
+
+class InvalidCommand(ValueError):
+    pass
+
+
+class Reporter(Protocol):
+    def __call__(
+        self,
+        server_id: str,
+        kind: ReportKind,
+        details: dict[str, Any],
+        *,
+        exit_key: str | None = None,
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    game: str
+    port: int
+    memory_mb: int
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Intent:
+    request: StartRequest
+    ready: bool = False
+    stop: StopReason = StopReason.NONE
+    active: bool = True  # False once its exit has been reported
+    line_base: int = 0  # console lines are numbered on from the previous start's
+    last_line: int = 0  # the number of this run's last console line, once it has ended
+    restart_with: StartRequest | None = None
+
+    def save(self, run_dir: Path) -> None:
+        keeper.write_json_atomically(run_dir / INTENT, asdict(self))
+
+    @classmethod
+    def load(cls, run_dir: Path) -> Intent | None:
+        try:
+            data = json.loads((run_dir / INTENT).read_text())
+            restart = data.get("restart_with")
+            return cls(
+                request=StartRequest(**data["request"]),
+                ready=bool(data["ready"]),
+                stop=StopReason(data["stop"]),
+                active=bool(data["active"]),
+                line_base=int(data.get("line_base", 0)),
+                last_line=int(data.get("last_line", 0)),
+                restart_with=StartRequest(**restart) if restart else None,
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+@dataclass(frozen=True)
+class MemoryRoot:
+    """Where games' memory cgroups go (`<path>/<server id>`), and the cgroup version."""
+
+    path: Path
+    version: int
+
+
+def console_command_checked(command: object) -> str:
+    if not isinstance(command, str) or not command.strip():
+        raise InvalidCommand("command must be a non-empty string")
+    if len(command) > COMMAND_LIMIT or not command.isprintable():
+        raise InvalidCommand(f"one line of at most {COMMAND_LIMIT} printable characters")
+    return command

@@ -1,0 +1,451 @@
+"""One object per game server owning its state, its keeper, its console and its readings (in
+the manner of Wings' server/power.go and crash.go).
+
+What the agent wanted when a game ends decides what the exit was: the intent (`intent.json` in
+the server's run directory) says whether a stop was asked for and whether the game was ready,
+and outlives the agent, so an agent that comes back judges an exit as the one that left would
+have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import contextlib
+import logging
+import os
+import re
+import signal
+import time
+from collections import deque
+from typing import Any
+
+from gshost_agent.keepers import KeeperGone, KeeperHandle
+from gshost_agent.layout import GameIdentity, Layout, game_python
+from gshost_agent.players import PlayerRoster
+from gshost_agent.readings import ProcessTree, Sample, SampleStore, disk_mb
+from gshost_agent.server_state import (
+    Intent,
+    InvalidState,
+    MemoryRoot,
+    Reporter,
+    ReportKind,
+    ServerState,
+    StartRequest,
+    StopReason,
+    console_command_checked,
+)
+from gshost_agent.settings_files import read_settings, settings_for, write_settings
+from gshost_agent.templates import GameCatalog, GameTemplate
+
+logger = logging.getLogger("gshost_agent.supervisor")
+
+HELD_LINES = 1000
+PLAYERS_ANSWER_SECONDS = 2.0
+# A game's answer this recent is not asked again: every question is a line in its console.
+PLAYERS_FRESH_SECONDS = 5.0
+
+
+class Supervisor:
+    def __init__(
+        self,
+        *,
+        server_id: str,
+        layout: Layout,
+        identity: GameIdentity,
+        memory_root: MemoryRoot | None,
+        report: Reporter,
+        catalog: GameCatalog,
+    ) -> None:
+        self.server_id = server_id
+        self.catalog = catalog
+        self.layout = layout
+        self.identity = identity
+        self.memory_root = memory_root
+        self.report = report
+        self.run_dir = layout.run_dir(server_id)
+        self.state = ServerState.STOPPED
+        self.intent: Intent | None = None
+        self.template: GameTemplate | None = None
+        self.keeper: KeeperHandle | None = None
+        self.pid: int | None = None
+        self.started_at: float | None = None
+        self.lines: deque[tuple[int, str]] = deque(maxlen=HELD_LINES)
+        self.last_n = 0
+        self._keeper_n = 0  # the keeper numbers from 1 at each start
+        self.roster = PlayerRoster(None)
+        self.tree: ProcessTree | None = None
+        self.samples = SampleStore(layout.samples / f"{server_id}.jsonl")
+        self.ended = asyncio.Event()
+        self._watch: asyncio.Task[None] | None = None
+        self._timer: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def running(self) -> bool:
+        return self.state != ServerState.STOPPED
+
+    # Power ----------------------------------------------------------------------------------
+
+    async def start(self, request: StartRequest) -> None:
+        async with self._lock:
+            if self.running:
+                raise InvalidState(self.state)
+            template = self.catalog.get(request.game)
+            settings_for(template, request.settings)  # refused before anything is touched
+            try:
+                await self._launch(request, ServerState.STARTING)
+            except BaseException:
+                self.state = ServerState.STOPPED  # nothing started: say so, not "starting"
+                raise
+
+    async def stop(self) -> None:
+        async with self._lock:
+            if self.state == ServerState.STOPPING:
+                return
+            if not self.running:
+                raise InvalidState(self.state)
+            await self._ask_to_stop(StopReason.HALT, ServerState.STOPPING)
+
+    async def restart(self, request: StartRequest) -> None:
+        async with self._lock:
+            if self.state not in (ServerState.RUNNING, ServerState.STARTING):
+                raise InvalidState(self.state)
+            template = self.catalog.get(request.game)
+            settings_for(template, request.settings)
+            assert self.intent is not None
+            self.intent.restart_with = request
+            await self._ask_to_stop(StopReason.RESTART, ServerState.RESTARTING)
+
+    async def stop_for_node(self) -> None:
+        """The agent is ending and takes its games with it."""
+        async with self._lock:
+            if self.running:
+                await self._ask_to_stop(StopReason.NODE, ServerState.STOPPING)
+
+    async def kill(self) -> None:
+        """SIGKILL to the game's process group: the exit is a crash, nobody asked for it."""
+        if not self.running or self.keeper is None:
+            raise InvalidState(self.state)
+        await self._signal(signal.SIGKILL)
+
+    async def console(self, command: str) -> None:
+        command = console_command_checked(command)
+        if not self.running or self.keeper is None or self.template is None:
+            raise InvalidState(self.state)
+        if self.template.stop_command and command.strip() == self.template.stop_command:
+            await self.stop()  # which sends that very command
+            return
+        await self._write(command)
+
+    async def _launch(self, request: StartRequest, state: ServerState) -> None:
+        template = self.catalog.get(request.game)
+        settings = settings_for(template, request.settings)
+        self.state = state
+        self.template = template
+        self.lines.clear()
+        self.roster = PlayerRoster(template.players)
+        self.ended.clear()
+        gid = self.layout.prepare_server(self.server_id)
+        directory = self.layout.server_dir(self.server_id)
+        write_settings(directory, template, settings, gid)
+        run_dir = self.layout.prepare_run_dir(self.server_id)
+        self.intent = Intent(request=request, line_base=self.last_n)
+        self._keeper_n = 0
+        self.intent.save(run_dir)
+        spec = {
+            "server_id": self.server_id,
+            "argv": self._command(template, request),
+            "env": dict(template.environment),
+            "cwd": str(directory),
+            "uid": self.identity.uid,
+            "gid": gid,
+            "memory_mb": request.memory_mb,
+            "cgroup": str(self.memory_root.path / self.server_id) if self.memory_root else "",
+            "cgroup_version": self.memory_root.version if self.memory_root else 0,
+        }
+        self.keeper = await KeeperHandle.spawn(run_dir, spec)
+        self._attach()
+
+    def _command(self, template: GameTemplate, request: StartRequest) -> list[str]:
+        values = {
+            "{python}": game_python(),
+            "{game_files}": str(self.layout.install_game_files(template)),
+            "{port}": str(request.port),
+            "{memory_mb}": str(request.memory_mb),
+            "{server_id}": self.server_id,
+        }
+        # Whole placeholders only, each argument on its own: never a shell line.
+        return [_substitute(argument, values) for argument in template.command]
+
+    def _attach(self) -> None:
+        assert self.keeper is not None and self.template is not None and self.intent is not None
+        game = self.keeper.game() or {}
+        self.pid = game.get("pid")
+        self.started_at = _epoch(game.get("started_at"))
+        self.tree = ProcessTree(self.pid) if self.pid else None
+        self._watch = asyncio.get_running_loop().create_task(self._follow())
+        if not self.intent.ready and self.intent.stop == StopReason.NONE:
+            elapsed = time.time() - (self.started_at or time.time())
+            self._arm(self._ready_deadline(self.template.ready_timeout_seconds - elapsed))
+        elif self.intent.stop != StopReason.NONE:
+            self._arm(self._kill_after(self.template.stop_timeout_seconds))
+
+    async def _ask_to_stop(self, reason: StopReason, state: ServerState) -> None:
+        assert self.intent is not None and self.template is not None
+        self.intent.stop = reason
+        self.intent.save(self.run_dir)
+        self.state = state
+        with contextlib.suppress(KeeperGone):
+            if self.template.stop_command:
+                await self._write(self.template.stop_command)
+            else:
+                await self._signal(signal.Signals[self.template.stop_signal])
+        self._arm(self._kill_after(self.template.stop_timeout_seconds))
+
+    def _arm(self, timer: Any) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().create_task(timer)
+
+    async def _ready_deadline(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+        if self.intent is not None and not self.intent.ready:
+            logger.info("%s: no ready line in time; killing it", self.server_id)
+            self.intent.stop = StopReason.FAIL
+            self.intent.save(self.run_dir)
+            with contextlib.suppress(KeeperGone):
+                await self._signal(signal.SIGKILL)
+
+    async def _kill_after(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        logger.info("%s: still running %s s after the stop; killing it", self.server_id, seconds)
+        with contextlib.suppress(KeeperGone):
+            await self._signal(signal.SIGKILL)
+
+    async def _write(self, command: str) -> None:
+        assert self.keeper is not None
+        answer = await self.keeper.request({"op": "write", "text": command})
+        if not answer.get("ok"):
+            raise KeeperGone(str(answer.get("error")))
+
+    async def _signal(self, number: int) -> None:
+        assert self.keeper is not None
+        await self.keeper.request({"op": "signal", "signal": int(number)})
+
+    # The game's output and its end ----------------------------------------------------------
+
+    async def _follow(self) -> None:
+        assert self.keeper is not None
+        handle = self.keeper
+        while True:
+            async for item in handle.follow(self._keeper_n):
+                if "exit" in item:
+                    await self._on_exit(item["exit"])
+                    return
+                self._on_line(int(item["n"]), str(item["text"]))
+            if (record := handle.exit_record()) is not None:
+                await self._on_exit(record)
+                return
+            if not handle.keeper_alive():
+                await self._on_exit(self._vanished_record())
+                return
+            await asyncio.sleep(0.1)  # the connection broke, the keeper lives: again
+
+    def _on_line(self, n: int, text: str) -> None:
+        intent, template = self.intent, self.template
+        if n <= self._keeper_n or intent is None or template is None:
+            return
+        self._keeper_n = n
+        self.last_n = intent.line_base + n
+        self.lines.append((self.last_n, text))
+        self.roster.on_line(text)
+        if intent.ready:
+            return
+        if re.search(template.ready_pattern, text):
+            intent.ready = True
+            intent.save(self.run_dir)
+            if intent.stop == StopReason.NONE:
+                if self._timer is not None:
+                    self._timer.cancel()
+                self.state = ServerState.RUNNING
+                self.report(self.server_id, ReportKind.READY, {"pid": self.pid})
+                self.sample()  # the metrics have a first point at once, not 10 s later
+
+    async def _on_exit(self, record: dict[str, Any]) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        intent = self.intent
+        assert intent is not None
+        kind = _kind_of_exit(intent)
+        if kind is not None:
+            self.report(self.server_id, kind, _exit_details(record), exit_key=_exit_key(record))
+        intent.active = False
+        # The keeper counted them all, also those of a run that ended while the agent was away.
+        self.last_n = max(self.last_n, intent.line_base + int(record.get("lines") or 0))
+        intent.last_line = self.last_n
+        intent.save(self.run_dir)
+        self.state = ServerState.STOPPED
+        self.tree = None
+        self.roster.clear()
+        if intent.stop == StopReason.RESTART and intent.restart_with is not None:
+            try:
+                await self._launch(intent.restart_with, ServerState.RESTARTING)
+                return
+            except Exception as error:  # whatever stops it: a failed start
+                logger.error("%s: restart failed: %s", self.server_id, error)
+                self.state = ServerState.STOPPED
+                self.report(
+                    self.server_id,
+                    ReportKind.FAILED_TO_START,
+                    {"last_output": [f"gshost-agent: {error}"[:200]]},
+                )
+        self.ended.set()
+
+    def _vanished_record(self) -> dict[str, Any]:
+        """The keeper died without recording the exit (it was killed): the game, held by
+        nobody, goes too, and what the console log kept is its last output."""
+        assert self.keeper is not None
+        game = self.keeper.game() or {}
+        if game.get("pid") and self.identity.uid is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(int(game["pid"]), signal.SIGKILL)
+        return {
+            "pid": game.get("pid"),
+            "started_at": game.get("started_at"),
+            "exit_code": None,
+            "signal": None,
+            "oom": False,
+            "last_output": [line[:200] for line in self.keeper.console_log_tail(10)],
+        }
+
+    # Reattaching after the agent came back ----------------------------------------------------
+
+    async def resume(self) -> None:
+        """Picks up what the agent before this one left in the run directory."""
+        intent = Intent.load(self.run_dir)
+        if intent is None:
+            return
+        self.intent = intent
+        self.template = self.catalog.get(intent.request.game)
+        self.roster = PlayerRoster(self.template.players)
+        if not intent.active:  # it ended and was reported: stopped, numbered on from there
+            self.last_n = intent.last_line
+            return
+        self.keeper = KeeperHandle(self.run_dir)
+        self.last_n = intent.line_base
+        if intent.stop in (StopReason.HALT, StopReason.NODE):
+            self.state = ServerState.STOPPING
+        elif intent.stop == StopReason.RESTART:
+            self.state = ServerState.RESTARTING
+        else:
+            self.state = ServerState.RUNNING if intent.ready else ServerState.STARTING
+        self._attach()
+        if intent.ready and self.template.players is not None:
+            with contextlib.suppress(KeeperGone):
+                await self._write(self.template.players.command)
+
+    # Readings -------------------------------------------------------------------------------
+
+    async def players(self) -> dict[str, Any]:
+        template = self.template
+        fresh = time.monotonic() - self.roster.answered_at < PLAYERS_FRESH_SECONDS
+        if self.state == ServerState.RUNNING and template and template.players and not fresh:
+            self.roster.answered.clear()
+            with contextlib.suppress(KeeperGone):
+                await self._write(template.players.command)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.roster.answered.wait(), PLAYERS_ANSWER_SECONDS)
+        listing = self.roster.listing()
+        return {"count": len(listing), "max": self.max_players(), "players": listing}
+
+    def max_players(self) -> int | None:
+        template = self.template
+        if template is None or template.players is None or not template.players.max_setting:
+            return None
+        key = template.players.max_setting
+        settings = read_settings(self.layout.server_dir(self.server_id), template)
+        for value in (settings.get(key, ""), template.default_settings().get(key, "")):
+            if value.isdigit():
+                return int(value)
+        return None
+
+    def settings(self) -> dict[str, str]:
+        template = self.template
+        if template is None and (intent := Intent.load(self.run_dir)) is not None:
+            template = self.catalog.get(intent.request.game)
+        if template is None:
+            return {}
+        return read_settings(self.layout.server_dir(self.server_id), template)
+
+    def stats(self) -> dict[str, Any]:
+        cpu, memory = self.tree.usage() if self.tree and self.running else (0.0, 0.0)
+        uptime = 0
+        if self.running and self.started_at is not None:
+            uptime = int(time.time() - self.started_at)
+        return {
+            "state": str(self.state),
+            "sampled_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "cpu_percent": cpu,
+            "memory_mb": memory,
+            "memory_limit_mb": self.intent.request.memory_mb if self.intent else None,
+            "disk_mb": disk_mb(self.layout.server_dir(self.server_id)),
+            "network_in_kbps": None,
+            "network_out_kbps": None,
+            "players_online": len(self.roster.players),
+            "uptime_seconds": uptime,
+        }
+
+    def sample(self) -> None:
+        if self.state == ServerState.STOPPED or self.tree is None:
+            return
+        cpu, memory = self.tree.usage()
+        self.samples.add(Sample(time.time(), cpu, memory, len(self.roster.players)))
+
+    def console_after(self, after: int, limit: int = 200) -> dict[str, Any]:
+        lines = [{"n": n, "text": text} for n, text in self.lines if n > after][:limit]
+        return {"lines": lines, "last": self.last_n}
+
+
+def _kind_of_exit(intent: Intent) -> ReportKind | None:
+    if intent.stop == StopReason.RESTART and intent.restart_with is not None:
+        return None  # not an end: the game starts again, `ready` says when it runs
+    if intent.stop in (StopReason.HALT, StopReason.RESTART):
+        return ReportKind.HALTED
+    if intent.stop == StopReason.NODE:
+        return ReportKind.STOPPED_BY_NODE
+    if intent.stop == StopReason.FAIL or not intent.ready:
+        return ReportKind.FAILED_TO_START
+    return ReportKind.CRASHED
+
+
+def _exit_details(record: dict[str, Any]) -> dict[str, Any]:
+    details = {"at": record["at"]} if isinstance(record.get("at"), str) else {}
+    return details | {
+        "pid": record.get("pid"),
+        "exit_code": record.get("exit_code"),
+        "signal": record.get("signal"),
+        "oom": bool(record.get("oom")),
+        "last_output": [str(line)[:200] for line in record.get("last_output", [])][-10:],
+    }
+
+
+def _exit_key(record: dict[str, Any]) -> str | None:
+    """Which run of the game ended: its pid and start time."""
+    if record.get("pid") is None or not record.get("started_at"):
+        return None
+    return f"{record['pid']}@{record['started_at']}"
+
+
+def _substitute(argument: str, values: dict[str, str]) -> str:
+    for placeholder, value in values.items():
+        argument = argument.replace(placeholder, value)
+    return argument
+
+
+def _epoch(stamp: object) -> float | None:
+    if not isinstance(stamp, str):
+        return None
+    with contextlib.suppress(ValueError):
+        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
+    return None

@@ -1,0 +1,461 @@
+"""A real agent (`python -m gshost_agent`) with real keepers and games, a local control plane
+that records what the agent reports, and certificates made by trustme.
+
+Every process a test starts is ended by the fixtures: the agent, and every keeper and game
+found under the test's data directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import string
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import requests
+import trustme
+
+from tests.agent.lines import LineReader, free_port, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "gsn_" + "t" * 43
+BASE62 = string.digits + string.ascii_letters
+CGROUP_ROOT = Path("/sys/fs/cgroup/memory/gshost")
+
+# Games that misbehave on purpose, as templates of the operator's own (AGENT_GAMES_DIR).
+TEST_TEMPLATES = {
+    # The demo game, whose template's stop command it does not know: it ignores it, and
+    # the console's `stop` is then no stop request, just a game ending on its own.
+    "stubborn": """
+name = "stubborn"
+command = ["{python}", "-I", "{game_files}/demo_game.py", "--port", "{port}"]
+environment = { PYTHONUNBUFFERED = "1" }
+files = ["demo_game.py"]
+ready_pattern = '^ready on port \\d+$'
+stop_command = "halt-please"
+stop_timeout_seconds = 2
+""",
+    "silent": """
+name = "silent"
+command = ["{python}", "-c", "import time; print('booting', flush=True); time.sleep(120)"]
+ready_pattern = '^ready$'
+ready_timeout_seconds = 2
+stop_command = ""
+stop_signal = "SIGTERM"
+""",
+    "quitter": """
+name = "quitter"
+command = ["{python}", "-c", "print('cannot find the map', flush=True); raise SystemExit(3)"]
+ready_pattern = '^ready$'
+""",
+    # Ready, then takes memory a megabyte at a time when told to (`eat`).
+    "hog": """
+name = "hog"
+command = ["{python}", "-I", "{game_files}/hog.py"]
+files = ["hog.py"]
+ready_pattern = '^ready$'
+stop_command = ""
+""",
+    # Its file is missing from its directory: the agent cannot even start it.
+    "broken": """
+name = "broken"
+command = ["{python}", "{game_files}/missing.py"]
+files = ["missing.py"]
+ready_pattern = '^ready$'
+""",
+    # Starts a child of its own in a session of its own (out of its process group).
+    "escaper": """
+name = "escaper"
+command = ["{python}", "-I", "{game_files}/escaper.py"]
+files = ["escaper.py"]
+ready_pattern = '^ready$'
+stop_command = ""
+""",
+    # Prints who it is, then tries to read each path the console gives it.
+    "snoop": """
+name = "snoop"
+command = ["{python}", "-I", "{game_files}/snoop.py"]
+files = ["snoop.py"]
+ready_pattern = '^ready$'
+stop_command = ""
+""",
+}
+
+SNOOP = """
+import json, os, sys
+print(json.dumps({
+    "uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "groups": os.getgroups(),
+    "env": sorted(os.environ),
+}), flush=True)
+print("ready", flush=True)
+for line in sys.stdin:
+    path = line.strip()
+    try:
+        if os.path.isdir(path):
+            os.listdir(path)
+        else:
+            open(path, "rb").read(1)
+        print(f"readable {path}", flush=True)
+    except OSError as error:
+        print(f"refused {path}: {type(error).__name__}", flush=True)
+"""
+
+ESCAPER = """
+import subprocess, sys
+sleeper = [sys.executable, "-c", "import time; time.sleep(300)"]
+child = subprocess.Popen(sleeper, start_new_session=True)
+print(f"child {child.pid}", flush=True)
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+HOG = """
+import sys
+print("ready", flush=True)
+sys.stdin.readline()
+heap = []
+while True:
+    heap.append(bytearray(1 << 20))
+"""
+
+
+def new_server_id() -> str:
+    return "srv_" + "".join(secrets.choice(BASE62) for _ in range(20))
+
+
+@pytest.fixture(scope="session")
+def certificates() -> Iterator[dict[str, Path]]:
+    directory = Path(tempfile.mkdtemp(prefix="gshost-agent-tls-", dir="/tmp"))
+    authority = trustme.CA()
+    issued = authority.issue_cert("127.0.0.1", "localhost")
+    paths = {
+        "ca": directory / "ca.pem",
+        "cert": directory / "cert.pem",
+        "key": directory / "key.pem",
+    }
+    authority.cert_pem.write_to_path(str(paths["ca"]))
+    issued.cert_chain_pems[0].write_to_path(str(paths["cert"]))
+    issued.private_key_pem.write_to_path(str(paths["key"]))
+    yield paths
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def games_dir() -> Iterator[Path]:
+    directory = Path(tempfile.mkdtemp(prefix="gshost-agent-games-", dir="/tmp"))
+    for name, text in TEST_TEMPLATES.items():
+        (directory / f"{name}.toml").write_text(text)
+    (directory / "snoop.py").write_text(SNOOP)
+    (directory / "hog.py").write_text(HOG)
+    (directory / "escaper.py").write_text(ESCAPER)
+    os.chmod(directory, 0o755)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+# The control plane ---------------------------------------------------------------------------
+
+
+@dataclass
+class ControlPlane:
+    """Applies each report once per (outbox_id, seq), as the real one does, and keeps them."""
+
+    port: int
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    repeats: int = 0
+    heartbeats: list[dict[str, Any]] = field(default_factory=list)
+    applied: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    server: ThreadingHTTPServer | None = None
+    refused: set[str] = field(default_factory=set)  # servers "of another node": 403
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def up(self) -> None:
+        plane = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                    return self.answer(401, {"error": {"code": "unauthorized"}})
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path == "/internal/nodes/heartbeat":
+                    with plane.lock:
+                        plane.heartbeats.append(body)
+                    return self.answer(200, {"node": "test"})
+                if self.path == "/internal/nodes/reports":
+                    if body["server_id"] in plane.refused:
+                        return self.answer(403, {"error": {"code": "forbidden"}})
+                    return self.answer(200, {"acknowledged": plane.apply(body)})
+                return self.answer(404, {"error": {"code": "not_found"}})
+
+            def answer(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def down(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+    def apply(self, body: dict[str, Any]) -> int:
+        with self.lock:
+            if body["seq"] <= self.applied.get(body["outbox_id"], 0):
+                self.repeats += 1
+            else:
+                self.applied[body["outbox_id"]] = body["seq"]
+                self.reports.append(body)
+        return int(body["seq"])
+
+    def reports_of(self, server_id: str) -> list[dict[str, Any]]:
+        with self.lock:
+            return [r for r in self.reports if r["server_id"] == server_id]
+
+    def wait_for_report(self, server_id: str, kind: str, timeout: float = 20.0) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            matching = [r for r in self.reports_of(server_id) if r["kind"] == kind]
+            return matching[-1] if matching else None
+
+        return wait_until(found, timeout)
+
+
+@pytest.fixture
+def control_plane() -> Iterator[ControlPlane]:
+    plane = ControlPlane(port=free_port())
+    plane.up()
+    yield plane
+    plane.down()
+
+
+# The agent ----------------------------------------------------------------------------------
+
+
+class Agent:
+    def __init__(self, *, data_dir: Path, env: dict[str, str], port: int, ca: Path) -> None:
+        self.data_dir = data_dir
+        self.env = env
+        self.port = port
+        self.ca = ca
+        self.process: subprocess.Popen[str] | None = None
+        self.output: LineReader | None = None
+        self.started: list[str] = []
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def start(self, *arguments: str, python: str = sys.executable, user: int | None = None) -> None:
+        self.process = subprocess.Popen(
+            [python, "-m", "gshost_agent", *arguments],
+            env=self.env,
+            cwd=ROOT,
+            user=user,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stderr is not None
+        self.output = LineReader(self.process.stderr)
+        self.output.wait_for("listening on https://", timeout=30)
+
+    def request(
+        self, method: str, path: str, body: Any = None, token: str = TOKEN
+    ) -> requests.Response:
+        return requests.request(
+            method,
+            self.url + path,
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+            verify=str(self.ca),
+            timeout=20,
+        )
+
+    def start_server(self, game: str = "demo", **overrides: Any) -> tuple[str, int]:
+        server_id = overrides.pop("server_id", None) or new_server_id()
+        port = overrides.pop("port", None) or free_port()
+        body = {"game": game, "port": port, "memory_mb": 256, "settings": {}, **overrides}
+        answer = self.request("POST", f"/v1/servers/{server_id}/start", body)
+        assert answer.status_code == 202, answer.text
+        self.started.append(server_id)
+        return server_id, port
+
+    def console(self, server_id: str, command: str) -> requests.Response:
+        return self.request("POST", f"/v1/servers/{server_id}/console", {"command": command})
+
+    def wait_for_console(self, server_id: str, pattern: str, timeout: float = 10.0) -> str:
+        import re
+
+        def found() -> str | None:
+            answer = self.request("GET", f"/v1/servers/{server_id}/console").json()
+            for line in answer["lines"]:
+                if re.search(pattern, line["text"]):
+                    return str(line["text"])
+            return None
+
+        return wait_until(found, timeout, interval=0.1)
+
+    def state_of(self, server_id: str) -> str:
+        return str(self.request("GET", "/v1/node").json()["servers"].get(server_id, "unknown"))
+
+    def run_dir(self, server_id: str) -> Path:
+        return self.data_dir / "run" / server_id
+
+    def game_pid(self, server_id: str) -> int:
+        return int(json.loads((self.run_dir(server_id) / "game.json").read_text())["pid"])
+
+    def keeper_pid(self, server_id: str) -> int:
+        return int(json.loads((self.run_dir(server_id) / "game.json").read_text())["keeper_pid"])
+
+    def end(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        assert self.process is not None
+        self.process.send_signal(sig)
+        return self.process.wait(timeout=timeout)
+
+    def leftovers(self) -> list[psutil.Process]:
+        """Keepers and games of this agent's data directory still alive."""
+        marker = str(self.data_dir)
+        found = []
+        for process in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if process.pid == os.getpid() or process.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                if marker in " ".join(process.cmdline()) or process.cwd().startswith(marker):
+                    found.append(process)
+        return found
+
+
+class AgentFactory:
+    """Makes agents on fresh data directories; `clean_up` ends them and all they started."""
+
+    def __init__(
+        self, certificates: dict[str, Path], games_dir: Path, control_plane: ControlPlane
+    ) -> None:
+        self.certificates = certificates
+        self.games_dir = games_dir
+        self.control_plane = control_plane
+        self.agents: list[Agent] = []
+
+    def make(self, data_dir: Path | None = None) -> Agent:
+        if data_dir is None:
+            data_dir = Path(tempfile.mkdtemp(prefix="gshost-agent-", dir="/tmp"))
+            os.chmod(data_dir, 0o711)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "AGENT_TOKEN": TOKEN,
+            "AGENT_CONTROL_URL": self.control_plane.url,
+            "AGENT_DATA_DIR": str(data_dir),
+            "AGENT_BIND": f"127.0.0.1:{free_port()}",
+            "AGENT_TLS_CERT": str(self.certificates["cert"]),
+            "AGENT_TLS_KEY": str(self.certificates["key"]),
+            "AGENT_GAMES_DIR": str(self.games_dir),
+        }
+        agent = Agent(
+            data_dir=data_dir,
+            env=env,
+            port=int(env["AGENT_BIND"].rsplit(":", 1)[1]),
+            ca=self.certificates["ca"],
+        )
+        self.agents.append(agent)
+        return agent
+
+    def clean_up(self) -> None:
+        for agent in self.agents:
+            if agent.process is not None and agent.process.poll() is None:
+                agent.process.kill()
+                agent.process.wait(timeout=10)
+            for process in agent.leftovers():
+                with contextlib.suppress(psutil.Error):
+                    os.killpg(process.pid, signal.SIGKILL)
+                with contextlib.suppress(psutil.Error):
+                    process.kill()
+            psutil.wait_procs(agent.leftovers(), timeout=5)
+            for server_id in agent.started:
+                wait_until(lambda server_id=server_id: _cgroup_removed(server_id), timeout=5)
+            shutil.rmtree(agent.data_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def make_agent(
+    certificates: dict[str, Path], games_dir: Path, control_plane: ControlPlane
+) -> Iterator[Any]:
+    factory = AgentFactory(certificates, games_dir, control_plane)
+    yield factory.make
+    factory.clean_up()
+
+
+@pytest.fixture
+def agent(make_agent: Any) -> Agent:
+    started: Agent = make_agent()
+    started.start()
+    return started
+
+
+@pytest.fixture(scope="module")
+def module_control_plane() -> Iterator[ControlPlane]:
+    plane = ControlPlane(port=free_port())
+    plane.up()
+    yield plane
+    plane.down()
+
+
+@pytest.fixture(scope="module")
+def module_agent(
+    certificates: dict[str, Path], games_dir: Path, module_control_plane: ControlPlane
+) -> Iterator[Agent]:
+    """One agent for a module whose tests only look (they change nothing another would see)."""
+    factory = AgentFactory(certificates, games_dir, module_control_plane)
+    started = factory.make()
+    started.start()
+    yield started
+    factory.clean_up()
+
+
+def _cgroup_removed(server_id: str) -> bool:
+    """A cgroup can go once the last of its processes has been reaped: a moment after a kill."""
+    with contextlib.suppress(OSError):
+        (CGROUP_ROOT / server_id).rmdir()
+    return not (CGROUP_ROOT / server_id).exists()
+
+
+def wait_for_exit(pid: int, timeout: float = 15.0) -> None:
+    wait_until(lambda: not psutil.pid_exists(pid) or _zombie(pid), timeout)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
+
+
+def elapsed(since: float) -> float:
+    return time.monotonic() - since

@@ -1,0 +1,90 @@
+"""A game never runs as root, and cannot read the agent's data or another server's directory."""
+
+from __future__ import annotations
+
+import json
+import pwd
+import stat
+
+import pytest
+
+from gshost_agent.layout import SERVER_GID_FIRST
+
+
+@pytest.fixture
+def agent(module_agent):
+    return module_agent
+
+
+@pytest.fixture(scope="module")
+def snoops(module_agent, module_control_plane):
+    """Two servers whose game tries to read what the console names: every test only looks."""
+    first, _ = module_agent.start_server("snoop")
+    second, _ = module_agent.start_server("snoop")
+    module_control_plane.wait_for_report(first, "ready")
+    module_control_plane.wait_for_report(second, "ready")
+    return first, second
+
+
+def identity_of(agent, server_id):
+    return json.loads(agent.wait_for_console(server_id, r"^\{"))
+
+
+def test_it_runs_the_game_as_the_game_user_with_its_own_group_only(agent, snoops):
+    first, second = snoops
+    game_user = pwd.getpwnam("gshost-game").pw_uid
+    one, two = identity_of(agent, first), identity_of(agent, second)
+    assert one["uid"] == one["euid"] == game_user != 0
+    assert one["groups"] == [one["gid"]] and one["gid"] >= SERVER_GID_FIRST
+    assert two["gid"] != one["gid"]
+
+
+def test_it_gives_the_game_only_the_templates_environment(agent, snoops):
+    first, _ = snoops
+    assert "AGENT_TOKEN" not in identity_of(agent, first)["env"]
+    assert not [name for name in identity_of(agent, first)["env"] if name.startswith("AGENT_")]
+
+
+def test_it_keeps_the_game_out_of_another_servers_directory(agent, snoops):
+    first, second = snoops
+    other = agent.data_dir / "servers" / second
+    agent.console(first, str(other))
+    agent.wait_for_console(first, rf"^refused {other}: PermissionError$")
+    agent.console(first, str(other / "server.properties"))
+    agent.wait_for_console(first, rf"^refused {other}/server.properties: PermissionError$")
+
+
+def test_it_lets_the_game_read_its_own_directory(agent, snoops):
+    first, _ = snoops
+    own = agent.data_dir / "servers" / first
+    agent.console(first, str(own))
+    agent.wait_for_console(first, rf"^readable {own}$")
+
+
+@pytest.mark.parametrize("name", ["run", "outbox", "samples", "servers"])
+def test_it_keeps_the_game_out_of_the_agents_data(agent, snoops, name):
+    first, _ = snoops
+    path = agent.data_dir / name
+    agent.console(first, str(path))
+    agent.wait_for_console(first, rf"^refused {path}: PermissionError$")
+
+
+def test_it_keeps_the_game_away_from_its_keepers_socket(agent, snoops):
+    first, _ = snoops
+    socket_path = agent.run_dir(first) / "keeper.sock"
+    agent.console(first, str(socket_path))
+    agent.wait_for_console(first, rf"^refused {socket_path}: PermissionError$")
+
+
+def test_it_makes_the_server_directory_the_servers_group_only(agent, snoops):
+    first, _ = snoops
+    mode = (agent.data_dir / "servers" / first).stat()
+    assert stat.S_IMODE(mode.st_mode) == 0o770 and mode.st_uid == 0
+    assert stat.S_IMODE((agent.data_dir / "run").stat().st_mode) == 0o700
+
+
+def test_it_keeps_the_agents_environment_and_its_token_from_the_game(agent, snoops):
+    first, _ = snoops
+    environ = f"/proc/{agent.process.pid}/environ"
+    agent.console(first, environ)
+    agent.wait_for_console(first, rf"^refused {environ}: PermissionError$")
