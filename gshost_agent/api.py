@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gshost_agent.data_jobs import InvalidJob, job_request
 from gshost_agent.keepers import KeeperGone
 from gshost_agent.node import SERVER_ID, Node
 from gshost_agent.server_state import InvalidCommand, InvalidState, StartRequest
@@ -92,6 +93,8 @@ def make_app(node: Node, token: str) -> web.Application:
             web.get(f"{server}/stats", stats_view),
             web.get(f"{server}/metrics", metrics_view),
             web.get(f"{server}/settings", settings_view),
+            web.put(f"{server}/settings", settings_write_view),
+            web.post(f"{server}/jobs", job_view),
         ]
     )
     return app
@@ -253,3 +256,41 @@ def iso_time(value: str | None, name: str, default: float) -> float:
 
 async def settings_view(request: web.Request) -> web.Response:
     return web.json_response({"settings": known_server(request).settings()})
+
+
+async def settings_write_view(request: web.Request) -> web.Response:
+    server_id = server_id_of(request)
+    body = await json_body(request)
+    game, settings = body.get("game"), body.get("settings")
+    if not isinstance(game, str):
+        raise ApiError(400, "invalid_request", "game: a game name is required")
+    if not isinstance(settings, dict):
+        raise ApiError(400, "invalid_request", "settings: an object")
+    supervisor = request.app[NODE].supervisor(server_id)
+    try:
+        written = supervisor.put_settings(game, settings)
+    except InvalidState as error:
+        raise ApiError(409, "invalid_state", str(error)) from error
+    except UnknownGame as error:
+        raise ApiError(400, "invalid_request", f"unknown game {error}") from error
+    except InvalidSettings as error:
+        raise ApiError(400, "invalid_request", str(error)) from error
+    return web.json_response({"settings": written})
+
+
+async def job_view(request: web.Request) -> web.Response:
+    server_id = server_id_of(request)
+    try:
+        job = job_request(await json_body(request))
+    except InvalidJob as error:
+        raise ApiError(400, "invalid_request", str(error)) from error
+    supervisor = request.app[NODE].supervisor(server_id)
+    try:
+        await supervisor.run_job(job)
+    except InvalidState as error:
+        raise ApiError(409, "invalid_state", str(error)) from error
+    except UnknownGame as error:
+        raise ApiError(400, "invalid_request", f"unknown game {error}") from error
+    except InvalidSettings as error:
+        raise ApiError(400, "invalid_request", str(error)) from error
+    return web.json_response({"job_id": job.job_id}, status=202)

@@ -6,6 +6,7 @@
     <data>/run/        0700 root; <id>/ the keeper's spec, socket, console log, exit record
     <data>/outbox/     0700 root: reports not yet acknowledged
     <data>/samples/    0700 root: 24 h of readings per server
+    <data>/backups/    0700 root; <id>/<backup id>.tar.gz, archives games cannot read
 
 A game runs as AGENT_GAME_USER with one group only, its server's (a gid of
 SERVER_GID_FIRST.. with no name, recorded as its directory's group): it can enter its own
@@ -76,6 +77,7 @@ class Layout:
         self.run = root / "run"
         self.outbox = root / "outbox"
         self.samples = root / "samples"
+        self.backups = root / "backups"
 
     def prepare(self) -> None:
         for path, mode in (
@@ -85,6 +87,7 @@ class Layout:
             (self.run, 0o700),
             (self.outbox, 0o700),
             (self.samples, 0o700),
+            (self.backups, 0o700),
         ):
             path.mkdir(parents=True, exist_ok=True)
             os.chmod(path, mode)

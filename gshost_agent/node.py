@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from gshost_agent import __version__
+from gshost_agent.archives import recover_directories, remove_partials
 from gshost_agent.config import Config
 from gshost_agent.control import ControlClient
+from gshost_agent.data_jobs import INTERRUPTED, JobThreads, finished, forget_job, interrupted_job
 from gshost_agent.layout import Layout, game_identity
 from gshost_agent.outbox import Outbox, deliver_forever, flush
 from gshost_agent.readings import SAMPLE_SECONDS
-from gshost_agent.server_state import MemoryRoot, ReportKind
+from gshost_agent.server_state import PROCESS_REPORTS, MemoryRoot, ReportKind
 from gshost_agent.supervisor import Supervisor
 from gshost_agent.templates import GameCatalog
 
@@ -26,6 +28,7 @@ logger = logging.getLogger("gshost_agent.node")
 
 SERVER_ID = re.compile(r"^srv_[0-9A-Za-z]{16,40}$")
 HEARTBEAT_SECONDS = 10
+JOB_THREADS = 2  # backups and restores at once; more wait their turn (disk-bound anyway)
 CGROUP_V1 = Path("/sys/fs/cgroup/memory")
 CGROUP_V2 = Path("/sys/fs/cgroup")
 CGROUP_DIR = "gshost"
@@ -58,6 +61,7 @@ class Node:
         self.control = ControlClient(config)
         self.catalog = GameCatalog(config.games_dir)
         self.supervisors: dict[str, Supervisor] = {}
+        self.jobs = JobThreads(JOB_THREADS)
         self._tasks: list[asyncio.Task[None]] = []
 
     def report(
@@ -71,17 +75,15 @@ class Node:
         if exit_key and self.outbox.exit_reported(server_id, exit_key):
             logger.info("%s: %s already reported", server_id, kind)
             return
-        body = {
+        body: dict[str, Any] = {
             "server_id": server_id,
             "kind": str(kind),
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "pid": None,
-            "exit_code": None,
-            "signal": None,
-            "oom": False,
-            "last_output": [],
-            **details,
         }
+        if kind in PROCESS_REPORTS:
+            body |= {"pid": None, "exit_code": None, "signal": None, "oom": False}
+            body["last_output"] = []
+        body |= details
         seq = self.outbox.add(body, exit_key=exit_key)
         logger.info("%s: %s (report %s)", server_id, kind, seq)
 
@@ -95,6 +97,7 @@ class Node:
                 memory_root=self.memory_root,
                 report=self.report,
                 catalog=self.catalog,
+                jobs=self.jobs,
             )
         return self.supervisors[server_id]
 
@@ -112,6 +115,7 @@ class Node:
 
     async def start(self) -> None:
         """Reattaches to the keepers an earlier agent left, then starts the background work."""
+        self._recover_jobs()
         for entry in sorted(self.layout.run.iterdir()):
             if entry.is_dir() and SERVER_ID.match(entry.name):
                 try:
@@ -124,6 +128,20 @@ class Node:
             loop.create_task(self._heartbeat_forever()),
             loop.create_task(self._sample_forever()),
         ]
+
+    def _recover_jobs(self) -> None:
+        """What jobs an earlier agent left half-done: no partial archive or staging directory
+        stays, a server directory half swapped is put back, and each job is reported failed."""
+        for done in recover_directories(self.layout.servers):
+            logger.warning("after an interrupted job: %s", done)
+        for partial in remove_partials(self.layout.backups):
+            logger.warning("after an interrupted backup: removed %s", partial.name)
+        for entry in sorted(self.layout.run.iterdir()):
+            job_id = interrupted_job(entry) if entry.is_dir() else None
+            if job_id is not None and SERVER_ID.match(entry.name):
+                details = finished(job_id, error=INTERRUPTED)
+                self.report(entry.name, ReportKind.JOB_FINISHED, details)
+                forget_job(entry)
 
     async def _heartbeat_forever(self) -> None:
         while True:
@@ -168,6 +186,7 @@ class Node:
     async def close(self, *, flush_seconds: float = 0.0) -> None:
         for task in self._tasks:
             task.cancel()
+        self.jobs.close()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if flush_seconds:
             await flush(self.outbox, self.control, flush_seconds)

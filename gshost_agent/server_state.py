@@ -29,6 +29,20 @@ class ReportKind(enum.StrEnum):
     CRASHED = "crashed"
     FAILED_TO_START = "failed_to_start"
     STOPPED_BY_NODE = "stopped_by_node"
+    JOB_PROGRESS = "job_progress"
+    JOB_FINISHED = "job_finished"
+
+
+# Reports of what a game process did carry its pid, exit and last output; job reports do not.
+PROCESS_REPORTS = frozenset(
+    {
+        ReportKind.READY,
+        ReportKind.HALTED,
+        ReportKind.CRASHED,
+        ReportKind.FAILED_TO_START,
+        ReportKind.STOPPED_BY_NODE,
+    }
+)
 
 
 class StopReason(enum.StrEnum):
@@ -43,6 +57,14 @@ class InvalidState(Exception):
     def __init__(self, state: ServerState) -> None:
         super().__init__(f"the server is {state}")
         self.state = state
+
+
+class Busy(InvalidState):
+    """Another job runs on the server's data."""
+
+    def __init__(self, state: ServerState, job_kind: str) -> None:
+        super().__init__(state)
+        self.args = (f"a {job_kind} job is running on this server",)
 
 
 class InvalidCommand(ValueError):

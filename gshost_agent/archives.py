@@ -1,0 +1,355 @@
+"""A server directory as a compressed tar archive, and back: the work of backup and restore
+jobs, done in a worker thread with streaming I/O (never an archive in memory).
+
+A backup is written as `<backup id>.tar.gz.partial`, hashed (SHA-256) as it is written, then
+fsynced and renamed: a complete archive has its final name, nothing else does. The directory
+belongs to the game, which may swap a file for a link while the agent (root) reads it: every
+entry is opened relative to its parent's descriptor without following links, and a link is
+archived as a link, never read through.
+
+A restore checks the archive's SHA-256 first, extracts it into a staging directory beside the
+server's (the `data` filter of tarfile: no absolute paths, no `..`, no links leading out, no
+devices), then swaps the two by renames and removes the old one. Until the second rename the
+old directory is the server's; `recover_directories` finishes or undoes a swap an agent killed
+half-way left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import os
+import shutil
+import stat
+import tarfile
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+CHUNK = 1024 * 1024
+COMPRESS_LEVEL = 6  # as `gzip` and `tar -z`
+PARTIAL = ".partial"
+STAGING = ".staging"
+OLD = ".old"
+
+Progress = Callable[[int], None]  # bytes of the directory done so far
+
+
+class ArchiveError(Exception):
+    """The archive is missing, corrupt, or not the one expected; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Archived:
+    size_bytes: int
+    sha256: str
+
+
+def directory_size(directory: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(directory):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+class _HashingWriter:
+    """The archive file: what is written is hashed and counted on its way to the disk."""
+
+    def __init__(self, descriptor: int) -> None:
+        self.descriptor = descriptor
+        self.hash = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        view = memoryview(data)
+        self.hash.update(view)
+        while view:
+            written = os.write(self.descriptor, view)
+            view = view[written:]
+        self.size += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+class _CountingWriter:
+    """The tar stream before compression: its length is the progress."""
+
+    def __init__(self, target: gzip.GzipFile, progress: Progress) -> None:
+        self.target = target
+        self.progress = progress
+        self.count = 0
+
+    def write(self, data: bytes) -> int:
+        self.target.write(data)
+        self.count += len(data)
+        self.progress(self.count)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+class _ExactReader:
+    """A file read as `size` bytes exactly: a game that shortens it meanwhile gets zeros
+    after its end, one that grows it is cut at the size taken when it was opened."""
+
+    def __init__(self, descriptor: int, size: int) -> None:
+        self.descriptor, self.left = descriptor, size
+
+    def read(self, size: int = CHUNK) -> bytes:
+        size = min(size, self.left)
+        if size <= 0:
+            return b""
+        data = os.read(self.descriptor, size) or b"\0" * size
+        self.left -= len(data)
+        return data
+
+
+def write_backup(directory: Path, target: Path, progress: Progress) -> Archived:
+    """Archives `directory` as `target` (written as `target.partial`, then renamed)."""
+    partial = target.with_name(target.name + PARTIAL)
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        writer = _HashingWriter(descriptor)
+        gz = gzip.GzipFile(fileobj=writer, mode="wb", compresslevel=COMPRESS_LEVEL, mtime=0)
+        with gz:
+            counting = _CountingWriter(gz, progress)
+            with tarfile.open(fileobj=counting, mode="w|", bufsize=CHUNK) as tar:  # type: ignore[call-overload]
+                tar.copybufsize = CHUNK
+                _add_tree(tar, directory, "")
+        os.fsync(descriptor)
+    except BaseException:
+        os.close(descriptor)
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise
+    os.close(descriptor)
+    os.replace(partial, target)
+    _fsync_directory(target.parent)
+    return Archived(size_bytes=writer.size, sha256=writer.hash.hexdigest())
+
+
+def _add_tree(tar: tarfile.TarFile, directory: Path, prefix: str) -> None:
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    descriptor = os.open(directory, flags)
+    try:
+        _add_entries(tar, descriptor, prefix)
+    finally:
+        os.close(descriptor)
+
+
+def _add_entries(tar: tarfile.TarFile, parent: int, prefix: str) -> None:
+    with os.scandir(parent) as scan:
+        names = sorted(entry.name for entry in scan)
+    for name in names:
+        arcname = f"{prefix}{name}"
+        try:
+            status = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # the game removed it meanwhile
+        if stat.S_ISLNK(status.st_mode):
+            info = _info(arcname, status, tarfile.SYMTYPE)
+            info.linkname = os.readlink(name, dir_fd=parent)
+            tar.addfile(info)
+        elif stat.S_ISDIR(status.st_mode):
+            try:
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+            except OSError:
+                continue  # swapped for something else meanwhile
+            try:
+                tar.addfile(_info(arcname, os.fstat(child), tarfile.DIRTYPE))
+                _add_entries(tar, child, arcname + "/")
+            finally:
+                os.close(child)
+        elif stat.S_ISREG(status.st_mode):
+            _add_file(tar, parent, name, arcname)
+        # Sockets, FIFOs and devices a game left are not data: not archived.
+
+
+def _add_file(tar: tarfile.TarFile, parent: int, name: str, arcname: str) -> None:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        descriptor = os.open(name, flags, dir_fd=parent)
+    except OSError:
+        return  # gone, or swapped for a link, meanwhile
+    try:
+        status = os.fstat(descriptor)
+        if stat.S_ISREG(status.st_mode):
+            info = _info(arcname, status, tarfile.REGTYPE)
+            info.size = status.st_size
+            tar.addfile(info, _ExactReader(descriptor, status.st_size))
+    finally:
+        os.close(descriptor)
+
+
+def _info(arcname: str, status: os.stat_result, kind: bytes) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(arcname)
+    info.type = kind
+    info.mode = stat.S_IMODE(status.st_mode)
+    info.mtime = int(status.st_mtime)
+    info.uid, info.gid = status.st_uid, status.st_gid
+    return info
+
+
+class _CountingReader:
+    """The archive file as it is read: the bytes read so far are the progress."""
+
+    def __init__(self, source: IO[bytes], progress: Progress, base: int) -> None:
+        self.source, self.progress, self.count = source, progress, base
+
+    def read(self, size: int = CHUNK) -> bytes:
+        data = self.source.read(size)
+        self.count += len(data)
+        self.progress(self.count)
+        return data
+
+
+def file_sha256(path: Path, progress: Progress | None = None) -> str:
+    digest = hashlib.sha256()
+    done = 0
+    with open(path, "rb") as archive:
+        while chunk := archive.read(CHUNK):
+            digest.update(chunk)
+            done += len(chunk)
+            if progress is not None:
+                progress(done)
+    return digest.hexdigest()
+
+
+def restore_backup(
+    archive: Path,
+    expected_sha256: str,
+    directory: Path,
+    progress: Progress,
+    owner: tuple[int, int] | None,
+) -> None:
+    """Replaces `directory` with the archive's content; ArchiveError (the directory as it
+    was) when the archive is missing, not the expected one, or cannot be extracted. The
+    progress counts the archive's bytes twice: read to check it, then to extract it."""
+    try:
+        size = archive.stat().st_size
+        actual = file_sha256(archive, progress)
+    except FileNotFoundError as error:
+        raise ArchiveError("the backup's archive is not on this node") from error
+    if actual != expected_sha256.lower():
+        raise ArchiveError("the archive's SHA-256 is not the backup's")
+    staging = directory.with_name(f".{directory.name}{STAGING}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(mode=0o700)
+    try:
+        with open(archive, "rb") as source:
+            _extract(_CountingReader(source, progress, size), staging)
+        if owner is not None:
+            _own(staging, owner)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    swap_in(staging, directory)
+
+
+def _extract(source: _CountingReader, staging: Path) -> None:
+    # A disk error (full, read-only) is no fault of the archive's and goes up as it is.
+    try:
+        with tarfile.open(fileobj=source, mode="r|gz", bufsize=CHUNK) as tar:  # type: ignore[call-overload]
+            for member in tar:
+                tar.extract(member, staging, filter="data")
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as error:
+        raise ArchiveError(f"the archive cannot be extracted: {error}") from error
+
+
+def _own(staging: Path, owner: tuple[int, int]) -> None:
+    """Everything the game's (its user, its server's group), as if the game had made it."""
+    uid, gid = owner
+    for root, dirs, files in os.walk(staging):
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), uid, gid)
+
+
+def swap_in(staging: Path, directory: Path) -> None:
+    """`staging` becomes `directory`; the old one is put aside, then removed."""
+    old = directory.with_name(f".{directory.name}{OLD}")
+    shutil.rmtree(old, ignore_errors=True)
+    status = directory.stat() if directory.exists() else None
+    if status is not None:
+        os.chown(staging, status.st_uid, status.st_gid)
+        os.chmod(staging, stat.S_IMODE(status.st_mode))
+        os.rename(directory, old)
+    os.rename(staging, directory)
+    _fsync_directory(directory.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def recover_directories(servers: Path) -> list[str]:
+    """After an agent was killed: staging directories removed, a swap half done undone (the
+    old directory back in place) or finished (the old one removed). What it did, for the log."""
+    done = []
+    for entry in sorted(servers.iterdir()):
+        name = entry.name
+        if name.startswith(".") and name.endswith(STAGING):
+            shutil.rmtree(entry, ignore_errors=True)
+            done.append(f"removed {name}")
+        elif name.startswith(".") and name.endswith(OLD):
+            current = servers / name[1 : -len(OLD)]
+            if current.exists():
+                shutil.rmtree(entry, ignore_errors=True)
+                done.append(f"removed {name}")
+            else:
+                os.rename(entry, current)
+                done.append(f"put {current.name} back")
+    return done
+
+
+def remove_partials(backups: Path) -> list[Path]:
+    removed = []
+    for partial in backups.glob(f"*/*{PARTIAL}"):
+        with contextlib.suppress(OSError):
+            partial.unlink()
+            removed.append(partial)
+    return removed
+
+
+def _fsync_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+class Cancelled(Exception):
+    """The agent is ending: the job stops where it is (its partial files are removed)."""
+
+
+class Throttle:
+    """Calls `report(percent)` at most every `seconds`, and never twice with one percent;
+    raises Cancelled once `ending` is set."""
+
+    def __init__(
+        self,
+        total: int,
+        report: Callable[[int], None],
+        ending: threading.Event,
+        seconds: float = 1.0,
+    ) -> None:
+        self.total, self.report, self.ending, self.seconds = max(total, 1), report, ending, seconds
+        self.last_at, self.last = 0.0, -1
+
+    def __call__(self, done: int) -> None:
+        if self.ending.is_set():
+            raise Cancelled()
+        now = time.monotonic()
+        if now - self.last_at < self.seconds:
+            return
+        percent = min(99, done * 100 // self.total)
+        if percent != self.last:
+            self.last_at, self.last = now, percent
+            self.report(percent)

@@ -1,0 +1,239 @@
+"""Jobs on a server's data: backup, restore, wipe, reinstall (docs/nodes.md, "Jobs").
+
+One job at a time per server. The work runs in the node's job threads (`archives` streams,
+never holding an archive in memory); the event loop only reports. A job is recorded in the
+server's run directory (`job.json`) while it runs: an agent killed mid-way finds it when it
+is back, reports the job failed, and `archives.recover_directories` / `remove_partials` have
+already put the directories back as they were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gshost_agent import archives
+from gshost_agent.keeper import write_json_atomically
+from gshost_agent.layout import Layout
+from gshost_agent.settings_files import settings_for, write_settings
+from gshost_agent.templates import GameTemplate
+
+logger = logging.getLogger("gshost_agent.jobs")
+
+JOB_FILE = "job.json"
+JOB_ID = re.compile(r"^job_[0-9A-Za-z]{8,40}$")
+BACKUP_ID = re.compile(r"^bkp_[0-9A-Za-z]{8,40}$")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+INTERRUPTED = "the agent stopped during the job"
+
+
+class JobKind(enum.StrEnum):
+    BACKUP = "backup"
+    RESTORE = "restore"
+    WIPE = "wipe"
+    REINSTALL = "reinstall"
+
+
+class InvalidJob(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    job_id: str
+    kind: JobKind
+    game: str
+    backup_id: str = ""
+    sha256: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def needs_stopped(self) -> bool:
+        return self.kind != JobKind.BACKUP
+
+
+class JobThreads:
+    """The node's job threads (a bounded pool), and the flag that stops their work when the
+    agent ends (a thread cannot be killed; it checks the flag at every chunk)."""
+
+    def __init__(self, count: int) -> None:
+        self.executor = ThreadPoolExecutor(max_workers=count, thread_name_prefix="gshost-job")
+        self.ending = threading.Event()
+
+    def close(self) -> None:
+        self.ending.set()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def job_request(body: dict[str, Any]) -> JobRequest:
+    """The request of a POST …/jobs body; InvalidJob names what is wrong."""
+    job_id, kind, game = body.get("job_id"), body.get("kind"), body.get("game")
+    if not isinstance(job_id, str) or not JOB_ID.match(job_id):
+        raise InvalidJob("job_id: a job id (job_…)")
+    if not isinstance(kind, str) or kind not in set(JobKind):
+        raise InvalidJob(f"kind: one of {', '.join(JobKind)}")
+    if not isinstance(game, str):
+        raise InvalidJob("game: a game name is required")
+    request = JobRequest(job_id=job_id, kind=JobKind(kind), game=game)
+    if request.kind in (JobKind.BACKUP, JobKind.RESTORE):
+        backup_id = body.get("backup_id")
+        if not isinstance(backup_id, str) or not BACKUP_ID.match(backup_id):
+            raise InvalidJob("backup_id: a backup id (bkp_…)")
+        request = JobRequest(job_id=job_id, kind=request.kind, game=game, backup_id=backup_id)
+    if request.kind == JobKind.RESTORE:
+        sha256 = body.get("sha256")
+        if not isinstance(sha256, str) or not SHA256.match(sha256):
+            raise InvalidJob("sha256: the archive's SHA-256 (64 lowercase hex digits)")
+        request = JobRequest(job_id, request.kind, game, request.backup_id, sha256)
+    if request.kind == JobKind.REINSTALL:
+        settings = body.get("settings", {})
+        if not isinstance(settings, dict):
+            raise InvalidJob("settings: an object")
+        request = JobRequest(job_id=job_id, kind=request.kind, game=game, settings=settings)
+    return request
+
+
+def save_job(run_dir: Path, request: JobRequest) -> None:
+    write_json_atomically(run_dir / JOB_FILE, asdict(request))
+
+
+def forget_job(run_dir: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        (run_dir / JOB_FILE).unlink()
+
+
+def interrupted_job(run_dir: Path) -> str | None:
+    """The id of a job an earlier agent left unfinished in `run_dir`, if any."""
+    try:
+        return str(json.loads((run_dir / JOB_FILE).read_text())["job_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def backup_path(layout: Layout, server_id: str, backup_id: str) -> Path:
+    return layout.backups / server_id / f"{backup_id}.tar.gz"
+
+
+def finished(
+    job_id: str,
+    *,
+    error: str | None = None,
+    archived: archives.Archived | None = None,
+) -> dict[str, Any]:
+    """The details of a `job_finished` report."""
+    return {
+        "job_id": job_id,
+        "succeeded": error is None,
+        "error": error,
+        "size_bytes": archived.size_bytes if archived else None,
+        "sha256": archived.sha256 if archived else None,
+    }
+
+
+@dataclass
+class JobWork:
+    """What one job does, in a job thread. `progress(percent)` may be called from there."""
+
+    layout: Layout
+    server_id: str
+    request: JobRequest
+    template: GameTemplate
+    owner: tuple[int, int] | None  # the game's uid and the server's gid (None: not root)
+    progress: Callable[[int], None]
+    ending: threading.Event
+
+    @property
+    def directory(self) -> Path:
+        return self.layout.server_dir(self.server_id)
+
+    def run(self) -> archives.Archived | None:
+        if self.request.kind == JobKind.BACKUP:
+            return self.backup()
+        if self.request.kind == JobKind.RESTORE:
+            self.restore()
+        elif self.request.kind == JobKind.WIPE:
+            self.wipe()
+        else:
+            self.reinstall()
+        return None
+
+    def backup(self) -> archives.Archived:
+        target = backup_path(self.layout, self.server_id, self.request.backup_id)
+        target.parent.mkdir(mode=0o700, exist_ok=True)
+        size = archives.directory_size(self.directory)
+        throttle = archives.Throttle(size, self.progress, self.ending)
+        return archives.write_backup(self.directory, target, throttle)
+
+    def restore(self) -> None:
+        archive = backup_path(self.layout, self.server_id, self.request.backup_id)
+        size = archive.stat().st_size if archive.exists() else 0
+        throttle = archives.Throttle(2 * size, self.progress, self.ending)
+        archives.restore_backup(archive, self.request.sha256, self.directory, throttle, self.owner)
+
+    def wipe(self) -> None:
+        """The template's wipe paths, removed (never followed: a link goes, not its target).
+        The game is stopped meanwhile, so nothing is swapped under the agent's feet."""
+        for relative in self.template.wipe_paths:
+            path = _inside(self.directory, relative)
+            if path is None or not os.path.lexists(path):
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+
+    def reinstall(self) -> None:
+        """A fresh directory with the template's settings file only, swapped in whole."""
+        settings = settings_for(self.template, self.request.settings)
+        staging = self.directory.with_name(f".{self.server_id}{archives.STAGING}")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(mode=0o700)
+        try:
+            write_settings(staging, self.template, settings, self.owner[1] if self.owner else None)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        archives.swap_in(staging, self.directory)
+
+
+def _inside(directory: Path, relative: str) -> Path | None:
+    """`directory / relative` when it stays inside through real directories, else None."""
+    parts = Path(relative).parts
+    if not parts or Path(relative).is_absolute() or ".." in parts:
+        return None
+    path = directory
+    for part in parts[:-1]:
+        path = path / part
+        if path.is_symlink() or not path.is_dir():
+            return None
+    return path / parts[-1]
+
+
+async def run_in(threads: JobThreads, work: JobWork) -> dict[str, Any]:
+    """The job's work in a job thread; the details of its `job_finished` report."""
+    loop = asyncio.get_running_loop()
+    try:
+        archived = await loop.run_in_executor(threads.executor, work.run)
+    except archives.Cancelled:
+        return finished(work.request.job_id, error=INTERRUPTED)
+    except archives.ArchiveError as error:
+        return finished(work.request.job_id, error=str(error))
+    except OSError as error:
+        logger.warning("%s: %s job failed: %s", work.server_id, work.request.kind, error)
+        return finished(work.request.job_id, error=f"{error.strerror or error}"[:300])
+    except Exception as error:
+        logger.exception("%s: %s job failed", work.server_id, work.request.kind)
+        return finished(work.request.job_id, error=f"the agent failed: {type(error).__name__}")
+    return finished(work.request.job_id, archived=archived)
