@@ -22,10 +22,10 @@ from gshost.errors import InvalidInput
 from gshost.ids import format_timestamp
 from gshost_agent.templates import load_template
 from servers.capabilities import Capability
-from servers.configuration import desired_settings
+from servers.configuration import desired_settings, settings_report_applied
 from servers.errors import CapabilityNotSupported, InvalidState, NodeUnavailable
 from servers.lifecycle import Trigger
-from servers.models import Job, Node, NodeState, Server, ServerMigration
+from servers.models import Job, JobKind, Node, NodeState, Server, ServerMigration, ServerState
 from servers.nodes import node_token
 from servers.runtime import (
     CommandResult,
@@ -146,9 +146,23 @@ def _start_body(server: Server) -> dict[str, Any]:
     }
 
 
+def _job_body(job: Job) -> dict[str, Any]:
+    server = job.server
+    body: dict[str, Any] = {"job_id": job.id, "kind": job.kind, "game": server.game}
+    if job.backup is not None:
+        body["backup_id"] = job.backup.id
+    if job.kind == JobKind.RESTORE:
+        if not job.backup or not job.backup.sha256:
+            raise InvalidState(server.state, "The backup has no archive on this node.")
+        body["sha256"] = job.backup.sha256
+    if job.kind == JobKind.REINSTALL:
+        body["settings"] = desired_settings(server)
+    return body
+
+
 class AgentRuntime:
-    """Servers on agent nodes. Jobs and migrations are not supported there yet: the template
-    games do not list the capabilities, so their routes answer 501 before reaching here."""
+    """Servers on agent nodes. Migrations are not supported there yet: the template games do
+    not list the capability, so its routes answer 501 before reaching here."""
 
     def _post(self, server: Server, action: str, body: dict[str, Any] | None = None) -> None:
         try:
@@ -183,13 +197,27 @@ class AgentRuntime:
         return CommandResult(True, "")
 
     def run_job(self, job: Job) -> None:
-        raise CapabilityNotSupported(Capability.BACKUPS.value)
+        """The agent starts it, or refuses (another job runs, the game runs); its progress
+        and its end come back as reports."""
+        self._post(job.server, "jobs", _job_body(job))
 
     def migrate(self, migration: ServerMigration) -> None:
         raise CapabilityNotSupported(Capability.MIGRATION.value)
 
     def push_settings(self, server: Server) -> None:
-        """The agent writes the settings file when it starts the game (they go with start)."""
+        """The agent writes the settings file now: a stopped server is in sync at once, a
+        running one reads it at its next start (whose body carries them too). The desired
+        settings are the truth: a node that cannot take them now changes nothing here (the
+        drift shows it until the next start)."""
+        body = {"game": server.game, "settings": desired_settings(server)}
+        try:
+            agent_call(server.node, "PUT", _server_path(server, "settings"), body)
+        except (AgentError, NodeUnavailable) as error:
+            logger.warning("Node %s: settings of %s not written now: %s", server.node.name,
+                           server.id, error)  # fmt: skip
+            return
+        if server.state == ServerState.STOPPED:
+            settings_report_applied(server=server)
 
     def _get(self, server: Server, what: str, params: dict[str, str] | None = None) -> Any:
         """A reading; None when the agent has none: it does not know the server (never

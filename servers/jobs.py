@@ -22,6 +22,8 @@ MAINTENANCE_KINDS = (JobKind.WIPE, JobKind.REINSTALL)
 def backup_create(*, server: Server, actor: Actor, name: str = "") -> tuple[Backup, Job]:
     """A new backup of the server as it is now, in any state; the job makes it."""
     with transaction.atomic():
+        # Locked, so that a node's quick report of the job waits until the job's row exists.
+        server = Server.objects.select_for_update().get(id=server.id)
         now = timezone.now()
         backup = Backup.objects.create(
             server=server, name=name or f"Backup {now:%Y-%m-%d %H:%M} UTC", created_at=now
@@ -90,7 +92,12 @@ def job_progress(*, job_id: str, progress: int) -> bool:
 
 
 def job_finish(
-    *, job_id: str, succeeded: bool, error: str = "", size_bytes: int | None = None
+    *,
+    job_id: str,
+    succeeded: bool,
+    error: str = "",
+    size_bytes: int | None = None,
+    sha256: str = "",
 ) -> bool:
     """The job ended; a backup job also makes its backup available (or failed)."""
     now = timezone.now()
@@ -109,6 +116,7 @@ def job_finish(
             Backup.objects.filter(id=job.backup_id).update(
                 state=BackupState.AVAILABLE if succeeded else BackupState.FAILED,
                 size_bytes=size_bytes if succeeded else None,
+                sha256=sha256 if succeeded else "",
                 completed_at=now,
             )
     return True

@@ -201,6 +201,8 @@ class Backup(models.Model):
         max_length=20, choices=BackupState.choices, default=BackupState.CREATING
     )
     size_bytes = models.BigIntegerField(null=True, blank=True)
+    # The archive's SHA-256 (hex) where the node made a real one; a restore checks it.
+    sha256 = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)
 
@@ -209,6 +211,10 @@ class Backup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name or self.id} ({self.state})"
+
+    @property
+    def sha256_or_none(self) -> str | None:
+        return self.sha256 or None
 
 
 class JobKind(models.TextChoices):

@@ -21,6 +21,8 @@ from gshost.api.client_ip import client_ip
 from servers.lifecycle import MAX_OUTPUT_LINE_LENGTH, MAX_OUTPUT_LINES, CrashDetails
 from servers.models import Node
 from servers.node_reports import (
+    JOB_REPORTS,
+    JobReport,
     Report,
     ReportKind,
     ServerNotOnNode,
@@ -32,6 +34,8 @@ from servers.nodes import node_by_token
 MAX_BODY_BYTES = 64 * 1024
 MAX_SERVERS_IN_HEARTBEAT = 10_000
 _SERVER_ID = re.compile(r"srv_[0-9A-Za-z]{1,40}")
+_JOB_ID = re.compile(r"job_[0-9A-Za-z]{1,40}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 _OUTBOX_ID = re.compile(r"[0-9A-Za-z_.:-]{1,100}")
 _STATES = ("stopped", "starting", "running", "stopping", "restarting")
 
@@ -183,6 +187,37 @@ def parse_report(body: dict[str, Any]) -> Report:
         crash=CrashDetails(
             signal=_optional_int(body, "signal"), oom=oom, last_output=_last_output(body)
         ),
+        job=_job(body, ReportKind(kind)) if kind in JOB_REPORTS else None,
+    )
+
+
+def _job(body: dict[str, Any], kind: ReportKind) -> JobReport:
+    job_id = _text(body, "job_id", _JOB_ID)
+    if kind == ReportKind.JOB_PROGRESS:
+        progress = body.get("progress")
+        if isinstance(progress, bool) or not isinstance(progress, int) or not 0 <= progress <= 100:
+            raise BadInput("progress", "progress must be an integer from 0 to 100.")
+        return JobReport(job_id=job_id, progress=progress)
+    succeeded = body.get("succeeded")
+    if not isinstance(succeeded, bool):
+        raise BadInput("succeeded", "succeeded must be true or false.")
+    error = body.get("error")
+    if error is not None and not isinstance(error, str):
+        raise BadInput("error", "error must be a string or null.")
+    size = body.get("size_bytes")
+    if size is not None and (
+        isinstance(size, bool) or not isinstance(size, int) or not 0 <= size < 2**63
+    ):
+        raise BadInput("size_bytes", "size_bytes must be a non-negative integer or null.")
+    sha256 = body.get("sha256")
+    if sha256 is not None and (not isinstance(sha256, str) or not _SHA256.fullmatch(sha256)):
+        raise BadInput("sha256", "sha256 must be 64 lowercase hex digits or null.")
+    return JobReport(
+        job_id=job_id,
+        succeeded=succeeded,
+        error=_printable(error or "")[:500],
+        size_bytes=size,
+        sha256=sha256 or "",
     )
 
 

@@ -12,8 +12,9 @@ from django.utils import timezone
 from gshost.errors import DomainError
 from servers.configuration import settings_report_applied
 from servers.errors import InvalidState
+from servers.jobs import job_begin, job_finish, job_progress
 from servers.lifecycle import CrashDetails, Trigger
-from servers.models import Node, Server, ServerState
+from servers.models import Job, JobKind, Node, Server, ServerState
 from servers.services import server_transition
 
 logger = logging.getLogger(__name__)
@@ -25,6 +26,11 @@ class ReportKind(StrEnum):
     CRASHED = "crashed"
     FAILED_TO_START = "failed_to_start"
     STOPPED_BY_NODE = "stopped_by_node"
+    JOB_PROGRESS = "job_progress"
+    JOB_FINISHED = "job_finished"
+
+
+JOB_REPORTS = (ReportKind.JOB_PROGRESS, ReportKind.JOB_FINISHED)
 
 
 class ReportOutcome(StrEnum):
@@ -38,6 +44,23 @@ class ServerNotOnNode(DomainError):
     default_message = "The report names a server that is not on this node."
 
 
+class JobNotOnNode(ServerNotOnNode):
+    code = "job_not_on_node"
+    default_message = "The report names a job that is not of this server."
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """What a job report adds: its progress (job_progress), or how it ended (job_finished)."""
+
+    job_id: str
+    progress: int = 0
+    succeeded: bool = False
+    error: str = ""
+    size_bytes: int | None = None
+    sha256: str = ""
+
+
 @dataclass(frozen=True)
 class Report:
     outbox_id: str
@@ -48,6 +71,7 @@ class Report:
     pid: int | None = None
     exit_code: int | None = None
     crash: CrashDetails = field(default_factory=CrashDetails)
+    job: JobReport | None = None
 
 
 def node_heartbeat(*, node: Node, agent_version: str, servers: dict[str, str]) -> Node:
@@ -81,6 +105,10 @@ def node_report_apply(*, node: Node, report: Report) -> ReportOutcome:
         server = Server.objects.select_for_update().filter(id=report.server_id, node=locked)
         if server.first() is None:
             raise ServerNotOnNode()
+        if report.job is not None:
+            jobs = Job.objects.filter(id=report.job.job_id, server_id=report.server_id)
+            if not jobs.exists():
+                raise JobNotOnNode()
         last = locked.last_report_seq if locked.outbox_id == report.outbox_id else 0
         if report.seq <= last:
             return ReportOutcome.REPEAT
@@ -92,6 +120,14 @@ def node_report_apply(*, node: Node, report: Report) -> ReportOutcome:
 
 
 def _apply(node: Node, report: Report) -> ReportOutcome:
+    if report.job is not None:
+        applied = _apply_job(report.server_id, report.kind, report.job)
+        if not applied:
+            logger.info(
+                "Node %s report %s/%s (%s of %s) ignored: the job is not in that state",
+                node.name, report.outbox_id, report.seq, report.kind.value, report.job.job_id,
+            )  # fmt: skip
+        return ReportOutcome.APPLIED if applied else ReportOutcome.IGNORED
     cause = f"node {node.name}: {report.kind.value}"
     try:
         with transaction.atomic():
@@ -133,3 +169,22 @@ def _move(report: Report, cause: str) -> None:
         server_transition(
             server_id=server_id, trigger=Trigger.HALTED, cause=cause, exit_code=exit_code
         )
+
+
+def _apply_job(server_id: str, kind: ReportKind, report: JobReport) -> bool:
+    """Through the jobs' services, which act only on a job in the state they expect."""
+    if kind == ReportKind.JOB_PROGRESS:
+        begun = job_begin(job_id=report.job_id)
+        return job_progress(job_id=report.job_id, progress=report.progress) or begun
+    applied = job_finish(
+        job_id=report.job_id,
+        succeeded=report.succeeded,
+        error=report.error,
+        size_bytes=report.size_bytes,
+        sha256=report.sha256,
+    )
+    job = Job.objects.get(id=report.job_id)
+    if applied and report.succeeded and job.kind == JobKind.REINSTALL:
+        # The node wrote the desired settings over the template's defaults: in sync.
+        settings_report_applied(server=Server.objects.get(id=server_id))
+    return applied

@@ -69,10 +69,24 @@ class BackupSerializer(serializers.ModelSerializer[Backup]):
     server_id = serializers.CharField()
     created_at = TimestampField()
     completed_at = TimestampField(allow_null=True)
+    sha256 = serializers.CharField(
+        source="sha256_or_none",
+        allow_null=True,
+        help_text="The archive's SHA-256 (hex) once a node made it; null on the simulated node.",
+    )
 
     class Meta:
         model = Backup
-        fields = ["id", "server_id", "name", "state", "size_bytes", "created_at", "completed_at"]
+        fields = [
+            "id",
+            "server_id",
+            "name",
+            "state",
+            "size_bytes",
+            "sha256",
+            "created_at",
+            "completed_at",
+        ]
 
 
 class BackupCreatedSerializer(serializers.Serializer[Any]):

@@ -39,6 +39,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._serve()
 
+    def do_PUT(self) -> None:
+        self._serve()
+
     def _serve(self) -> None:
         agent = self.server.agent
         length = int(self.headers.get("Content-Length") or 0)
@@ -90,6 +93,8 @@ class StandInAgent:
         self.answers[(method, path)] = (status, body)
 
     def answer_for(self, method: str, path: str) -> tuple[int, Any]:
+        if method == "PUT":  # settings: written as given
+            return self.answers.get((method, path), (200, self.requests[-1].body or {}))
         default = (202, {"state": "ok"}) if method == "POST" else (404, {"error": {}})
         return self.answers.get((method, path), default)
 

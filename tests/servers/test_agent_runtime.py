@@ -309,11 +309,9 @@ def test_a_schedule_run_is_succeeded_when_the_agent_accepted_it(
 # What agent nodes do not do yet
 
 
-def test_backups_are_not_supported_on_template_games(key, demo_server, stand_in_agent):
-    response = api_post(key, demo_server, "backups", {})
-    assert response.status_code == 501
-    assert error_of(response)["capability"] == "backups"
-    assert stand_in_agent.requests == []
+def test_the_demo_game_supports_its_data_jobs_but_not_migration(key, demo_server):
+    body = api_get(key, demo_server, "capabilities").json()["capabilities"]
+    assert {name for name, entry in body.items() if not entry["supported"]} == {"migration"}
 
 
 # simulate on agent nodes
