@@ -20,6 +20,7 @@ import contextlib
 import gzip
 import hashlib
 import os
+import queue
 import shutil
 import stat
 import tarfile
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import IO
 
 CHUNK = 1024 * 1024
+QUEUED_CHUNKS = 8
 COMPRESS_LEVEL = 6  # as `gzip` and `tar -z`
 PARTIAL = ".partial"
 STAGING = ".staging"
@@ -80,22 +82,46 @@ class _HashingWriter:
         pass
 
 
-class _CountingWriter:
-    """The tar stream before compression: its length is the progress."""
+class _Compressor:
+    """The tar stream, compressed in a thread of its own (zlib and SHA-256 let go of the GIL
+    on large buffers): reading files and compressing them overlap, as `tar | gzip` do. At most
+    QUEUED_CHUNKS chunks wait, so memory stays flat. The stream's length is the progress."""
 
     def __init__(self, target: gzip.GzipFile, progress: Progress) -> None:
         self.target = target
         self.progress = progress
         self.count = 0
+        self.error: BaseException | None = None
+        self.queue: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUED_CHUNKS)
+        self.thread = threading.Thread(target=self._compress, name="gshost-gzip", daemon=True)
+        self.thread.start()
 
     def write(self, data: bytes) -> int:
-        self.target.write(data)
+        if self.error is not None:
+            raise self.error
+        self.queue.put(bytes(data))
         self.count += len(data)
         self.progress(self.count)
         return len(data)
 
     def flush(self) -> None:
         pass
+
+    def _compress(self) -> None:
+        try:
+            while (chunk := self.queue.get()) is not None:
+                self.target.write(chunk)
+        except BaseException as error:
+            self.error = error
+            while self.queue.get() is not None:  # the writer must never wait for room
+                pass
+
+    def close(self) -> None:
+        """Waits for what is queued to be compressed (and raises what went wrong there)."""
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 class _ExactReader:
@@ -122,10 +148,13 @@ def write_backup(directory: Path, target: Path, progress: Progress) -> Archived:
         writer = _HashingWriter(descriptor)
         gz = gzip.GzipFile(fileobj=writer, mode="wb", compresslevel=COMPRESS_LEVEL, mtime=0)
         with gz:
-            counting = _CountingWriter(gz, progress)
-            with tarfile.open(fileobj=counting, mode="w|", bufsize=CHUNK) as tar:  # type: ignore[call-overload]
-                tar.copybufsize = CHUNK
-                _add_tree(tar, directory, "")
+            compressor = _Compressor(gz, progress)
+            try:
+                with tarfile.open(fileobj=compressor, mode="w|", bufsize=CHUNK) as tar:  # type: ignore[call-overload]
+                    tar.copybufsize = CHUNK
+                    _add_tree(tar, directory, "")
+            finally:
+                compressor.close()
         os.fsync(descriptor)
     except BaseException:
         os.close(descriptor)
@@ -260,6 +289,7 @@ def _extract(source: _CountingReader, staging: Path) -> None:
     # A disk error (full, read-only) is no fault of the archive's and goes up as it is.
     try:
         with tarfile.open(fileobj=source, mode="r|gz", bufsize=CHUNK) as tar:  # type: ignore[call-overload]
+            tar.copybufsize = CHUNK
             for member in tar:
                 tar.extract(member, staging, filter="data")
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as error:
