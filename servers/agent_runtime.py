@@ -23,7 +23,7 @@ from gshost.ids import format_timestamp
 from gshost_agent.templates import load_template
 from servers.capabilities import Capability
 from servers.configuration import desired_settings, settings_report_applied
-from servers.errors import CapabilityNotSupported, InvalidState, NodeUnavailable
+from servers.errors import CapabilityNotSupported, InvalidState, NodeRefused, NodeUnavailable
 from servers.lifecycle import Trigger
 from servers.models import Job, JobKind, Node, NodeState, Server, ServerMigration, ServerState
 from servers.nodes import node_token
@@ -133,8 +133,8 @@ def _server_path(server: Server, action: str) -> str:
     return f"/v1/servers/{quote(server.id, safe='')}/{action}"
 
 
-def _refused(server: Server, error: AgentError) -> InvalidState:
-    return InvalidState(server.state, f"The node refused: {error.message or error.code}")
+def _refused(server: Server, error: AgentError) -> NodeRefused:
+    return NodeRefused(server.state, f"The node refused: {error.message or error.code}")
 
 
 def _start_body(server: Server) -> dict[str, Any]:

@@ -18,6 +18,11 @@ class InvalidState(InvalidStateKind):
         super().__init__(message or f"Not allowed while the server is {state}.", state=state)
 
 
+class NodeRefused(InvalidState):
+    """The node's agent refused a request this side found allowed (its game does not run
+    there, another job runs): a 409 to the customer, a failed schedule run."""
+
+
 class CapabilityNotSupported(NotSupported):
     def __init__(self, capability: str) -> None:
         message = f"This server's game does not support {capability}. See its capabilities."

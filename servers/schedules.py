@@ -22,7 +22,7 @@ from audit.actors import Actor
 from audit.services import PanelAction
 from gshost.errors import InvalidInput
 from servers import events
-from servers.errors import InvalidState, NodeUnavailable
+from servers.errors import InvalidState, NodeRefused, NodeUnavailable
 from servers.models import (
     ALERTABLE_STATUSES,
     RunStatus,
@@ -234,10 +234,10 @@ def _send(schedule: Schedule, server: Server) -> tuple[RunStatus, str]:
     actor = Actor.system(f"schedule {schedule.id}")
     try:
         sent = command_deliver(server=server, command=schedule.command, actor=actor)
+    except (NodeUnavailable, NodeRefused, InvalidInput) as refused:  # unreachable, or refused
+        return RunStatus.FAILED, refused.message
     except InvalidState as refused:  # not running: the run is skipped
         return RunStatus.SKIPPED, refused.message
-    except (NodeUnavailable, InvalidInput) as refused:  # the node is unreachable or refused it
-        return RunStatus.FAILED, refused.message
     return (RunStatus.SUCCEEDED if sent.accepted else RunStatus.FAILED), sent.output
 
 

@@ -306,7 +306,33 @@ def test_a_schedule_run_is_succeeded_when_the_agent_accepted_it(
     assert stand_in_agent.calls("POST")[-1].body == {"command": "save"}
 
 
-# What agent nodes do not do yet
+def save_schedule(server, alice):
+    return Schedule.objects.create(
+        server=server, name="Save", cron="0 3 * * *", command="save", created_by=alice.user
+    )
+
+
+def test_a_schedule_of_a_server_that_does_not_run_is_skipped_without_asking_the_node(
+    demo_server, stand_in_agent, alice
+):
+    run = schedule_run_now(schedule=save_schedule(demo_server, alice), actor=Actor.system("t"))
+    assert run.status == RunStatus.SKIPPED
+    assert stand_in_agent.requests == []
+
+
+@pytest.mark.parametrize(("status", "code"), [(409, "invalid_state"), (400, "invalid_request")])
+def test_a_schedule_command_the_node_refuses_fails_its_run(
+    demo_server, stand_in_agent, put_in_state, alice, status, code
+):
+    put_in_state(demo_server, "running")
+    path = f"/v1/servers/{demo_server.id}/console"
+    stand_in_agent.answer("POST", path, status, {"error": {"code": code, "message": "nope"}})
+    run = schedule_run_now(schedule=save_schedule(demo_server, alice), actor=Actor.system("t"))
+    assert run.status == RunStatus.FAILED
+    assert "nope" in run.output
+
+
+# What the demo game supports on agent nodes
 
 
 def test_the_demo_game_supports_its_data_jobs_but_not_migration(key, demo_server):
