@@ -363,3 +363,20 @@ def test_a_file_edited_on_the_node_is_what_settings_reads(agent, control_plane):
     path.write_text(path.read_text().replace("difficulty=normal", "difficulty=peaceful"))
     settings = agent.request("GET", f"/v1/servers/{server_id}/settings").json()["settings"]
     assert settings["difficulty"] == "peaceful"
+
+
+def test_an_agent_ended_mid_backup_ends_within_seconds_and_leaves_no_partial_archive(
+    agent, control_plane
+):
+    server_id = stopped_demo(agent, control_plane)
+    populate_big(server_dir(agent, server_id))
+    body = started_job(agent, server_id, "backup", backup_id=new_id("bkp"))
+    partial = archive_of(agent, server_id, body["backup_id"]).with_suffix(".gz.partial")
+    wait_until(lambda: partial.exists() and partial.stat().st_size > 1_000_000, timeout=30)
+
+    assert agent.end(signal.SIGTERM, timeout=10) == 0
+    agent.start()
+
+    report = finished_report(control_plane, server_id, body["job_id"])
+    assert report["succeeded"] is False and "agent stopped" in report["error"]
+    assert list((agent.data_dir / "backups" / server_id).iterdir()) == []
