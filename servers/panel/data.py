@@ -69,8 +69,12 @@ def backup_create_page(
 ) -> HttpResponse:
     form = BackupForm(request.POST)
     name = form.cleaned_data["name"] if form.is_valid() else ""
-    backup, job = backup_create(server=server, actor=person(request), name=name)
-    messages.success(request, f"Backup {backup.id} is being made (job {job.id}).")
+    try:
+        backup, job = backup_create(server=server, actor=person(request), name=name)
+    except DomainError as refusal:  # the node refused it, or cannot be reached
+        refused(request, refusal)
+    else:
+        messages.success(request, f"Backup {backup.id} is being made (job {job.id}).")
     return back_to(BACKUPS, server)
 
 

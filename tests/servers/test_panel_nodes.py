@@ -163,3 +163,13 @@ def test_settings_of_a_template_game_are_saved_from_the_panel(alice_client, demo
     assert response.status_code == 302
     demo_server.refresh_from_db()
     assert demo_server.desired_settings == {"motd": "Hi", "max-players": "30", "difficulty": "hard"}
+
+
+def test_a_backup_asked_of_an_unreachable_node_in_the_panel_says_so(
+    alice_client, demo_server, agent_node
+):
+    Node.objects.filter(id=agent_node.id).update(last_heartbeat_at=None)
+    response = alice_client.post(f"{PANEL}{demo_server.id}/backups/new", {"name": "b"}, follow=True)
+    assert response.status_code == 200
+    assert "unavailable" in response.content.decode()
+    assert not demo_server.backups.exists()
