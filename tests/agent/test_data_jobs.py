@@ -380,3 +380,25 @@ def test_an_agent_ended_mid_backup_ends_within_seconds_and_leaves_no_partial_arc
     report = finished_report(control_plane, server_id, body["job_id"])
     assert report["succeeded"] is False and "agent stopped" in report["error"]
     assert list((agent.data_dir / "backups" / server_id).iterdir()) == []
+
+
+def test_freeciv_wipe_removes_its_saves_directory_and_reinstall_writes_its_settings(
+    agent, control_plane
+):
+    server_id = new_server_id()
+    written = agent.request(
+        "PUT", f"/v1/servers/{server_id}/settings", {"game": "freeciv", "settings": {}}
+    )
+    assert written.status_code == 200
+    directory = server_dir(agent, server_id)
+    (directory / "saves").mkdir()
+    (directory / "saves" / "freeciv-T0001-Y-4000-manual.sav.gz").write_bytes(b"turn one")
+
+    wipe = started_job(agent, server_id, "wipe", game="freeciv")
+    assert finished_report(control_plane, server_id, wipe["job_id"])["succeeded"] is True
+    assert sorted(p.name for p in directory.iterdir()) == ["server.serv"]
+
+    reinstall = started_job(agent, server_id, "reinstall", game="freeciv",
+                            settings={"maxplayers": 4})  # fmt: skip
+    assert finished_report(control_plane, server_id, reinstall["job_id"])["succeeded"]
+    assert "set maxplayers 4\n" in (directory / "server.serv").read_text()
