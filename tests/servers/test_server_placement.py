@@ -113,7 +113,7 @@ def test_a_template_game_has_its_templates_capabilities(acme):
     server = createserver("acme", "Demo", "--node", "node-a")
     assert is_supported(server, Capability.CONSOLE)
     assert is_supported(server, Capability.PLAYERS)
-    assert not is_supported(server, Capability.BACKUPS)
+    assert is_supported(server, Capability.BACKUPS)
     assert not is_supported(server, Capability.MIGRATION)
 
 
