@@ -8,8 +8,11 @@ import os
 import secrets
 import signal
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from tests.agent.conftest import new_server_id, wait_for_exit
 from tests.agent.lines import wait_until
@@ -402,3 +405,17 @@ def test_freeciv_wipe_removes_its_saves_directory_and_reinstall_writes_its_setti
                             settings={"maxplayers": 4})  # fmt: skip
     assert finished_report(control_plane, server_id, reinstall["job_id"])["succeeded"]
     assert "set maxplayers 4\n" in (directory / "server.serv").read_text()
+
+
+def test_the_agents_memory_stays_flat_during_a_backup_of_200_mb(agent, control_plane):
+    server_id = stopped_demo(agent, control_plane)
+    populate_big(server_dir(agent, server_id))
+    process = psutil.Process(agent.process.pid)
+    at_rest = process.memory_info().rss
+    body = started_job(agent, server_id, "backup", backup_id=new_id("bkp"))
+    peak = at_rest
+    while not [r for r in control_plane.reports_of(server_id)
+               if r["kind"] == "job_finished" and r["job_id"] == body["job_id"]]:  # fmt: skip
+        peak = max(peak, process.memory_info().rss)
+        time.sleep(0.05)
+    assert peak - at_rest < 40 * 2**20  # the archive (200 MB of random bytes) is never held
