@@ -135,8 +135,11 @@ class _ExactReader:
         size = min(size, self.left)
         if size <= 0:
             return b""
-        data = os.read(self.descriptor, size) or b"\0" * size
-        self.left -= len(data)
+        data = os.read(self.descriptor, size)
+        while 0 < len(data) < size and (more := os.read(self.descriptor, size - len(data))):
+            data += more
+        data += b"\0" * (size - len(data))  # the game shortened it meanwhile
+        self.left -= size
         return data
 
 

@@ -126,3 +126,19 @@ def test_progress_is_reported_at_most_once_a_second_and_never_100() -> None:
     quick = archives.Throttle(1000, seen.append, threading.Event(), seconds=0)
     quick(1000)
     assert seen[-1] == 99
+
+
+def test_a_file_shortened_while_it_is_archived_is_padded_to_the_size_it_had(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "world.dat"
+    path.write_bytes(b"x" * 10_000)
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        reader = archives._ExactReader(descriptor, 10_000)
+        first = reader.read(4_000)
+        os.truncate(path, 6_000)
+        rest = reader.read(10_000)
+    finally:
+        os.close(descriptor)
+    assert first + rest == b"x" * 6_000 + b"\0" * 4_000
