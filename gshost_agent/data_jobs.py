@@ -26,13 +26,15 @@ from typing import Any
 
 from gshost_agent import archives
 from gshost_agent.keeper import write_json_atomically
-from gshost_agent.layout import Layout
-from gshost_agent.settings_files import settings_for, write_settings
-from gshost_agent.templates import GameTemplate
+from gshost_agent.layout import GameIdentity, Layout
+from gshost_agent.server_state import Busy, InvalidState, Reporter, ReportKind, ServerState
+from gshost_agent.settings_files import read_settings, settings_for, write_settings
+from gshost_agent.templates import GameCatalog, GameTemplate
 
 logger = logging.getLogger("gshost_agent.jobs")
 
 JOB_FILE = "job.json"
+SERVER_FILE = "server.json"  # the game of a server that has data here but never ran
 JOB_ID = re.compile(r"^job_[0-9A-Za-z]{8,40}$")
 BACKUP_ID = re.compile(r"^bkp_[0-9A-Za-z]{8,40}$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -237,3 +239,90 @@ async def run_in(threads: JobThreads, work: JobWork) -> dict[str, Any]:
         logger.exception("%s: %s job failed", work.server_id, work.request.kind)
         return finished(work.request.job_id, error=f"the agent failed: {type(error).__name__}")
     return finished(work.request.job_id, archived=archived)
+
+
+class ServerData:
+    """A server's data on this node, beside its process (the supervisor's): the one job on it
+    at a time, its settings file, and the game of a server whose data came before its first
+    start here. Its checks and changes have no `await` between them: on the agent's event
+    loop nothing else comes in between."""
+
+    def __init__(
+        self,
+        *,
+        server_id: str,
+        layout: Layout,
+        identity: GameIdentity,
+        catalog: GameCatalog,
+        report: Reporter,
+        threads: JobThreads,
+    ) -> None:
+        self.server_id = server_id
+        self.layout = layout
+        self.identity = identity
+        self.catalog = catalog
+        self.report = report
+        self.threads = threads
+        self.run_dir = layout.run_dir(server_id)
+        self.job: JobRequest | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def refuse_while_job(self, state: ServerState) -> None:
+        """A restore, wipe or reinstall replaces files the game would use: no start meanwhile."""
+        if self.job is not None and self.job.needs_stopped:
+            raise Busy(state, self.job.kind)
+
+    def start_job(self, request: JobRequest, state: ServerState) -> None:
+        """Starts the job; its `job_finished` report tells how it ended."""
+        if self.job is not None:
+            raise Busy(state, self.job.kind)
+        if request.needs_stopped and state != ServerState.STOPPED:
+            raise InvalidState(state)
+        template = self.catalog.get(request.game)
+        if request.kind == JobKind.REINSTALL:
+            settings_for(template, request.settings)  # refused before anything is touched
+        gid = self._adopt(template)
+        save_job(self.run_dir, request)
+        self.job = request
+        owner = None if self.identity.uid is None or gid is None else (self.identity.uid, gid)
+        loop = asyncio.get_running_loop()
+
+        def progress(percent: int) -> None:  # from the job's thread
+            details = {"job_id": request.job_id, "progress": percent}
+            loop.call_soon_threadsafe(self.report, self.server_id, ReportKind.JOB_PROGRESS, details)
+
+        work = JobWork(
+            self.layout, self.server_id, request, template, owner, progress, self.threads.ending
+        )
+        self.report(self.server_id, ReportKind.JOB_PROGRESS, {"job_id": request.job_id,
+                                                             "progress": 0})  # fmt: skip
+        self._task = loop.create_task(self._run(work))
+
+    async def _run(self, work: JobWork) -> None:
+        details = await run_in(self.threads, work)
+        self.report(self.server_id, ReportKind.JOB_FINISHED, details)
+        forget_job(self.run_dir)  # after the report is in the outbox: never lost, maybe twice
+        self.job = None
+
+    def put_settings(self, game: str, given: dict[str, Any], state: ServerState) -> dict[str, str]:
+        """Writes the settings file now: a stopped server is in sync at once, a running one
+        reads it at its next start."""
+        self.refuse_while_job(state)
+        template = self.catalog.get(game)
+        values = settings_for(template, given)
+        gid = self._adopt(template)
+        write_settings(self.layout.server_dir(self.server_id), template, values, gid)
+        return read_settings(self.layout.server_dir(self.server_id), template)
+
+    def _adopt(self, template: GameTemplate) -> int | None:
+        """The server's directories made and its game noted; the server's gid."""
+        gid = self.layout.prepare_server(self.server_id)
+        self.layout.prepare_run_dir(self.server_id)
+        write_json_atomically(self.run_dir / SERVER_FILE, {"game": template.name})
+        return gid
+
+    def noted_template(self) -> GameTemplate | None:
+        with contextlib.suppress(OSError, LookupError, TypeError, ValueError):
+            game = json.loads((self.run_dir / SERVER_FILE).read_text())["game"]
+            return self.catalog.get(str(game))
+        return None

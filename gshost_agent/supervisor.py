@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import calendar
 import contextlib
-import json
 import logging
 import os
 import re
@@ -21,22 +20,12 @@ import time
 from collections import deque
 from typing import Any
 
-from gshost_agent.data_jobs import (
-    JobKind,
-    JobRequest,
-    JobThreads,
-    JobWork,
-    forget_job,
-    run_in,
-    save_job,
-)
-from gshost_agent.keeper import write_json_atomically
+from gshost_agent.data_jobs import JobRequest, JobThreads, ServerData
 from gshost_agent.keepers import KeeperGone, KeeperHandle
 from gshost_agent.layout import GameIdentity, Layout, game_python
 from gshost_agent.players import PlayerRoster
 from gshost_agent.readings import ProcessTree, Sample, SampleStore, disk_mb
 from gshost_agent.server_state import (
-    Busy,
     Intent,
     InvalidState,
     MemoryRoot,
@@ -52,7 +41,6 @@ from gshost_agent.templates import GameCatalog, GameTemplate
 
 logger = logging.getLogger("gshost_agent.supervisor")
 
-SERVER_FILE = "server.json"  # the game of a server that has data here but never ran
 HELD_LINES = 1000
 PLAYERS_ANSWER_SECONDS = 2.0
 # A game's answer this recent is not asked again: every question is a line in its console.
@@ -72,9 +60,14 @@ class Supervisor:
         jobs: JobThreads,
     ) -> None:
         self.server_id = server_id
-        self.jobs = jobs
-        self.job: JobRequest | None = None
-        self._job_task: asyncio.Task[None] | None = None
+        self.data = ServerData(
+            server_id=server_id,
+            layout=layout,
+            identity=identity,
+            catalog=catalog,
+            report=report,
+            threads=jobs,
+        )
         self.catalog = catalog
         self.layout = layout
         self.identity = identity
@@ -108,7 +101,7 @@ class Supervisor:
         async with self._lock:
             if self.running:
                 raise InvalidState(self.state)
-            self._refuse_while_data_job()
+            self.data.refuse_while_job(self.state)
             template = self.catalog.get(request.game)
             settings_for(template, request.settings)  # refused before anything is touched
             try:
@@ -129,7 +122,7 @@ class Supervisor:
         async with self._lock:
             if self.state not in (ServerState.RUNNING, ServerState.STARTING):
                 raise InvalidState(self.state)
-            self._refuse_while_data_job()
+            self.data.refuse_while_job(self.state)
             template = self.catalog.get(request.game)
             settings_for(template, request.settings)
             assert self.intent is not None
@@ -157,67 +150,14 @@ class Supervisor:
             return
         await self._write(command)
 
-    # Jobs on the server's data ---------------------------------------------------------------
-
-    def _refuse_while_data_job(self) -> None:
-        """A restore, wipe or reinstall replaces files the game would use: no start meanwhile."""
-        if self.job is not None and self.job.needs_stopped:
-            raise Busy(self.state, self.job.kind)
+    # Jobs on the server's data (`data_jobs.ServerData`) ---------------------------------------
 
     async def run_job(self, request: JobRequest) -> None:
-        """Starts the job (its `job_finished` report tells how it ended)."""
-        async with self._lock:
-            if self.job is not None:
-                raise Busy(self.state, self.job.kind)
-            if request.needs_stopped and self.running:
-                raise InvalidState(self.state)
-            template = self.catalog.get(request.game)
-            if request.kind == JobKind.REINSTALL:
-                settings_for(template, request.settings)  # refused before anything is touched
-            gid = self._adopt(template)
-            save_job(self.run_dir, request)
-            self.job = request
-            owner = None if self.identity.uid is None or gid is None else (self.identity.uid, gid)
-            loop = asyncio.get_running_loop()
-
-            def progress(percent: int) -> None:  # from the job's thread
-                details = {"job_id": request.job_id, "progress": percent}
-                loop.call_soon_threadsafe(
-                    self.report, self.server_id, ReportKind.JOB_PROGRESS, details
-                )
-
-            work = JobWork(
-                self.layout, self.server_id, request, template, owner, progress, self.jobs.ending
-            )
-            self.report(self.server_id, ReportKind.JOB_PROGRESS, {"job_id": request.job_id,
-                                                                 "progress": 0})  # fmt: skip
-            self._job_task = loop.create_task(self._job(work))
-
-    async def _job(self, work: JobWork) -> None:
-        details = await run_in(self.jobs, work)
-        self.report(self.server_id, ReportKind.JOB_FINISHED, details)
-        forget_job(self.run_dir)  # after the report is in the outbox: never lost, maybe twice
-        self.job = None
+        async with self._lock:  # not while a start or a stop is under way
+            self.data.start_job(request, self.state)
 
     def put_settings(self, game: str, given: dict[str, Any]) -> dict[str, str]:
-        """Writes the settings file now: a stopped server is in sync at once, a running one
-        reads it at its next start."""
-        self._refuse_while_data_job()
-        template = self.catalog.get(game)
-        values = settings_for(template, given)
-        gid = self._adopt(template)
-        write_settings(self.layout.server_dir(self.server_id), template, values, gid)
-        return read_settings(self.layout.server_dir(self.server_id), template)
-
-    def _adopt(self, template: GameTemplate) -> int | None:
-        """The server's directories made, and its game noted for a server that never ran
-        here (its settings are read by that game's template); the server's gid."""
-        gid = self.layout.prepare_server(self.server_id)
-        self.layout.prepare_run_dir(self.server_id)
-        if self.template is None:
-            self.template = template
-            write_json_atomically(self.run_dir / SERVER_FILE, {"game": template.name})
-        return gid
+        return self.data.put_settings(game, given, self.state)
 
     async def _launch(self, request: StartRequest, state: ServerState) -> None:
         template = self.catalog.get(request.game)
@@ -455,10 +395,7 @@ class Supervisor:
         template = self.template
         if template is None and (intent := Intent.load(self.run_dir)) is not None:
             template = self.catalog.get(intent.request.game)
-        if template is None:
-            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-                game = json.loads((self.run_dir / SERVER_FILE).read_text())["game"]
-                template = self.catalog.get(str(game))
+        template = template or self.data.noted_template()
         if template is None:
             return {}
         return read_settings(self.layout.server_dir(self.server_id), template)
