@@ -267,3 +267,18 @@ def test_a_bad_job_report_is_400(demo_server, node_token, change, field):
     response = post_report(body, node_token)
     assert response.status_code == 400
     assert field in error_of(response)["fields"]
+
+
+def test_the_agents_own_job_reports_are_accepted_as_they_are_made(demo_server, node_token):
+    from gshost_agent.archives import Archived
+    from gshost_agent.data_jobs import INTERRUPTED
+    from gshost_agent.data_jobs import finished as agent_finished
+
+    _, job = backup_create(server=demo_server, actor=Actor.system("test"))
+    made = agent_finished(job.id, archived=Archived(size_bytes=10, sha256=SHA))
+    failed = agent_finished(job.id, error=INTERRUPTED)
+    for details in (made, failed):
+        body = {**report(demo_server, "job_finished", job.id), **details}
+        assert post_report(body, node_token).status_code == 200
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED
