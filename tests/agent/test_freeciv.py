@@ -1,0 +1,192 @@
+"""Debian's freeciv-server run by a real agent: ready, its players, its console, its settings,
+`quit` and a crash. The Makefile's test targets install it (scripts/ensure-freeciv.sh); without
+it, and with no way to install it, the module is skipped."""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.agent.conftest import wait_for_exit
+from tests.agent.lines import LineReader, free_port, wait_until
+
+FREECIV = Path("/usr/games/freeciv-server")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _installed() -> bool:
+    if not FREECIV.exists():
+        subprocess.run(
+            [ROOT / "scripts" / "ensure-freeciv.sh"], check=False, capture_output=True, timeout=600
+        )
+    return FREECIV.exists()
+
+
+if not _installed():
+    pytest.skip(
+        "Debian's freeciv-server is not installed and cannot be (scripts/ensure-freeciv.sh)",
+        allow_module_level=True,
+    )
+
+SETTINGS = {"maxplayers": 8, "timeout": 30}
+
+
+@pytest.fixture
+def freeciv(module_agent, module_control_plane):
+    """A freeciv server that runs, under the default memory limit (1024 MB)."""
+    server_id, port = module_agent.start_server("freeciv", memory_mb=1024, settings=SETTINGS)
+    module_control_plane.wait_for_report(server_id, "ready", timeout=30)
+    return server_id, port
+
+
+def players_of(agent, server_id):
+    return agent.request("GET", f"/v1/servers/{server_id}/players").json()
+
+
+def console_lines(agent, server_id):
+    answer = agent.request("GET", f"/v1/servers/{server_id}/console").json()
+    return [line["text"] for line in answer["lines"]]
+
+
+def test_it_reports_ready_when_freeciv_accepts_connections(module_agent, freeciv):
+    server_id, port = freeciv
+    assert module_agent.state_of(server_id) == "running"
+    lines = console_lines(module_agent, server_id)
+    assert f"2: Now accepting new client connections on port {port}." in lines
+    # It read its settings file at start.
+    assert "Console: 'maxplayers' has been set to 8." in lines
+    assert "Console: 'aifill' has been set to 0." in lines
+
+
+def test_it_lists_no_players_then_the_players_created_on_the_console(module_agent, freeciv):
+    server_id, _ = freeciv
+    asked = time.monotonic()
+    assert players_of(module_agent, server_id) == {"count": 0, "max": 8, "players": []}
+    assert "<no players>" in console_lines(module_agent, server_id)
+
+    assert module_agent.console(server_id, "create Alice").status_code == 200
+    assert module_agent.console(server_id, "create 'Dan Eve'").status_code == 200
+    module_agent.wait_for_console(server_id, "^Dan Eve has been added as an AI-controlled")
+    # Within 5 s of the last answer: the lines that said so keep the list.
+    answer = players_of(module_agent, server_id)
+    assert [p["name"] for p in answer["players"]] == ["Alice", "Dan Eve"]
+    assert answer["count"] == 2 and answer["max"] == 8
+    assert all(p["joined_at"].endswith("Z") for p in answer["players"])
+
+    # Later, freeciv's own list says it (its rows, a name with a space).
+    time.sleep(max(0.0, 5.2 - (time.monotonic() - asked)))
+    answer = players_of(module_agent, server_id)
+    assert [p["name"] for p in answer["players"]] == ["Alice", "Dan Eve"]
+    assert console_lines(module_agent, server_id).count("List of players:") == 2
+    assert "Dan Eve [#ffff00]: Team 2, user Unassigned" in console_lines(module_agent, server_id)
+
+
+def test_it_sends_a_console_command_and_shows_freeciv_s_answer(module_agent, freeciv):
+    server_id, _ = freeciv
+    assert module_agent.console(server_id, "show maxplayers").json() == {"accepted": True}
+    module_agent.wait_for_console(server_id, "^> show maxplayers$")
+    line = module_agent.wait_for_console(server_id, r"^maxplayers\s")
+    assert re.fullmatch(r"maxplayers\s+\+\s+8 \(1, 150\)", line)
+
+
+def test_it_writes_its_settings_file_and_reads_it_back(module_agent, freeciv):
+    server_id, _ = freeciv
+    answer = module_agent.request("GET", f"/v1/servers/{server_id}/settings").json()
+    assert answer == {"settings": {"maxplayers": "8", "aifill": "0", "timeout": "30"}}
+    on_disk = module_agent.data_dir / "servers" / server_id / "server.serv"
+    assert on_disk.read_text() == "set maxplayers 8\nset aifill 0\nset timeout 30\n"
+
+
+def test_quit_stops_it_and_reports_halted(module_agent, module_control_plane, freeciv):
+    server_id, _ = freeciv
+    pid = module_agent.game_pid(server_id)
+    assert module_agent.console(server_id, "quit").status_code == 200
+    report = module_control_plane.wait_for_report(server_id, "halted", timeout=30)
+    assert report["exit_code"] == 0 and report["signal"] is None and report["oom"] is False
+    assert "Goodbye." in report["last_output"]
+    wait_for_exit(pid)
+    wait_until(lambda: module_agent.state_of(server_id) == "stopped")
+    assert not [r for r in module_control_plane.reports_of(server_id) if r["kind"] == "crashed"]
+
+
+def test_stop_sends_quit_and_reports_halted(module_agent, module_control_plane, freeciv):
+    server_id, _ = freeciv
+    assert module_agent.request("POST", f"/v1/servers/{server_id}/stop").status_code == 202
+    report = module_control_plane.wait_for_report(server_id, "halted", timeout=30)
+    assert report["exit_code"] == 0 and "> quit" in report["last_output"]
+
+
+def test_a_restart_starts_it_again_with_new_settings(module_agent, module_control_plane, freeciv):
+    server_id, port = freeciv
+    body = {"game": "freeciv", "port": port, "memory_mb": 1024, "settings": {"maxplayers": 12}}
+    answer = module_agent.request("POST", f"/v1/servers/{server_id}/restart", body)
+    assert answer.status_code == 202
+    module_agent.wait_for_console(server_id, "^Console: 'maxplayers' has been set to 12.$", 30)
+    wait_until(lambda: len(module_control_plane.reports_of(server_id)) == 2, timeout=30)
+    assert [r["kind"] for r in module_control_plane.reports_of(server_id)] == ["ready", "ready"]
+    assert players_of(module_agent, server_id)["max"] == 12
+
+
+def test_a_kill_is_a_crash_by_signal_9(module_agent, module_control_plane, freeciv):
+    server_id, _ = freeciv
+    assert module_agent.request("POST", f"/v1/servers/{server_id}/kill").status_code == 202
+    report = module_control_plane.wait_for_report(server_id, "crashed")
+    assert report["signal"] == 9 and report["exit_code"] is None and report["oom"] is False
+    wait_until(lambda: module_agent.state_of(server_id) == "stopped")
+
+
+def test_it_runs_as_the_game_user_and_keeps_its_files_in_its_directory(module_agent, freeciv):
+    server_id, _ = freeciv
+    game = psutil.Process(module_agent.game_pid(server_id))
+    assert game.uids().real != 0 and game.username() == "gshost-game"
+    directory = module_agent.data_dir / "servers" / server_id
+    assert game.cwd() == str(directory)
+    # HOME is its own directory: its console history goes there.
+    module_agent.console(server_id, "quit")
+    wait_for_exit(game.pid)
+    assert (directory / ".freeciv").is_dir()
+
+
+def test_it_starts_under_an_address_space_limit_of_1024_mb():
+    """Where the node has no memory cgroup, the agent's limit is RLIMIT_AS (the default 1024 MB).
+    (As root freeciv-server refuses to run: `Fatal error: you're trying to run me as
+    superuser!`.)"""
+    directory = Path(tempfile.mkdtemp(prefix="gshost-freeciv-", dir="/tmp"))
+    os.chmod(directory, 0o777)
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1024 << 20, 1024 << 20))
+
+    command = [FREECIV, "--port", str(free_port()), "--saves", "saves", "--exit-on-end"]
+    game = subprocess.Popen(
+        command,
+        cwd=directory,
+        env={"LANG": "C.UTF-8", "HOME": str(directory)},
+        user="nobody",
+        group="nogroup",
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=limited,
+        start_new_session=True,
+    )
+    assert game.stdin is not None and game.stdout is not None
+    try:
+        LineReader(game.stdout).wait_for("Now accepting new client connections", timeout=30)
+        game.stdin.write("quit\n")
+        game.stdin.flush()
+        assert game.wait(timeout=15) == 0
+    finally:
+        game.kill()
+        game.wait()
+        shutil.rmtree(directory, ignore_errors=True)
