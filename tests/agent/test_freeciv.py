@@ -136,6 +136,14 @@ def test_a_restart_starts_it_again_with_new_settings(module_agent, module_contro
     assert players_of(module_agent, server_id)["max"] == 12
 
 
+def test_a_port_already_taken_is_a_failed_start(module_agent, module_control_plane, freeciv):
+    _, port = freeciv
+    server_id, _ = module_agent.start_server("freeciv", port=port)
+    report = module_control_plane.wait_for_report(server_id, "failed_to_start", timeout=30)
+    assert report["exit_code"] == 1
+    assert "0: bind failure: Address already in use (2 failed)" in report["last_output"]
+
+
 def test_a_kill_is_a_crash_by_signal_9(module_agent, module_control_plane, freeciv):
     server_id, _ = freeciv
     assert module_agent.request("POST", f"/v1/servers/{server_id}/kill").status_code == 202
@@ -166,7 +174,7 @@ def test_it_starts_under_an_address_space_limit_of_1024_mb():
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (1024 << 20, 1024 << 20))
 
-    command = [FREECIV, "--port", str(free_port()), "--saves", "saves", "--exit-on-end"]
+    command = [FREECIV, "--port", str(free_port()), "--saves", "saves", "--Announce", "none"]
     game = subprocess.Popen(
         command,
         cwd=directory,
