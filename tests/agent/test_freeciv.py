@@ -37,7 +37,8 @@ if not _installed():
         allow_module_level=True,
     )
 
-SETTINGS = {"maxplayers": 8, "timeout": 30}
+# Below the 6 AI players the ruleset would fill in: freeciv takes it once `aifill 0` came first.
+SETTINGS = {"maxplayers": 4, "timeout": 30}
 
 
 @pytest.fixture
@@ -63,14 +64,14 @@ def test_it_reports_ready_when_freeciv_accepts_connections(module_agent, freeciv
     lines = console_lines(module_agent, server_id)
     assert f"2: Now accepting new client connections on port {port}." in lines
     # It read its settings file at start.
-    assert "Console: 'maxplayers' has been set to 8." in lines
+    assert "Console: 'maxplayers' has been set to 4." in lines
     assert "Console: 'aifill' has been set to 0." in lines
 
 
 def test_it_lists_no_players_then_the_players_created_on_the_console(module_agent, freeciv):
     server_id, _ = freeciv
     asked = time.monotonic()
-    assert players_of(module_agent, server_id) == {"count": 0, "max": 8, "players": []}
+    assert players_of(module_agent, server_id) == {"count": 0, "max": 4, "players": []}
     assert "<no players>" in console_lines(module_agent, server_id)
 
     assert module_agent.console(server_id, "create Alice").status_code == 200
@@ -79,7 +80,7 @@ def test_it_lists_no_players_then_the_players_created_on_the_console(module_agen
     # Within 5 s of the last answer: the lines that said so keep the list.
     answer = players_of(module_agent, server_id)
     assert [p["name"] for p in answer["players"]] == ["Alice", "Dan Eve"]
-    assert answer["count"] == 2 and answer["max"] == 8
+    assert answer["count"] == 2 and answer["max"] == 4
     assert all(p["joined_at"].endswith("Z") for p in answer["players"])
 
     # Later, freeciv's own list says it (its rows, a name with a space).
@@ -95,15 +96,15 @@ def test_it_sends_a_console_command_and_shows_freeciv_s_answer(module_agent, fre
     assert module_agent.console(server_id, "show maxplayers").json() == {"accepted": True}
     module_agent.wait_for_console(server_id, "^> show maxplayers$")
     line = module_agent.wait_for_console(server_id, r"^maxplayers\s")
-    assert re.fullmatch(r"maxplayers\s+\+\s+8 \(1, 150\)", line)
+    assert re.fullmatch(r"maxplayers\s+\+\s+4 \(1, 150\)", line)
 
 
 def test_it_writes_its_settings_file_and_reads_it_back(module_agent, freeciv):
     server_id, _ = freeciv
     answer = module_agent.request("GET", f"/v1/servers/{server_id}/settings").json()
-    assert answer == {"settings": {"maxplayers": "8", "aifill": "0", "timeout": "30"}}
+    assert answer == {"settings": {"aifill": "0", "maxplayers": "4", "timeout": "30"}}
     on_disk = module_agent.data_dir / "servers" / server_id / "server.serv"
-    assert on_disk.read_text() == "set maxplayers 8\nset aifill 0\nset timeout 30\n"
+    assert on_disk.read_text() == "set aifill 0\nset maxplayers 4\nset timeout 30\n"
 
 
 def test_quit_stops_it_and_reports_halted(module_agent, module_control_plane, freeciv):

@@ -80,7 +80,7 @@ def test_its_settings_file_is_set_lines_it_reads_back():
     template = load_template("freeciv")
     settings = settings_for(template, {"maxplayers": 8, "timeout": "30"})
     text = render(template, settings)
-    assert text == "set maxplayers 8\nset aifill 0\nset timeout 30\n"
+    assert text == "set aifill 0\nset maxplayers 8\nset timeout 30\n"
     assert parse(template, text) == {"maxplayers": "8", "aifill": "0", "timeout": "30"}
     assert parse(template, '# a comment\nset  timeout  "45"\nshow timeout\n') == {"timeout": "45"}
 
