@@ -8,6 +8,8 @@ import os
 import re
 import resource
 import shutil
+import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -38,6 +40,22 @@ if not _installed():
     )
 
 # Below the 6 AI players the ruleset would fill in: freeciv takes it once `aifill 0` came first.
+# freeciv's network capability, which a client must share (`+Freeciv-3.0-network ...`).
+CAPABILITY = re.search(rb"\+Freeciv-[0-9.]+-network[^\0]*", FREECIV.read_bytes())
+
+
+def connect(port: int, name: str) -> socket.socket:
+    """A freeciv client as far as its login: its join request (packet 4, no delta: a 2-byte
+    length and a 1-byte type, then the user name, the capability and the version label as
+    NUL-terminated strings, then the version as three 32-bit integers)."""
+    assert CAPABILITY is not None
+    client = socket.create_connection(("127.0.0.1", port), timeout=10)
+    body = name.encode() + b"\0" + CAPABILITY[0] + b"\0" + b"\0" + struct.pack(">III", 3, 0, 0)
+    client.sendall(struct.pack(">HB", len(body) + 3, 4) + body)
+    assert client.recv(4096)  # its join reply (compressed), and more
+    return client
+
+
 SETTINGS = {"maxplayers": 4, "timeout": 30}
 
 
@@ -89,6 +107,17 @@ def test_it_lists_no_players_then_the_players_created_on_the_console(module_agen
     assert [p["name"] for p in answer["players"]] == ["Alice", "Dan Eve"]
     assert console_lines(module_agent, server_id).count("List of players:") == 2
     assert "Dan Eve [#ffff00]: Team 2, user Unassigned" in console_lines(module_agent, server_id)
+
+
+def test_a_client_who_connects_is_a_player_until_it_leaves(module_agent, freeciv):
+    server_id, port = freeciv
+    with connect(port, "Bob"):
+        module_agent.wait_for_console(server_id, "^2: Bob has connected from ")
+        answer = players_of(module_agent, server_id)  # freeciv's own list
+        assert [p["name"] for p in answer["players"]] == ["Bob"]
+        module_agent.wait_for_console(server_id, "^Bob .*: Team 1, user Bob")
+    module_agent.wait_for_console(server_id, "^2: Removing player Bob.$")
+    assert players_of(module_agent, server_id)["players"] == []
 
 
 def test_it_sends_a_console_command_and_shows_freeciv_s_answer(module_agent, freeciv):

@@ -10,7 +10,7 @@ from gshost_agent.settings_files import parse, render, settings_for
 from gshost_agent.templates import PlayersSpec, load_template
 
 RULE = "-" * 78
-LIST_OF_TWO = [
+LIST_OF_THREE = [
     "> list",
     "List of players:",
     RULE,
@@ -18,6 +18,9 @@ LIST_OF_TWO = [
     "  AI, classic, difficulty level Easy",
     "Dan Eve [#ffff00]: Team 2, user Unassigned",
     "  Human",
+    "Bob [#00ffff]: Team 3, user Bob, not ready",
+    "  Human, 1 connection:",
+    "    Bob from localhost (command access level basic), bufsize=104kb",
     RULE,
 ]
 LIST_OF_NONE = ["> list", "List of players:", RULE, "<no players>", RULE]
@@ -37,9 +40,9 @@ def test_its_ready_pattern_is_the_line_freeciv_prints_when_it_accepts_connection
 
 
 def test_it_reads_the_players_of_a_list_answer_in_rows():
-    players = roster(LIST_OF_TWO)
+    players = roster(LIST_OF_THREE)
     assert players.answered.is_set()
-    assert list(players.players) == ["Alice", "Dan Eve"]
+    assert list(players.players) == ["Alice", "Dan Eve", "Bob"]
 
 
 def test_it_reads_an_empty_list_answer_as_no_players():
@@ -48,8 +51,8 @@ def test_it_reads_an_empty_list_answer_as_no_players():
 
 
 def test_the_lines_after_a_list_answer_are_no_players():
-    players = roster([*LIST_OF_TWO, "> show maxplayers", RULE, "maxplayers  +  7 (1, 150)", RULE])
-    assert list(players.players) == ["Alice", "Dan Eve"]
+    players = roster([*LIST_OF_THREE, "> show maxplayers", RULE, "maxplayers  +  7 (1, 150)", RULE])
+    assert list(players.players) == ["Alice", "Dan Eve", "Bob"]
 
 
 def test_it_follows_players_created_and_removed_on_the_console():
@@ -65,8 +68,33 @@ def test_it_follows_players_created_and_removed_on_the_console():
     assert list(players.players) == ["AI*1"]
 
 
+def test_it_follows_clients_who_connect_and_leave_before_the_game():
+    players = roster(
+        [
+            *LIST_OF_NONE,
+            "2: Connection request from Bob from localhost",
+            "2: c1 has client version 3.0.6",
+            "2: Bob has connected from localhost.",
+        ]
+    )
+    assert list(players.players) == ["Bob"]
+    roster(
+        [
+            "2: Lost connection: Bob from localhost (read error) (player Bob).",
+            "2: Removing player Bob.",
+        ],
+        players,
+    )
+    assert players.players == {}
+
+
 def test_a_chat_line_makes_no_player():
-    players = roster(["<Bob> Mallory has been added as an AI-controlled player (x)."])
+    players = roster(
+        [
+            "<Bob> Mallory has been added as an AI-controlled player (x).",
+            "*Bob* Mallory has connected from nowhere.",
+        ]
+    )
     assert players.players == {}
 
 
