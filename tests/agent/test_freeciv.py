@@ -120,6 +120,21 @@ def test_a_client_who_connects_is_a_player_until_it_leaves(module_agent, freeciv
     assert players_of(module_agent, server_id)["players"] == []
 
 
+def test_a_game_begins_with_a_client_and_saves_in_its_directory(module_agent, freeciv):
+    server_id, port = freeciv
+    with connect(port, "Bob"):
+        module_agent.wait_for_console(server_id, "^2: Bob has connected from ")
+        module_agent.console(server_id, "create Alice")
+        module_agent.console(server_id, "start")
+        module_agent.wait_for_console(server_id, "^Starting game.$")
+        saved = module_agent.wait_for_console(server_id, "^Game saved as saves/", timeout=20)
+        # Bob's player now has its leader's name (`2: Rama Thibodi rules the Thai.`).
+        answer = players_of(module_agent, server_id)
+        assert answer["count"] == 2 and "Alice" in [p["name"] for p in answer["players"]]
+    save = module_agent.data_dir / "servers" / server_id / saved.removeprefix("Game saved as ")
+    assert save.is_file() and save.stat().st_uid != 0
+
+
 def test_it_sends_a_console_command_and_shows_freeciv_s_answer(module_agent, freeciv):
     server_id, _ = freeciv
     assert module_agent.console(server_id, "show maxplayers").json() == {"accepted": True}
