@@ -72,8 +72,23 @@ def players_of(agent, server_id):
 
 
 def console_lines(agent, server_id):
-    answer = agent.request("GET", f"/v1/servers/{server_id}/console").json()
-    return [line["text"] for line in answer["lines"]]
+    """All its console lines (the agent gives 200 at a time; freeciv says ~100 as it starts)."""
+    lines: list[str] = []
+    after = 0
+    while True:
+        route = f"/v1/servers/{server_id}/console?after={after}"
+        page = agent.request("GET", route).json()["lines"]
+        if not page:
+            return lines
+        lines += [line["text"] for line in page]
+        after = page[-1]["n"]
+
+
+def wait_for_line(agent, server_id, pattern, timeout=10.0):
+    def found():
+        return next((t for t in console_lines(agent, server_id) if re.search(pattern, t)), None)
+
+    return wait_until(found, timeout, interval=0.1)
 
 
 def test_it_reports_ready_when_freeciv_accepts_connections(module_agent, freeciv):
@@ -94,7 +109,7 @@ def test_it_lists_no_players_then_the_players_created_on_the_console(module_agen
 
     assert module_agent.console(server_id, "create Alice").status_code == 200
     assert module_agent.console(server_id, "create 'Dan Eve'").status_code == 200
-    module_agent.wait_for_console(server_id, "^Dan Eve has been added as an AI-controlled")
+    wait_for_line(module_agent, server_id, "^Dan Eve has been added as an AI-controlled")
     # Within 5 s of the last answer: the lines that said so keep the list.
     answer = players_of(module_agent, server_id)
     assert [p["name"] for p in answer["players"]] == ["Alice", "Dan Eve"]
@@ -112,22 +127,22 @@ def test_it_lists_no_players_then_the_players_created_on_the_console(module_agen
 def test_a_client_who_connects_is_a_player_until_it_leaves(module_agent, freeciv):
     server_id, port = freeciv
     with connect(port, "Bob"):
-        module_agent.wait_for_console(server_id, "^2: Bob has connected from ")
+        wait_for_line(module_agent, server_id, "^2: Bob has connected from ")
         answer = players_of(module_agent, server_id)  # freeciv's own list
         assert [p["name"] for p in answer["players"]] == ["Bob"]
-        module_agent.wait_for_console(server_id, "^Bob .*: Team 1, user Bob")
-    module_agent.wait_for_console(server_id, "^2: Removing player Bob.$")
+        wait_for_line(module_agent, server_id, "^Bob .*: Team 1, user Bob")
+    wait_for_line(module_agent, server_id, "^2: Removing player Bob.$")
     assert players_of(module_agent, server_id)["players"] == []
 
 
 def test_a_game_begins_with_a_client_and_saves_in_its_directory(module_agent, freeciv):
     server_id, port = freeciv
     with connect(port, "Bob"):
-        module_agent.wait_for_console(server_id, "^2: Bob has connected from ")
+        wait_for_line(module_agent, server_id, "^2: Bob has connected from ")
         module_agent.console(server_id, "create Alice")
         module_agent.console(server_id, "start")
-        module_agent.wait_for_console(server_id, "^Starting game.$")
-        saved = module_agent.wait_for_console(server_id, "^Game saved as saves/", timeout=20)
+        wait_for_line(module_agent, server_id, "^Starting game.$")
+        saved = wait_for_line(module_agent, server_id, "^Game saved as saves/", timeout=20)
         # Bob's player now has its leader's name (`2: Rama Thibodi rules the Thai.`).
         answer = players_of(module_agent, server_id)
         assert answer["count"] == 2 and "Alice" in [p["name"] for p in answer["players"]]
@@ -135,12 +150,34 @@ def test_a_game_begins_with_a_client_and_saves_in_its_directory(module_agent, fr
     assert save.is_file() and save.stat().st_uid != 0
 
 
+def test_after_a_game_is_over_it_waits_for_the_next_one(
+    module_agent, module_control_plane, freeciv
+):
+    server_id, port = freeciv
+    with connect(port, "Bob"):
+        wait_for_line(module_agent, server_id, "^2: Bob has connected from ")
+        for command in ["create Alice", "set endturn 1", "set timeout 1", "start"]:
+            module_agent.console(server_id, command)
+        wait_for_line(module_agent, server_id, r"^Game saved as saves/.*-final\.sav", 20)
+    # The last client gone, it starts afresh: its settings file again, its ready line again.
+    ready = "2: Now accepting new client connections on port"
+    wait_until(lambda: "".join(console_lines(module_agent, server_id)).count(ready) == 2, 20)
+    assert module_agent.state_of(server_id) == "running"
+    assert [r["kind"] for r in module_control_plane.reports_of(server_id)] == ["ready"]
+
+
 def test_it_sends_a_console_command_and_shows_freeciv_s_answer(module_agent, freeciv):
     server_id, _ = freeciv
     assert module_agent.console(server_id, "show maxplayers").json() == {"accepted": True}
-    module_agent.wait_for_console(server_id, "^> show maxplayers$")
-    line = module_agent.wait_for_console(server_id, r"^maxplayers\s")
-    assert re.fullmatch(r"maxplayers\s+\+\s+4 \(1, 150\)", line)
+
+    def answer():
+        lines = console_lines(module_agent, server_id)
+        if "> show maxplayers" in lines:
+            after = lines[lines.index("> show maxplayers") :]
+            return next((t for t in after if t.startswith("maxplayers ")), None)
+        return None
+
+    assert re.fullmatch(r"maxplayers\s+\+\s+4 \(1, 150\)", wait_until(answer))
 
 
 def test_it_writes_its_settings_file_and_reads_it_back(module_agent, freeciv):
@@ -175,7 +212,7 @@ def test_a_restart_starts_it_again_with_new_settings(module_agent, module_contro
     body = {"game": "freeciv", "port": port, "memory_mb": 1024, "settings": {"maxplayers": 12}}
     answer = module_agent.request("POST", f"/v1/servers/{server_id}/restart", body)
     assert answer.status_code == 202
-    module_agent.wait_for_console(server_id, "^Console: 'maxplayers' has been set to 12.$", 30)
+    wait_for_line(module_agent, server_id, "^Console: 'maxplayers' has been set to 12.$", 30)
     wait_until(lambda: len(module_control_plane.reports_of(server_id)) == 2, timeout=30)
     assert [r["kind"] for r in module_control_plane.reports_of(server_id)] == ["ready", "ready"]
     assert players_of(module_agent, server_id)["max"] == 12
