@@ -39,7 +39,6 @@ if not _installed():
         allow_module_level=True,
     )
 
-# Below the 6 AI players the ruleset would fill in: freeciv takes it once `aifill 0` came first.
 # freeciv's network capability, which a client must share (`+Freeciv-3.0-network ...`).
 CAPABILITY = re.search(rb"\+Freeciv-[0-9.]+-network[^\0]*", FREECIV.read_bytes())
 
@@ -56,6 +55,7 @@ def connect(port: int, name: str) -> socket.socket:
     return client
 
 
+# Below the 6 AI players the ruleset would fill in: freeciv takes it once `aifill 0` came first.
 SETTINGS = {"maxplayers": 4, "timeout": 30}
 
 
