@@ -7,7 +7,7 @@ change that caused them. Attempts are never made here: rows are written or
 marked, and `dispatch.request_attempts` queues "look at these rows" once the data commits.
 """
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -299,8 +299,11 @@ def _matching_ids(
     event: Event | None,
     since: datetime | None,
     until: datetime | None,
+    server_restrictions: Collection[str],
 ) -> list[str]:
-    deliveries = delivery_list_for_webhook(webhook, status=status, event=event)
+    deliveries = delivery_list_for_webhook(
+        webhook, status=status, event=event, server_restrictions=server_restrictions
+    )
     if since is not None:
         deliveries = deliveries.filter(created_at__gte=since)
     if until is not None:
@@ -339,22 +342,24 @@ def deliveries_request_bulk_redelivery(
     until: datetime | None = None,
     dry_run: bool = False,
     idempotency_key: str | None = None,
+    server_restrictions: Collection[str] = (),
     actor: Actor,
 ) -> int:
     """Ask for one extra attempt of every delivery in the history that matches; how many.
 
     `since` is inclusive and `until` exclusive (on `created_at`). `dry_run` only counts and
     records nothing. A repeated `idempotency_key` answers the count of the first request and
-    queues nothing new.
+    queues nothing new. A caller restricted to servers (`server_restrictions`) reaches only
+    their deliveries.
     """
     if dry_run:
-        return len(_matching_ids(webhook, status, event, since, until))
+        return len(_matching_ids(webhook, status, event, since, until, server_restrictions))
     with transaction.atomic():
         if idempotency_key is not None:
             earlier = _claim_idempotency_key(webhook, idempotency_key)
             if earlier is not None:
                 return earlier.count
-        ids = _matching_ids(webhook, status, event, since, until)
+        ids = _matching_ids(webhook, status, event, since, until, server_restrictions)
         _mark_for_redelivery(webhook, ids, timezone.now())
         if idempotency_key is not None:
             BulkRedelivery.objects.filter(webhook=webhook, idempotency_key=idempotency_key).update(
