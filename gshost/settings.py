@@ -253,6 +253,7 @@ WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
 WEBHOOK_LEASE_MARGIN_SECONDS = env.float("WEBHOOK_LEASE_MARGIN_SECONDS", default=30.0)
 WEBHOOK_SENDER_THREADS = env.int("WEBHOOK_SENDER_THREADS", default=64)  # per worker process
 WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK = env.int("WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK", default=4)
+WEBHOOKS_PER_ORGANIZATION = env.int("WEBHOOKS_PER_ORGANIZATION", default=20)
 SIMULATED_RUNTIME_DELAY_SECONDS = env.float("SIMULATED_RUNTIME_DELAY_SECONDS", default=2.0)
 # Dotted path of the servers.runtime.Runtime that acts on hosts; empty = the simulated one.
 SERVER_RUNTIME = (

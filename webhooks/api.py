@@ -328,7 +328,7 @@ class WebhookViewSet(_WebhookRoutes):
         operation_id="webhooks_create",
         request=WebhookCreateInput,
         responses={201: WebhookCreatedOutput},
-        extensions={ERROR_CODES: {422: ["invalid_webhook_url", "unknown_event"]}},
+        extensions={ERROR_CODES: {422: ["invalid_webhook_url", "unknown_event", "limit_reached"]}},
     )
     def create(self, request: Request) -> Response:
         self._require_unrestricted_key(request)

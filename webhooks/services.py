@@ -11,13 +11,14 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import Organization
 from audit.actors import Actor
 from audit.services import PanelAction
-from gshost.errors import DomainError, InvalidInput, RefusedValue
+from gshost.errors import DomainError, InvalidInput, LimitReached, RefusedValue
 from webhooks import dispatch
 from webhooks.delivery.engine import send_test_ping
 from webhooks.delivery.transport import AttemptResult
@@ -68,6 +69,14 @@ class UnknownEvents(WebhookRequestRefused, RefusedValue):
         self.names = names
 
 
+class WebhookLimitReached(WebhookRequestRefused, LimitReached):
+    """limit_reached: the organization has WEBHOOKS_PER_ORGANIZATION webhooks already."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"An organization can have at most {limit} webhooks.", limit=limit)
+        self.limit = limit
+
+
 def _clean_url(url: str) -> str:
     if len(url) > MAX_URL_LENGTH:
         raise InvalidWebhookRequest({"url": [f"At most {MAX_URL_LENGTH} characters."]})
@@ -114,6 +123,7 @@ def webhook_create(
     secret = new_signing_secret()
     now = timezone.now()
     with transaction.atomic():
+        _check_webhook_limit(organization)
         webhook = Webhook.objects.create(
             organization=organization,
             url=url,
@@ -125,6 +135,15 @@ def webhook_create(
         )
         _audit(webhook, actor, PanelAction.WEBHOOK_CREATE)
     return webhook, secret
+
+
+def _check_webhook_limit(organization: Organization) -> None:
+    """Refuse a webhook past the limit. The organization's row is locked first, so concurrent
+    creations are counted one after the other (SQLite writes one at a time anyway)."""
+    limit = settings.WEBHOOKS_PER_ORGANIZATION
+    Organization.objects.select_for_update().filter(pk=organization.pk).first()
+    if Webhook.objects.filter(organization=organization).count() >= limit:
+        raise WebhookLimitReached(limit)
 
 
 def _changes(

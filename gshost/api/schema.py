@@ -49,6 +49,7 @@ ERROR_SCHEMA: Final = {
                 "capability": {"type": "string"},
                 "state": {"type": "string"},
                 "retry_after": {"type": "integer", "minimum": 1},
+                "limit": {"type": "integer", "minimum": 0},
             },
         }
     },
