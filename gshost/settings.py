@@ -274,21 +274,30 @@ LOGGING = {
 }
 
 # Sign-in throttling (panel and admin share one login), with django-axes.
-LOGIN_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)  # per account
+# Limits per account and address together, per address, and per account from every address.
+LOGIN_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)  # per account + address
 LOGIN_FAILURE_ADDRESS_LIMIT = env.int("LOGIN_FAILURE_ADDRESS_LIMIT", default=50)  # per address
+LOGIN_FAILURE_ACCOUNT_LIMIT = env.int("LOGIN_FAILURE_ACCOUNT_LIMIT", default=100)  # per account
 LOGIN_LOCKOUT_MINUTES = env.int("LOGIN_LOCKOUT_MINUTES", default=15)
-for _name in ("LOGIN_FAILURE_LIMIT", "LOGIN_FAILURE_ADDRESS_LIMIT", "LOGIN_LOCKOUT_MINUTES"):
+_LOGIN_SETTINGS = (
+    "LOGIN_FAILURE_LIMIT",
+    "LOGIN_FAILURE_ADDRESS_LIMIT",
+    "LOGIN_FAILURE_ACCOUNT_LIMIT",
+)
+for _name in (*_LOGIN_SETTINGS, "LOGIN_LOCKOUT_MINUTES"):
     if globals()[_name] < 1:
         raise ImproperlyConfigured(f"{_name} must be at least 1")
 AXES_HANDLER = "accounts.signin.AccountAndAddressHandler"
-AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT  # the handler answers it when any of the three is reached
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address", "username"]
+# A refused attempt during a lock is not recorded: it neither counts nor extends the lock.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
 AXES_CLIENT_IP_CALLABLE = "accounts.signin.client_address"
 AXES_USERNAME_FORM_FIELD = "username"  # the sign-in forms post the email as `username`
 AXES_USERNAME_CALLABLE = "accounts.signin.account_name"
 AXES_LOCKOUT_CALLABLE = "accounts.signin.lockout_response"
-AXES_RESET_ON_SUCCESS = False  # the handler clears the account's own failures on success
+AXES_RESET_ON_SUCCESS = False  # the handler clears the account's failures from that address
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_VERBOSE = False
 
