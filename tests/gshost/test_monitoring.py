@@ -47,6 +47,18 @@ def test_it_answers_readyz_when_the_database_answers(client, db, settings):
     }
 
 
+@pytest.mark.parametrize("probe", ["/healthz", "/readyz"])
+def test_the_probes_answer_plain_http_despite_the_ssl_redirect(db, settings, monkeypatch, probe):
+    from gshost.monitoring import views
+
+    settings.SECURE_SSL_REDIRECT, settings.REDIS_URL = True, ""
+    assert Client().get("/panel/").status_code == 301
+    assert Client().get(probe).status_code == 200
+    monkeypatch.setattr(views, "_database_ready", lambda: False)
+    if probe == "/readyz":
+        assert Client().get(probe).status_code == 503
+
+
 def test_it_answers_503_when_redis_is_configured_but_unreachable(client, db, settings):
     settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
     response = client.get("/readyz")
