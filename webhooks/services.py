@@ -232,8 +232,9 @@ def webhook_send_test(*, webhook: Webhook, actor: Actor) -> AttemptResult:
 
     At most PING_CONCURRENCY pings of an organization are under way at once (PingLimitReached).
     """
-    with ping_slot(webhook.organization_id):
+    with ping_slot(webhook.organization_id) as slot:
         result = send_test_ping(webhook)
+        slot.hold_until(result.lookup_under_way)  # a lookup left running is still this ping
     if actor.panel is not None:  # no transaction to open for an actor who writes no row
         with transaction.atomic():
             _audit(webhook, actor, PanelAction.WEBHOOK_TEST)
