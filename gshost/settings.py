@@ -223,6 +223,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": "/api/public/v1",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The eight event names are one enum, whether a field holds one (`event`) or a list.
+    "ENUM_NAME_OVERRIDES": {"EventEnum": "webhooks.api.EVENT_CHOICES"},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "gshost.api.schema.postprocess_schema",

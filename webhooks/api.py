@@ -148,10 +148,29 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+# The schema names the eight events; another name is `422 unknown_event` (naming it).
+@extend_schema_field({"type": "string", "enum": [event.value for event in Event]})
+class EventNameField(StrictCharField):
+    pass
+
+
+# What the schema can say of the URL rules (the rest, such as private addresses, are 422).
+URL_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_URL_LENGTH,
+    "pattern": "^[Hh][Tt][Tt][Pp][Ss]://",
+    "description": "An https URL of a publicly reachable host (see the URL rules).",
+}
+
+
+@extend_schema_field(URL_SCHEMA)
+class WebhookUrlField(StrictCharField):
+    pass
+
+
 def _events_field(**kwargs: Any) -> serializers.ListField:
-    name = StrictCharField(
-        trim_whitespace=False, allow_blank=True, max_length=MAX_EVENT_NAME_LENGTH
-    )
+    name = EventNameField(trim_whitespace=False, allow_blank=True, max_length=MAX_EVENT_NAME_LENGTH)
     return serializers.ListField(
         child=name, allow_empty=False, min_length=1, max_length=MAX_EVENT_ENTRIES, **kwargs
     )
@@ -159,7 +178,7 @@ def _events_field(**kwargs: Any) -> serializers.ListField:
 
 class WebhookCreateInput(serializers.Serializer[Any]):
     # A blank or unsafe URL is a string: the URL rules judge it (422 invalid_webhook_url).
-    url = StrictCharField(trim_whitespace=False, allow_blank=True, max_length=MAX_URL_LENGTH)
+    url = WebhookUrlField(trim_whitespace=False, allow_blank=True, max_length=MAX_URL_LENGTH)
     events = _events_field()
     description = StrictCharField(
         trim_whitespace=False,
@@ -171,7 +190,7 @@ class WebhookCreateInput(serializers.Serializer[Any]):
 
 
 class WebhookUpdateInput(serializers.Serializer[Any]):
-    url = StrictCharField(
+    url = WebhookUrlField(
         trim_whitespace=False, required=False, allow_blank=True, max_length=MAX_URL_LENGTH
     )
     events = _events_field(required=False)

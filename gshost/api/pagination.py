@@ -7,6 +7,7 @@ new rows arrive, ties on the timestamp are broken by id, and every row can be re
 import base64
 import binascii
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,15 +24,19 @@ from gshost.api.errors import ApiError, invalid_request
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 100
 _LIMIT_MESSAGE = "limit must be an integer from 1 to 100."
+_DIGITS = re.compile(r"[0-9]{1,12}")  # no sign, space, underscore or non-ASCII digit
+# What the API hands out: URL-safe base64 without padding, of a small JSON object.
+CURSOR_PATTERN = "^[A-Za-z0-9_-]+$"
+MAX_CURSOR_LENGTH = 512
 
 
 def parse_limit(raw: str | None) -> int:
-    if raw is None or raw == "":
+    """`?limit=`: absent is the default; digits only; above MAX_LIMIT is MAX_LIMIT."""
+    if raw is None:
         return DEFAULT_LIMIT
-    try:
-        limit = int(raw)
-    except ValueError:
+    if _DIGITS.fullmatch(raw) is None:
         raise invalid_request(_LIMIT_MESSAGE, {"limit": ["Not an integer."]}) from None
+    limit = int(raw)
     if limit < 1:
         raise invalid_request(_LIMIT_MESSAGE, {"limit": ["Must be at least 1."]})
     return min(limit, MAX_LIMIT)
@@ -47,6 +52,8 @@ def _bad_cursor() -> ApiError:
 
 
 def _decode(cursor: str) -> tuple[datetime, str, bool]:
+    if len(cursor) > MAX_CURSOR_LENGTH or re.fullmatch(CURSOR_PATTERN, cursor) is None:
+        raise _bad_cursor()
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         data = json.loads(base64.urlsafe_b64decode(padded.encode()))
@@ -80,7 +87,7 @@ class NewestFirstCursorPagination(BasePagination):
         self.field = getattr(view, "ordering_field", "created_at")
         limit = parse_limit(request.query_params.get("limit"))
         raw_cursor = request.query_params.get("cursor")
-        moment, pk, backwards = _decode(raw_cursor) if raw_cursor else (None, "", False)
+        moment, pk, backwards = _decode(raw_cursor) if raw_cursor is not None else (None, "", False)
         rows = self._slice(queryset, moment, pk, backwards, limit)
         has_more = len(rows) > limit
         rows = rows[:limit]

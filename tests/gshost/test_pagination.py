@@ -86,7 +86,9 @@ def test_a_limit_of_one_is_honoured(reader):
     assert len(results_of(reader, AUDIT, limit=1)) == 1
 
 
-@pytest.mark.parametrize("limit", ["0", "-1", "abc", "1.5", "10e1", "²"])
+@pytest.mark.parametrize(
+    "limit", ["0", "-1", "abc", "1.5", "10e1", "²", "", " 5", "+5", "1_0", "٣"]
+)
 def test_a_limit_that_is_not_a_positive_integer_is_invalid_request(reader, limit):
     response = client_for(reader).get(AUDIT, {"limit": limit})
     assert response.status_code == 400
