@@ -6,9 +6,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import client_for, error_of
-from tests.webhooks.webhook_fixtures import HOOKS, URL, WEBHOOK_SCOPES, make_delivery
+from tests.webhooks.webhook_fixtures import HOOKS, URL, WEBHOOK_SCOPES, add_attempt, make_delivery
 from webhooks import dispatch
-from webhooks.models import Delivery, Webhook
+from webhooks.models import Delivery, DeliveryStatus, Webhook
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
@@ -118,3 +118,26 @@ def test_a_restricted_key_cannot_change_a_webhook(restricted, webhook, method, s
 def test_a_restricted_key_still_reads_webhooks(restricted, webhook):
     assert restricted.get(HOOKS).status_code == 200
     assert restricted.get(f"{HOOKS}/{webhook.id}").status_code == 200
+
+
+def test_the_stats_of_a_restricted_key_count_only_its_servers(
+    restricted, admin, webhook, acme_server, acme_other_server
+):
+    make_delivery(webhook, server_id=acme_server.id, status=DeliveryStatus.SUCCESS)
+    make_delivery(webhook, server_id=acme_other_server.id, status=DeliveryStatus.FAILED)
+    make_delivery(webhook, server_id=acme_other_server.id, status=DeliveryStatus.PENDING)
+    mine = restricted.get(f"{HOOKS}/{webhook.id}/stats").json()
+    assert (mine["deliveries"], mine["succeeded"], mine["failed"], mine["pending"]) == (1, 1, 0, 0)
+    assert sum(bucket["failed"] for bucket in mine["series"]) == 0
+    everything = admin.get(f"{HOOKS}/{webhook.id}/stats").json()
+    assert everything["pending"] == 1  # the hourly counts are the engine's; open rows are read
+
+
+def test_the_latency_of_a_restricted_key_spans_its_deliveries_attempts(
+    restricted, webhook, acme_server
+):
+    delivery = make_delivery(webhook, server_id=acme_server.id, status=DeliveryStatus.SUCCESS)
+    add_attempt(delivery, 1)  # starts a minute after creation, 40 ms
+    add_attempt(delivery, 2, status_code=200)  # a minute later, 80 ms: 60.08 s in all
+    latency = restricted.get(f"{HOOKS}/{webhook.id}/stats").json()["latency_ms"]
+    assert 60_080 * 0.95 <= latency["p50"] <= 60_080 * 1.05
