@@ -24,7 +24,7 @@ from gshost.api.errors import ApiError, invalid_request
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 100
 _LIMIT_MESSAGE = "limit must be an integer from 1 to 100."
-_DIGITS = re.compile(r"[0-9]{1,12}")  # no sign, space, underscore or non-ASCII digit
+_DIGITS = re.compile(r"[0-9]+")  # no sign, space, underscore or non-ASCII digit
 # What the API hands out: URL-safe base64 without padding, of a small JSON object.
 CURSOR_PATTERN = "^[A-Za-z0-9_-]+$"
 MAX_CURSOR_LENGTH = 512
@@ -36,7 +36,10 @@ def parse_limit(raw: str | None) -> int:
         return DEFAULT_LIMIT
     if _DIGITS.fullmatch(raw) is None:
         raise invalid_request(_LIMIT_MESSAGE, {"limit": ["Not an integer."]}) from None
-    limit = int(raw)
+    digits = raw.lstrip("0") or "0"
+    # However many digits: a number that long is far above the maximum (and int() of thousands
+    # of digits would be refused by Python itself).
+    limit = int(digits) if len(digits) <= len(str(MAX_LIMIT)) else MAX_LIMIT
     if limit < 1:
         raise invalid_request(_LIMIT_MESSAGE, {"limit": ["Must be at least 1."]})
     return min(limit, MAX_LIMIT)

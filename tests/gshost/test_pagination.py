@@ -79,6 +79,8 @@ def test_a_page_holds_up_to_100_rows(reader):
 def test_a_larger_limit_is_clamped_to_100(reader):
     seed_records(reader.organization_id, 120, spacing=timedelta(seconds=1))
     assert len(results_of(reader, AUDIT, limit=500)) == 100
+    assert len(results_of(reader, AUDIT, limit="9" * 5000)) == 100
+    assert len(results_of(reader, AUDIT, limit="0" * 20 + "3")) == 3
 
 
 def test_a_limit_of_one_is_honoured(reader):
