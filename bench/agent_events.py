@@ -65,6 +65,7 @@ STATS_CALLS = int(os.environ.get("BENCH_STATS_CALLS", "600"))
 STATS_ROUND = 50
 GUNICORN = ROOT / ".venv" / "bin" / "gunicorn"
 EVENT_TIMEOUT = 30.0
+ACCESS_FORMAT = "%(m)s %(U)s %(s)s %(D)s"  # method, path, status, microseconds taken
 READY_LINE = re.compile(rb"^ready on port \d+$", re.MULTILINE)
 
 
@@ -165,14 +166,15 @@ class Chain:
             **ENV,
             "WEBHOOK_CA_BUNDLE": self.receiver.ca_pem_path,
             "GUNICORN_BIND": f"127.0.0.1:{self.web_port}",
-            "GUNICORN_ACCESS_LOG": "/dev/null",
+            "GUNICORN_ACCESS_LOG": str(self.work / "access.log"),
             "GUNICORN_LOG_LEVEL": "warning",
             "PROMETHEUS_MULTIPROC_DIR": str(self.work / "metrics"),
             "API_RATE_DEFAULT": "100000000/min",
             "API_RATE_REALTIME": "100000000/min",  # every call measured, none answered 429
         }
         process = subprocess.Popen(
-            [str(GUNICORN), "-c", str(ROOT / "gunicorn.conf.py"), "gshost.wsgi"],
+            [str(GUNICORN), "-c", str(ROOT / "gunicorn.conf.py"), "gshost.wsgi",
+             "--access-logformat", ACCESS_FORMAT],
             cwd=ROOT, env=env, start_new_session=True,
         )  # fmt: skip
         for _ in range(300):
@@ -204,6 +206,15 @@ class Chain:
                 [str(PYTHON), "-m", "gshost_agent", "--stop-servers-on-exit"],
                 cwd=ROOT, env=env, stderr=log,
             )  # fmt: skip
+
+    def took(self, method: str, path: str) -> list[float]:
+        """How long the web service took over each request to `path` (its access log)."""
+        taken = []
+        for entry in (self.work / "access.log").read_text().splitlines():
+            fields = entry.split()
+            if len(fields) == 4 and fields[0] == method and fields[1].endswith(path):
+                taken.append(int(fields[3]) / 1e6)
+        return taken
 
     def report_retries(self) -> list[str]:
         """The agent's log lines about a report it had to send again (0.5 s later at least)."""
@@ -341,16 +352,18 @@ def run(chain: Chain, ca_pem: str) -> None:
     started: list[float] = []
     exits: list[float] = []
     applied: list[float] = []
+    recorded: list[float] = []  # the keeper's exit record written (its mtime)
     simulated_crashes: list[float] = []
     for _ in range(CRASHES):
         power_start()
         arrived = chain.arrival(game.id, "server.started")
         started.append(arrived - ready.stamps[game.id][-1])
         pid = game_pid()
-        killed = time.monotonic()
+        killed, killed_wall = time.monotonic(), time.time()
         os.kill(pid, signal.SIGKILL)
         exits.append(chain.arrival(game.id, "server.crashed") - killed)
         applied.append(chain.row_seen - killed)
+        recorded.append((run_dir / "exit.json").stat().st_mtime - killed_wall)
 
         Server.objects.filter(id=simulated.id).update(state="running")
         crashed = time.monotonic()
@@ -363,7 +376,9 @@ def run(chain: Chain, ca_pem: str) -> None:
 
     print(f"\nAgent node events, {CRASHES} rounds (a real demo game, SIGKILLed each round)")
     print(line("(a) game exit -> server.crashed attempt", exits))
-    print(line("    of which: exit -> report applied (row seen)", applied))
+    print(line("    exit -> the keeper's exit record written", recorded))
+    print(line("    exit -> report applied (delivery row seen)", applied))
+    print(line("    the web service applying a report", chain.took("POST", "/reports")))
     print(line("(b) simulated crash -> server.crashed attempt", simulated_crashes))
     print(line("(c) ready line -> server.started attempt", started))
     a, b = percentiles(exits), percentiles(simulated_crashes)
