@@ -66,8 +66,8 @@ class Web:
             except OSError:
                 if time.monotonic() > deadline or self.process.poll() is not None:
                     self.stop()
-                    log = self.log.read_text()
-                    raise AssertionError(f"gunicorn did not start:\n{log}") from None
+                    said = self.log.read_text()
+                    raise AssertionError(f"gunicorn did not start:\n{said}") from None
                 time.sleep(0.1)
 
     def stop(self) -> None:
@@ -180,6 +180,21 @@ def session_of(pid: int) -> list[int]:
         if session == pid:
             members.append(found.pid)
     return members
+
+
+def processes_in(directory: Path) -> list[int]:
+    """Live processes whose working directory is inside `directory`."""
+    from tests.processes import processes
+
+    found = []
+    for candidate in processes():
+        try:
+            cwd = Path(os.readlink(f"/proc/{candidate.pid}/cwd"))
+        except OSError:
+            continue
+        if candidate.alive and cwd.is_relative_to(directory):
+            found.append(candidate.pid)
+    return found
 
 
 def probe_as(credentials: dict[str, Any], paths: list[str]) -> dict[str, str]:

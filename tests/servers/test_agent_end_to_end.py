@@ -10,6 +10,7 @@ root, as in production, so its games run as the unprivileged game user.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -37,11 +38,12 @@ from tests.servers.agent_rig import (
     events_at,
     game_credentials,
     probe_as,
+    processes_in,
     register_agent_node,
     session_of,
     wait_until,
 )
-from tests.webhooks.delivery_fixtures import HOST, Hooks
+from tests.webhooks.delivery_fixtures import HOST, Hooks, expected_signature
 from tests.webhooks.receiver import HttpsReceiver
 from tests.webhooks.worker_cluster import (
     needs_postgres_and_redis,
@@ -174,11 +176,22 @@ def crashed(receiver: HttpsReceiver, server: Server) -> dict[str, Any]:
 
 
 def test_a_power_start_through_the_api_runs_a_real_game_and_server_started_arrives(
-    acme: Organization, node: Node, agent: Agent, api: Api, receiver: HttpsReceiver
+    acme: Organization,
+    node: Node,
+    agent: Agent,
+    api: Api,
+    receiver: HttpsReceiver,
+    hooks: Hooks,
 ) -> None:
     server = new_server(acme, node)
     event = started(api, receiver, server)
 
+    [request] = [r for r in receiver.requests if json.loads(r.body) == event]
+    [secret] = hooks.secrets.values()
+    timestamp = request.header("X-Webhook-Timestamp") or ""
+    assert request.header("X-Webhook-Signature") == expected_signature(
+        secret, timestamp, request.body
+    )
     assert event["event"] == "server.started"
     assert event["data"] == {"previous_state": "starting"}
     pid = agent.game_pid(server.id)
@@ -220,6 +233,10 @@ def test_no_game_process_runs_as_root(
             assert 0 not in ids["uid"] and 0 not in ids["gid"] and 0 not in ids["groups"]
     first, second = (game_credentials(agent.game_pid(s.id)) for s in servers)
     assert first["gid"] != second["gid"]  # a group of its own server each
+    # Nothing working in a server's directory is root either.
+    in_servers = processes_in(agent.data_dir / "servers")
+    assert {agent.game_pid(s.id) for s in servers} <= set(in_servers)
+    assert all(0 not in game_credentials(pid)["uid"] for pid in in_servers)
 
 
 def test_a_game_cannot_read_the_agents_token_or_another_servers_files(
