@@ -357,12 +357,16 @@ def run(chain: Chain, ca_pem: str) -> None:
     recorded: list[float] = []  # the keeper's exit record written (its mtime)
     simulated_crashes: list[float] = []
     for _ in range(CRASHES):
+        lines_before = len(ready.stamps[game.id])
         power_start()
         answered = time.monotonic()
         arrived = chain.arrival(game.id, "server.started")
-        if ready.stamps[game.id][-1] < answered:
+        if len(ready.stamps[game.id]) != lines_before + 1:
+            raise SystemExit("the ready line of this start was not seen in the console log")
+        ready_at = ready.stamps[game.id][-1]
+        if ready_at < answered:
             early += 1  # its report waited for the start's transaction (the server's row lock)
-        started.append(arrived - ready.stamps[game.id][-1])
+        started.append(arrived - ready_at)
         pid = game_pid()
         killed, killed_wall = time.monotonic(), time.time()
         os.kill(pid, signal.SIGKILL)
