@@ -60,7 +60,7 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
     needs_postgres_and_redis,
-    pytest.mark.skipif(os.geteuid() != 0, reason="the agent runs its games as root would"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="the agent runs as root, as in production"),
 ]
 
 EVENT_TIMEOUT = 30.0
