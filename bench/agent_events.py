@@ -156,7 +156,13 @@ class Chain:
         resolve_bench_names_to_loopback()
         self.worker = start_worker(self.receiver.ca_pem_path)
         self.web_port = free_port()
-        self.web = self._start_web()
+        try:
+            self.web = self._start_web()
+        except BaseException:
+            os.killpg(self.worker.pid, signal.SIGKILL)
+            self.worker.wait()
+            self.receiver.stop()
+            raise
         self.agent: subprocess.Popen[bytes] | None = None
         self.used: set[str] = set()  # delivery ids already matched
         self.row_seen = 0.0
@@ -184,6 +190,8 @@ class Chain:
                 return process
             except OSError:
                 time.sleep(0.1)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
         raise SystemExit("gunicorn did not start")
 
     @property
@@ -304,15 +312,17 @@ def world(chain: Chain, ca_pem: str, agent_port: int) -> dict[str, Any]:
 def main() -> None:
     if os.geteuid() != 0:
         raise SystemExit("run as root: the agent runs its games as the game user")
+    prepare_database()
     work = Path(tempfile.mkdtemp(prefix="gshost-bench-events-", dir="/tmp"))
     os.chmod(work, 0o711)
-    prepare_database()
-    ca_pem = certificates(work)
-    chain = Chain(work)
+    chain: Chain | None = None
     try:
+        ca_pem = certificates(work)
+        chain = Chain(work)
         run(chain, ca_pem)
     finally:
-        chain.stop()
+        if chain is not None:
+            chain.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
