@@ -55,6 +55,8 @@ bench: install
 	./scripts/ensure-wrk.sh
 	$(BIN)/python bench/auth.py
 	$(BIN)/python bench/deliveries.py
+	$(BIN)/python bench/agent_events.py
+	$(BIN)/python bench/agent_servers.py
 
 bench-deliveries: install
 	./scripts/ensure-services.sh
