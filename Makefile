@@ -6,7 +6,7 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/gshost
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint typecheck browser test-postgres test-sqlite bench bench-deliveries clean
+.PHONY: install run test lint typecheck browser freeciv test-postgres test-sqlite bench bench-deliveries clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,16 +34,20 @@ typecheck: install
 browser:
 	./scripts/ensure-browser.sh
 
-test-postgres: install browser
+freeciv:
+	./scripts/ensure-freeciv.sh
+
+test-postgres: install browser freeciv
 	./scripts/ensure-services.sh
 	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(BIN)/python -m pytest
 
-test-sqlite: install browser
+test-sqlite: install browser freeciv
 	DATABASE_URL= REDIS_URL= $(BIN)/python -m pytest
 
 # Lint, types, then the whole suite twice: PostgreSQL + Redis, and the embedded SQLite default.
 # The suite includes the browser tests (Debian's Chromium, installed by scripts/ensure-browser.sh
-# when missing) and a schemathesis run against the served OpenAPI schema.
+# when missing), the freeciv game's tests (Debian's freeciv-server, installed by
+# scripts/ensure-freeciv.sh when missing) and a schemathesis run against the served OpenAPI schema.
 test: lint typecheck test-postgres test-sqlite
 
 bench: install
@@ -51,6 +55,8 @@ bench: install
 	./scripts/ensure-wrk.sh
 	$(BIN)/python bench/auth.py
 	$(BIN)/python bench/deliveries.py
+	$(BIN)/python bench/agent_events.py
+	$(BIN)/python bench/agent_servers.py
 
 bench-deliveries: install
 	./scripts/ensure-services.sh

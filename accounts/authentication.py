@@ -23,6 +23,7 @@ from gshost.api.client_ip import client_ip
 from gshost.api.errors import WWW_AUTHENTICATE, ApiError, ErrorCode, rate_limited
 
 RATE_TIER_REALTIME = "realtime"
+_UNKNOWN_KEY_HASH = "0" * 64  # no secret hashes to it; compared against for unknown key ids
 
 
 def _pepper() -> bytes:
@@ -63,6 +64,8 @@ def verify_key(request: HttpRequest, token: str, now: datetime) -> KeyRecord:
         raise _invalid_token(request)
     record = key_records.get_key_record(parsed.key_id, now)
     if record is None:
+        # The same work as a wrong secret, so the answer's timing does not tell the id is unknown.
+        keys.secret_matches(parsed.secret, _UNKNOWN_KEY_HASH, _pepper())
         raise _invalid_token(request)
     request.audit_key = record  # type: ignore[attr-defined]
     if not keys.secret_matches(parsed.secret, record.secret_hash, _pepper()):

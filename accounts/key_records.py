@@ -107,6 +107,10 @@ def record_from_key(key: ApiKey) -> KeyRecord:
 
 
 _cache: dict[str, KeyRecord] = {}
+# Key ids found in no row, and when: an unknown id is answered from memory like a known one,
+# so the time of an answer does not tell whether a key id exists.
+_missing: dict[str, datetime] = {}
+MAX_MISSING = 10_000
 _lock = threading.Lock()
 
 
@@ -117,11 +121,19 @@ def _ttl(seconds: float) -> timedelta:
 
 def get_key_record(key_id: str, now: datetime) -> KeyRecord | None:
     """The key's snapshot, from this process's cache while fresh, else from the database."""
+    ttl = _ttl(settings.API_KEY_CACHE_SECONDS)
     cached = _cache.get(key_id)
-    if cached is not None and now - cached.fetched_at < _ttl(settings.API_KEY_CACHE_SECONDS):
+    if cached is not None and now - cached.fetched_at < ttl:
         return cached
+    missing_since = _missing.get(key_id)
+    if missing_since is not None and now - missing_since < ttl:
+        return None
     key = ApiKey.objects.select_related("created_by").filter(key_id=key_id).first()
     if key is None:
+        with _lock:
+            if len(_missing) >= MAX_MISSING:  # a flood of random ids: start afresh
+                _missing.clear()
+            _missing[key_id] = now
         return None
     record = record_from_key(key)
     with _lock:
@@ -133,8 +145,10 @@ def forget(*key_ids: str) -> None:
     with _lock:
         for key_id in key_ids:
             _cache.pop(key_id, None)
+            _missing.pop(key_id, None)
 
 
 def forget_all() -> None:
     with _lock:
         _cache.clear()
+        _missing.clear()

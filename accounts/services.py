@@ -175,6 +175,7 @@ def _mint(*, key_id: str | None = None, **fields: object) -> NewKey:
     secret = keys.parse_key(full_key)
     assert secret is not None
     key = ApiKey.objects.create(key_id=key_id, secret_hash=hash_key_secret(secret.secret), **fields)
+    _forget_in_this_process(key_id)  # an id probed before it existed is remembered as unknown
     return NewKey(key=key, full_key=full_key)
 
 

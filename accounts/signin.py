@@ -1,11 +1,21 @@
-"""Sign-in throttling (django-axes): an account is locked after LOGIN_FAILURE_LIMIT failed
-sign-ins, a client address after LOGIN_FAILURE_ADDRESS_LIMIT, both for LOGIN_LOCKOUT_MINUTES.
+"""Sign-in throttling (django-axes), three limits within LOGIN_LOCKOUT_MINUTES:
+
+- LOGIN_FAILURE_LIMIT failures of one account from one client address lock that pair;
+- LOGIN_FAILURE_ADDRESS_LIMIT failures from one address (any accounts) lock the address;
+- LOGIN_FAILURE_ACCOUNT_LIMIT failures of one account (any addresses) lock the account for every
+  address, and its owner is told by email.
+
+Keying the account's own lock on the address too is what keeps a stranger from locking an owner
+out: guessing from one address locks only that address. Attempts refused during a lock are not
+recorded (AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT off), so they do not extend it.
 
 django-axes keeps the failure rows (visible and clearable by staff in admin) and refuses a
-locked sign-in before the password is checked; this module gives it our two limits, our
+locked sign-in before the password is checked; this module gives it our limits, our
 client-address rule (trusted proxies only) and our 429 page.
 """
 
+import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,12 +24,16 @@ from axes.handlers.database import AxesDatabaseHandler
 from axes.helpers import get_client_username
 from axes.models import AccessAttempt
 from django.conf import settings
-from django.db.models import Max, QuerySet, Sum
+from django.core.mail import send_mail
+from django.db.models import Max, Q, QuerySet, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from accounts.models import Membership, Role
 from gshost.api.client_ip import client_ip
+
+logger = logging.getLogger(__name__)
 
 Credentials = dict[str, Any] | None
 
@@ -44,38 +58,108 @@ def _recent(request: HttpRequest) -> QuerySet[AccessAttempt]:
     return AccessAttempt.objects.filter(attempt_time__gte=get_cool_off_threshold(request))
 
 
-def _sum(attempts: QuerySet[AccessAttempt]) -> int:
-    return attempts.aggregate(total=Sum("failures_since_start"))["total"] or 0
+@dataclass(frozen=True)
+class FailureGroups:
+    """The failure rows each limit counts, for one sign-in attempt."""
+
+    pair: Q
+    address: Q
+    account: Q
+
+    @classmethod
+    def of(cls, request: HttpRequest, credentials: Credentials) -> "FailureGroups":
+        account = Q(username=get_client_username(request, credentials))
+        address = getattr(request, "axes_ip_address", None)
+        # Sign-ins whose address is unknown count together, as one address.
+        by_address = Q(ip_address=address) if address else Q(ip_address__isnull=True)
+        return cls(pair=account & by_address, address=by_address, account=account)
+
+    def by_limit(self) -> dict[str, tuple[Q, int]]:
+        return {
+            "pair": (self.pair, settings.LOGIN_FAILURE_LIMIT),
+            "address": (self.address, settings.LOGIN_FAILURE_ADDRESS_LIMIT),
+            "account": (self.account, settings.LOGIN_FAILURE_ACCOUNT_LIMIT),
+        }
+
+    def locked(self, request: HttpRequest) -> dict[str, bool]:
+        """Which limits are reached, by name ("pair", "address", "account")."""
+        limits = self.by_limit()
+        counts = _recent(request).aggregate(
+            **{
+                name: Sum("failures_since_start", filter=rows, default=0)
+                for name, (rows, _) in limits.items()
+            }
+        )
+        return {name: counts[name] >= limit for name, (_, limit) in limits.items()}
 
 
 class AccountAndAddressHandler(AxesDatabaseHandler):
-    """Two limits where django-axes has one: an address over its own (higher) limit counts
-    as a locked account, so every lock decision of django-axes sees both."""
+    """Three limits where django-axes has one: whichever is reached counts as reaching
+    django-axes' own limit, so every lock decision of django-axes sees all three."""
 
     def get_failures(self, request: HttpRequest, credentials: Credentials = None) -> int:
-        recent = _recent(request)
-        by_account = _sum(recent.filter(username=get_client_username(request, credentials)))
-        address = getattr(request, "axes_ip_address", None)
-        by_address = _sum(recent.filter(ip_address=address)) if address else 0
-        if by_address >= settings.LOGIN_FAILURE_ADDRESS_LIMIT:
-            return max(by_account, settings.LOGIN_FAILURE_LIMIT)
-        return by_account
+        if any(FailureGroups.of(request, credentials).locked(request).values()):
+            return int(settings.AXES_FAILURE_LIMIT)
+        return 0
+
+    def user_login_failed(
+        self, sender: Any, credentials: dict[str, Any], request: Any = None, **kwargs: Any
+    ) -> None:
+        """Record the failure; email the owner when it locks the account for every address."""
+        counted = request is not None and not getattr(request, "axes_locked_out", False)
+        scopes = FailureGroups.of(request, credentials) if counted else None
+        was_locked = scopes is not None and scopes.locked(request)["account"]
+        super().user_login_failed(sender, credentials, request, **kwargs)
+        if scopes is not None and not was_locked and scopes.locked(request)["account"]:
+            account_locked(get_client_username(request, credentials), timezone.now() + cool_off())
 
     def user_logged_in(self, sender: Any, request: HttpRequest, user: Any, **kwargs: Any) -> None:
-        """A success clears the account's failures (not the address's other accounts')."""
+        """A success clears the failures of this account from this address (not the address's
+        other accounts', nor the account's failures from elsewhere)."""
         super().user_logged_in(sender, request, user, **kwargs)
-        AccessAttempt.objects.filter(username=user.get_username().strip().lower()).delete()
+        username = user.get_username().strip().lower()
+        address = getattr(request, "axes_ip_address", None)
+        AccessAttempt.objects.filter(username=username, ip_address=address).delete()
+
+
+def account_locked(account: str, until: datetime) -> None:
+    """Tell the person behind `account`, if they own an organization, that it is locked.
+
+    Never raises: the email is a courtesy, the lock holds without it.
+    """
+    owners = Membership.objects.filter(user__email__iexact=account, role=Role.OWNER)
+    emails = sorted(set(owners.values_list("user__email", flat=True)))
+    if not emails:
+        return
+    minutes = settings.LOGIN_LOCKOUT_MINUTES
+    limit = settings.LOGIN_FAILURE_ACCOUNT_LIMIT
+    body = "\n".join(
+        [
+            f"Your gshost account {emails[0]} has had {limit} or more failed sign-ins",
+            f"in the last {minutes} minutes, from several addresses.",
+            f"To protect it, nobody can sign in to it until {until:%Y-%m-%d %H:%M} UTC,",
+            "the right password included.",
+            "",
+            "If this was not you, someone is guessing your password: consider changing it once",
+            "you can sign in again. Staff can clear the lock in admin (Axes -> Access attempts).",
+        ]
+    )
+    try:
+        send_mail("[gshost] Your account is locked for a while", body, None, emails)
+    except Exception:
+        logger.exception("Could not email the sign-in lock notice")
 
 
 def locked_until(request: HttpRequest, credentials: Credentials) -> datetime:
-    """When the lock ends: the latest counted failure plus the lockout period."""
-    recent = _recent(request)
-    mine = recent.filter(username=get_client_username(request, credentials))
-    address = getattr(request, "axes_ip_address", None)
-    if address:
-        mine = mine | recent.filter(ip_address=address)
-    latest = mine.aggregate(latest=Max("attempt_time"))["latest"] or timezone.now()
-    return latest + cool_off()
+    """When the lock ends: the latest failure counted by a reached limit, plus the lockout
+    period (refused attempts are not recorded, so they do not move it)."""
+    scopes = FailureGroups.of(request, credentials)
+    reached = [scopes.by_limit()[name][0] for name, hit in scopes.locked(request).items() if hit]
+    rows = Q(pk__in=[])
+    for scope in reached or [scopes.pair | scopes.account]:
+        rows |= scope
+    latest = _recent(request).filter(rows).aggregate(latest=Max("attempt_time"))["latest"]
+    return (latest or timezone.now()) + cool_off()
 
 
 def lockout_response(

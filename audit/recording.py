@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from accounts.key_records import KeyRecord
 from audit.buffer import audit_buffer
+from audit.failed_auth import should_record_failure
 from audit.models import ActorType, Source
 from gshost.api.client_ip import client_ip
 
@@ -27,6 +28,9 @@ def record_api_call(request: HttpRequest, response: HttpResponse) -> None:
     key: KeyRecord | None = getattr(request, "audit_key", None)
     if key is None:
         return
+    authenticated = getattr(request, "api_key_record", None) is not None
+    if not authenticated and not should_record_failure(key):
+        return  # past the limit for this key and minute: counted in one summary row
     match = request.resolver_match
     server_id = str(match.kwargs.get("server_id", "")) if match is not None else ""
     audit_buffer.add(

@@ -3,7 +3,8 @@
 Starts a real `gshost-agent --stop-servers-on-exit` (as `make run` does) with a local stand-in
 control plane that acknowledges its reports, starts BENCH_SERVERS demo servers through the
 agent's HTTPS API, waits for every `ready` report, joins one TCP player to each, and prints
-the time it took and the resident memory of the agent, its keepers and the games. Then it
+the time it took and the resident memory of the agent, its keepers and the games, and their
+CPU at rest (BENCH_REST_SECONDS, default 30) against the games' own. Then it
 ends the agent with SIGINT and checks that every game stopped within 10 s, with a
 `stopped_by_node` report each, and that no process is left.
 """
@@ -29,6 +30,7 @@ import trustme
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVERS = int(os.environ.get("BENCH_SERVERS", "50"))
+REST_SECONDS = int(os.environ.get("BENCH_REST_SECONDS", "30"))
 TOKEN = "gsn_" + "b" * 43
 REPORTS: list[dict] = []
 
@@ -124,6 +126,7 @@ def main() -> None:
     print(f"agent: {rss_mb(family[:1])[0]:.0f} MB resident")
     print(f"keepers: {len(keepers)}, median {statistics.median(rss_mb(keepers)):.1f} MB each")
     print(f"games: {len(games)}, median {statistics.median(rss_mb(games)):.1f} MB each")
+    at_rest(family[0], keepers, games)
     ending = time.monotonic()
     agent.send_signal(signal.SIGINT)
     agent.wait(timeout=30)
@@ -135,6 +138,39 @@ def main() -> None:
         player.close()
     plane.shutdown()
     shutil.rmtree(work, ignore_errors=True)
+
+
+def at_rest(
+    agent: psutil.Process, keepers: list[psutil.Process], games: list[psutil.Process]
+) -> None:
+    """Memory and CPU of the agent and its keepers against the games' own, over REST_SECONDS
+    with every server running and a player on each (the agent samples every server every
+    10 s and sends a heartbeat every 10 s meanwhile)."""
+    roles = {"agent": [agent], "keepers": keepers, "games": games}
+
+    def cpu() -> dict[str, float]:
+        return {role: sum(sum(p.cpu_times()[:2]) for p in group) for role, group in roles.items()}
+
+    before = cpu()
+    time.sleep(REST_SECONDS)
+    used = {role: seconds - before[role] for role, seconds in cpu().items()}
+    memory = {role: sum(rss_mb(group)) for role, group in roles.items()}
+    # PSS shares each page among the processes that map it (the interpreter's, mostly).
+    pss = {
+        role: sum(p.memory_full_info().pss for p in group) / 2**20 for role, group in roles.items()
+    }
+    print(f"at rest for {REST_SECONDS} s (CPU as % of one core; memory RSS, and PSS):")
+    for role in roles:
+        share = 100 * used[role] / REST_SECONDS
+        print(
+            f"  {role:<8} CPU {share:5.2f} %   RSS {memory[role]:6.0f} MB   PSS {pss[role]:6.0f} MB"
+        )
+    ours_cpu, ours_memory = used["agent"] + used["keepers"], memory["agent"] + memory["keepers"]
+    print(
+        f"  agent + keepers against the games: CPU x{ours_cpu / max(used['games'], 1e-9):.2f}, "
+        f"memory x{ours_memory / memory['games']:.2f} (RSS), "
+        f"x{(pss['agent'] + pss['keepers']) / pss['games']:.2f} (PSS)"
+    )
 
 
 def _listening(port: int) -> bool:

@@ -23,6 +23,23 @@ def webhook_secret_keys_set(app_configs: Any, **kwargs: Any) -> list[CheckMessag
 
 
 @register(Tags.security, deploy=True)
+def webhook_allowed_networks_unset(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """WEBHOOK_ALLOWED_NETWORKS exempts addresses from the send-time check that keeps webhooks
+    off private networks: meant for development and tests, a hole in production."""
+    if settings.DEBUG or not settings.WEBHOOK_ALLOWED_NETWORKS:
+        return []
+    networks = ", ".join(settings.WEBHOOK_ALLOWED_NETWORKS)
+    return [
+        Warning(
+            f"WEBHOOK_ALLOWED_NETWORKS is set ({networks}) with DEBUG off: webhooks may be sent "
+            "to these addresses, private ones included, past the resolved-address check.",
+            hint="Leave WEBHOOK_ALLOWED_NETWORKS empty in production.",
+            id="gshost.W002",
+        )
+    ]
+
+
+@register(Tags.security, deploy=True)
 def csrf_middleware_installed(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """Django's security.W003 looks for CsrfViewMiddleware by name and is silenced because the
     panel uses a subclass; this check keeps the guarantee: some CsrfViewMiddleware is in

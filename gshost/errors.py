@@ -55,6 +55,12 @@ class RefusedValue(DomainError):
     """The request is well formed, but a rule refuses a value in it (the subclass names which)."""
 
 
+class LimitReached(DomainError):
+    """The caller already has as many of these as allowed; `limit` (in `extra`) says how many."""
+
+    code = "limit_reached"
+
+
 class InvalidInput(DomainError):
     """A value given by the caller is not acceptable; `fields` (in `extra`) says which."""
 

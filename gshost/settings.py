@@ -39,7 +39,7 @@ if not SECRET_KEY or (SECRET_KEY == DEVELOPMENT_SECRET_KEY and not DEBUG):
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # load balancers probe over plain HTTP
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]  # load balancers probe over plain HTTP
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=SECURE_SSL_REDIRECT)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=SECURE_SSL_REDIRECT)
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
@@ -223,6 +223,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": "/api/public/v1",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The eight event names are one enum, whether a field holds one (`event`) or a list.
+    "ENUM_NAME_OVERRIDES": {"EventEnum": "webhooks.api.EVENT_CHOICES"},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "gshost.api.schema.postprocess_schema",
@@ -265,6 +267,7 @@ WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
 WEBHOOK_LEASE_MARGIN_SECONDS = env.float("WEBHOOK_LEASE_MARGIN_SECONDS", default=30.0)
 WEBHOOK_SENDER_THREADS = env.int("WEBHOOK_SENDER_THREADS", default=64)  # per worker process
 WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK = env.int("WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK", default=4)
+WEBHOOKS_PER_ORGANIZATION = env.int("WEBHOOKS_PER_ORGANIZATION", default=20)
 SIMULATED_RUNTIME_DELAY_SECONDS = env.float("SIMULATED_RUNTIME_DELAY_SECONDS", default=2.0)
 # Dotted path of the servers.runtime.Runtime that acts on hosts; empty = the simulated one.
 SERVER_RUNTIME = (
@@ -285,21 +288,30 @@ LOGGING = {
 }
 
 # Sign-in throttling (panel and admin share one login), with django-axes.
-LOGIN_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)  # per account
+# Limits per account and address together, per address, and per account from every address.
+LOGIN_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)  # per account + address
 LOGIN_FAILURE_ADDRESS_LIMIT = env.int("LOGIN_FAILURE_ADDRESS_LIMIT", default=50)  # per address
+LOGIN_FAILURE_ACCOUNT_LIMIT = env.int("LOGIN_FAILURE_ACCOUNT_LIMIT", default=100)  # per account
 LOGIN_LOCKOUT_MINUTES = env.int("LOGIN_LOCKOUT_MINUTES", default=15)
-for _name in ("LOGIN_FAILURE_LIMIT", "LOGIN_FAILURE_ADDRESS_LIMIT", "LOGIN_LOCKOUT_MINUTES"):
+_LOGIN_SETTINGS = (
+    "LOGIN_FAILURE_LIMIT",
+    "LOGIN_FAILURE_ADDRESS_LIMIT",
+    "LOGIN_FAILURE_ACCOUNT_LIMIT",
+)
+for _name in (*_LOGIN_SETTINGS, "LOGIN_LOCKOUT_MINUTES"):
     if globals()[_name] < 1:
         raise ImproperlyConfigured(f"{_name} must be at least 1")
 AXES_HANDLER = "accounts.signin.AccountAndAddressHandler"
-AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT  # the handler answers it when any of the three is reached
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address", "username"]
+# A refused attempt during a lock is not recorded: it neither counts nor extends the lock.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
 AXES_CLIENT_IP_CALLABLE = "accounts.signin.client_address"
 AXES_USERNAME_FORM_FIELD = "username"  # the sign-in forms post the email as `username`
 AXES_USERNAME_CALLABLE = "accounts.signin.account_name"
 AXES_LOCKOUT_CALLABLE = "accounts.signin.lockout_response"
-AXES_RESET_ON_SUCCESS = False  # the handler clears the account's own failures on success
+AXES_RESET_ON_SUCCESS = False  # the handler clears the account's failures from that address
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_VERBOSE = False
 

@@ -22,6 +22,7 @@ class PlayerRoster:
         self.answered = asyncio.Event()
         self.answered_at = -1e9  # time.monotonic() of the game's last answer
         self._rows: list[str] | None = None  # a list answer in rows, being read
+        self._skipping = 0  # lines of its heading still to pass over
         self._pattern = re.compile(spec.pattern) if spec else None
         self._join = re.compile(spec.join_pattern) if spec and spec.join_pattern else None
         self._leave = re.compile(spec.leave_pattern) if spec and spec.leave_pattern else None
@@ -31,6 +32,7 @@ class PlayerRoster:
     def clear(self) -> None:
         self.players.clear()
         self._rows = None
+        self._skipping = 0
 
     def on_line(self, text: str) -> None:
         if self.spec is None:
@@ -44,12 +46,16 @@ class PlayerRoster:
         elif self._pattern and (found := self._pattern.search(text)):
             if self._row is not None:
                 self._rows = []
+                self._skipping = self.spec.skip_lines
             else:
                 names = found.groupdict().get("names") or ""
                 self._replace([n.strip() for n in names.split(self.spec.separator)])
 
     def _take_row(self, text: str) -> bool:
         assert self._rows is not None
+        if self._skipping > 0:
+            self._skipping -= 1
+            return True
         if self._row and (found := self._row.search(text)):
             self._rows.append(found["name"])
             return True

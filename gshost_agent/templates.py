@@ -34,8 +34,13 @@ class PlayersSpec:
     command: str
     pattern: str
     separator: str = ","
+    # A list answer in rows: after the `pattern` line, `skip_lines` lines of its heading (a
+    # table's rule), then each line matching `row_pattern` (its `name`) is a player, other
+    # lines are ignored, until a line matching `end_pattern` (without one: the first line
+    # that is not a row).
     row_pattern: str = ""
     end_pattern: str = ""
+    skip_lines: int = 0
     join_pattern: str = ""
     leave_pattern: str = ""
     max_setting: str = ""

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# `make run`: the demo's HTTPS webhook receiver, the django-q2 worker and the web server, all
-# development-only. Ctrl-C (or SIGTERM) stops the three within 10 s and leaves nothing behind:
-# each runs in a process group of its own, gets SIGTERM, and whatever is still there after
-# STOP_GRACE_SECONDS gets SIGKILL. If one of them exits, the others are stopped too.
+# `make run`: the demo's HTTPS webhook receiver, the django-q2 worker, the web server and (with
+# DEMO=1) a local node agent running the demo organization's servers as real game processes,
+# all development-only. Ctrl-C (or SIGTERM) stops everything within 10 s and leaves nothing
+# behind: the agent first (it stops its games and reports it), then the others; each runs in a
+# process group of its own, gets SIGTERM, and whatever is still there after STOP_GRACE_SECONDS
+# gets SIGKILL. If one of them exits, the others are stopped too.
 #
-#   PORT           web port (8000)
-#   RECEIVER_PORT  the receiver's port (8443)
-#   DEMO=1         also run `manage.py demo` with a webhook to the receiver
+#   PORT            web port (8000)
+#   RECEIVER_PORT   the receiver's port (8443)
+#   AGENT_PORT      the local agent's HTTPS port (8444)
+#   AGENT_DATA_DIR  the local agent's data (run/demo/agent/data, or under /tmp when the game
+#                   user could not reach that)
+#   DEMO=1          also run `manage.py demo` with a webhook to the receiver and the node `local`
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,10 +21,28 @@ RECEIVER_HOST=receiver.gshost-demo.example
 RECEIVER_PORT=${RECEIVER_PORT:-8443}
 RUN_DIR=${RUN_DIR:-run/demo}
 STOP_GRACE_SECONDS=${STOP_GRACE_SECONDS:-6}
+AGENT_PORT=${AGENT_PORT:-8444}
+AGENT_STOP_SECONDS=3
 groups=()
+agent_group=""
+
+stop_agent() {
+  [[ -n "$agent_group" ]] || return 0
+  kill -TERM -- "-$agent_group" 2>/dev/null
+  local deadline=$((SECONDS + AGENT_STOP_SECONDS))
+  while ((SECONDS < deadline)) && kill -0 -- "-$agent_group" 2>/dev/null; do sleep 0.1; done
+  kill -KILL -- "-$agent_group" 2>/dev/null
+  # Keepers and games run in sessions of their own: whatever the agent could not stop.
+  pkill -KILL -f "gshost_agent.keeper $AGENT_DATA_DIR/" 2>/dev/null
+  local proc
+  for proc in /proc/[0-9]*; do
+    [[ $(readlink "$proc/cwd" 2>/dev/null) == "$AGENT_DATA_DIR/servers/"* ]] && kill -KILL "${proc#/proc/}" 2>/dev/null
+  done
+}
 
 stop_all() {
   trap '' INT TERM
+  stop_agent
   for group in "${groups[@]}"; do kill -TERM -- "-$group" 2>/dev/null; done
   local deadline=$((SECONDS + STOP_GRACE_SECONDS))
   while ((SECONDS < deadline)); do
@@ -30,7 +53,7 @@ stop_all() {
   done
   for group in "${groups[@]}"; do kill -KILL -- "-$group" 2>/dev/null; done
   wait 2>/dev/null
-  echo "stopped web, worker and receiver"
+  echo "stopped web, worker, receiver and agent"
 }
 
 # setsid: a process group (and session) of its own, so its pid is the group to signal.
@@ -56,9 +79,30 @@ export WEBHOOK_ALLOWED_NETWORKS=127.0.0.1/32
 export DEV_WEBHOOK_LOOPBACK_HOSTS=$RECEIVER_HOST
 export DEBUG=${DEBUG:-true}
 
+# The local agent's files. Its games run as an unprivileged user when this runs as root: their
+# data directory must be reachable by that user, which a checkout under a private home is not.
+AGENT_DIR="$RUN_DIR/agent"
+if [[ -z "${AGENT_DATA_DIR:-}" ]]; then
+  AGENT_DATA_DIR="$AGENT_DIR/data"
+  if [[ $(id -u) == 0 ]] && ! "$PY" - "$AGENT_DIR" <<'PYTHON'; then
+import os, stat, sys
+path = os.path.abspath(sys.argv[1])
+while path != "/":
+    path = os.path.dirname(path)
+    if not os.stat(path).st_mode & stat.S_IXOTH:
+        sys.exit(1)
+PYTHON
+    AGENT_DATA_DIR="/tmp/gshost-make-run-$(printf %s "$RUN_DIR" | sha1sum | cut -c1-12)"
+  fi
+fi
+mkdir -p "$AGENT_DATA_DIR"
+
 if [[ "${DEMO:-0}" == 1 ]]; then
+  "$PY" scripts/dev-agent-cert.py "$AGENT_DIR"
   DEMO_WEBHOOK_URL="https://$RECEIVER_HOST:$RECEIVER_PORT/hook" \
-    DEMO_WEBHOOK_SECRET_FILE="$RUN_DIR/webhook-secret" "$PY" manage.py demo || {
+    DEMO_WEBHOOK_SECRET_FILE="$RUN_DIR/webhook-secret" \
+    DEMO_NODE_URL="https://127.0.0.1:$AGENT_PORT" DEMO_NODE_CA_FILE="$AGENT_DIR/cert.pem" \
+    DEMO_NODE_TOKEN_FILE="$AGENT_DIR/token" "$PY" manage.py demo || {
     stop_all
     exit 1
   }
@@ -68,6 +112,18 @@ start "$PY" manage.py qcluster
 # One process with threads: the embedded default keeps rate-limit counters in local memory.
 start .venv/bin/gunicorn gshost.wsgi --bind "127.0.0.1:$PORT" --workers 1 --threads 8 \
   --access-logfile - --graceful-timeout 5
+
+if [[ "${DEMO:-0}" == 1 ]]; then
+  # The node agent: it reports to the web server over loopback (plain HTTP is accepted only
+  # there) and, on Ctrl-C, stops its games. Then the demo's servers are started on it.
+  setsid env AGENT_TOKEN="$(cat "$AGENT_DIR/token")" AGENT_CONTROL_URL="http://127.0.0.1:$PORT" \
+    AGENT_DATA_DIR="$AGENT_DATA_DIR" AGENT_BIND="127.0.0.1:$AGENT_PORT" \
+    AGENT_TLS_CERT="$AGENT_DIR/cert.pem" AGENT_TLS_KEY="$AGENT_DIR/key.pem" \
+    "$PY" -m gshost_agent --stop-servers-on-exit &
+  agent_group=$!
+  groups+=("$agent_group")
+  "$PY" manage.py startservers demo --wait 30 || echo "the demo's servers were not all started"
+fi
 
 wait -n
 stop_all

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from accounts import key_records, usage
 from accounts.models import Membership, Organization
 from accounts.services import api_key_create, member_add, organization_create
+from audit import failed_auth
 from audit.actors import Actor
 from audit.services import PanelContext
 from gshost.api import rate_limits
@@ -35,6 +36,7 @@ def _forget_process_state() -> None:
     key_records.forget_all()
     usage.forget_usage()
     rate_limits.reset()
+    failed_auth.reset()
     cache.clear()
     reset_delivery_engine()
 

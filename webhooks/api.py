@@ -16,6 +16,7 @@ from rest_framework.response import Response
 
 from accounts.authentication import calling_key
 from accounts.models import Organization
+from accounts.permissions import insufficient_scope, required_scope
 from accounts.scopes import Scope
 from audit.actors import Actor
 from gshost.api.errors import ApiError, ErrorCode, invalid_request, rate_limited
@@ -147,10 +148,29 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+# The schema names the eight events; another name is `422 unknown_event` (naming it).
+@extend_schema_field({"type": "string", "enum": [event.value for event in Event]})
+class EventNameField(StrictCharField):
+    pass
+
+
+# What the schema can say of the URL rules (the rest, such as private addresses, are 422).
+URL_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_URL_LENGTH,
+    "pattern": "^[Hh][Tt][Tt][Pp][Ss]://",
+    "description": "An https URL of a publicly reachable host (see the URL rules).",
+}
+
+
+@extend_schema_field(URL_SCHEMA)
+class WebhookUrlField(StrictCharField):
+    pass
+
+
 def _events_field(**kwargs: Any) -> serializers.ListField:
-    name = StrictCharField(
-        trim_whitespace=False, allow_blank=True, max_length=MAX_EVENT_NAME_LENGTH
-    )
+    name = EventNameField(trim_whitespace=False, allow_blank=True, max_length=MAX_EVENT_NAME_LENGTH)
     return serializers.ListField(
         child=name, allow_empty=False, min_length=1, max_length=MAX_EVENT_ENTRIES, **kwargs
     )
@@ -158,7 +178,7 @@ def _events_field(**kwargs: Any) -> serializers.ListField:
 
 class WebhookCreateInput(serializers.Serializer[Any]):
     # A blank or unsafe URL is a string: the URL rules judge it (422 invalid_webhook_url).
-    url = StrictCharField(trim_whitespace=False, allow_blank=True, max_length=MAX_URL_LENGTH)
+    url = WebhookUrlField(trim_whitespace=False, allow_blank=True, max_length=MAX_URL_LENGTH)
     events = _events_field()
     description = StrictCharField(
         trim_whitespace=False,
@@ -170,7 +190,7 @@ class WebhookCreateInput(serializers.Serializer[Any]):
 
 
 class WebhookUpdateInput(serializers.Serializer[Any]):
-    url = StrictCharField(
+    url = WebhookUrlField(
         trim_whitespace=False, required=False, allow_blank=True, max_length=MAX_URL_LENGTH
     )
     events = _events_field(required=False)
@@ -278,12 +298,31 @@ def _caller(request: Request) -> Actor:
     return Actor.api(calling_key(request))
 
 
+UNRESTRICTED_KEY_RULE = "unrestricted_key_required"
+
+
 class _WebhookRoutes(viewsets.GenericViewSet[Any]):
     def _webhook(self, request: Request, webhook_id: str) -> Webhook:
         return webhook_get_for_org(calling_key(request).organization_id, webhook_id)
 
     def _delivery(self, request: Request, webhook_id: str, delivery_id: str) -> Delivery:
-        return delivery_get_for_webhook(self._webhook(request, webhook_id), delivery_id)
+        return delivery_get_for_webhook(
+            self._webhook(request, webhook_id),
+            delivery_id,
+            server_restrictions=calling_key(request).server_restrictions,
+        )
+
+    def _require_unrestricted_key(self, request: Request) -> None:
+        """A webhook receives every server's events: changing one is for a key that may see
+        every server (checked after the scope, before the webhook is looked up)."""
+        if calling_key(request).server_restrictions:
+            scope = required_scope(self, request)
+            raise insufficient_scope(
+                str(scope),
+                "Webhooks receive every server's events: this needs a key without server "
+                "restrictions.",
+                rule=UNRESTRICTED_KEY_RULE,
+            )
 
 
 class WebhookViewSet(_WebhookRoutes):
@@ -308,9 +347,10 @@ class WebhookViewSet(_WebhookRoutes):
         operation_id="webhooks_create",
         request=WebhookCreateInput,
         responses={201: WebhookCreatedOutput},
-        extensions={ERROR_CODES: {422: ["invalid_webhook_url", "unknown_event"]}},
+        extensions={ERROR_CODES: {422: ["invalid_webhook_url", "unknown_event", "limit_reached"]}},
     )
     def create(self, request: Request) -> Response:
+        self._require_unrestricted_key(request)
         data = parse_input(request, WebhookCreateInput)
         organization = Organization.objects.get(pk=calling_key(request).organization_id)
         webhook, secret = webhook_create(organization=organization, actor=_caller(request), **data)
@@ -329,6 +369,7 @@ class WebhookViewSet(_WebhookRoutes):
         },
     )
     def partial_update(self, request: Request, webhook_id: str) -> Response:
+        self._require_unrestricted_key(request)
         webhook = self._webhook(request, webhook_id)
         data = parse_input(request, WebhookUpdateInput)
         return Response(
@@ -337,11 +378,13 @@ class WebhookViewSet(_WebhookRoutes):
 
     @extend_schema(operation_id="webhooks_delete", responses={204: None})
     def destroy(self, request: Request, webhook_id: str) -> Response:
+        self._require_unrestricted_key(request)
         webhook_delete(webhook=self._webhook(request, webhook_id), actor=_caller(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(operation_id="webhooks_test", request=None, responses=PingResultOutput)
     def test(self, request: Request, webhook_id: str) -> Response:
+        self._require_unrestricted_key(request)
         try:
             result = webhook_send_test(
                 webhook=self._webhook(request, webhook_id), actor=_caller(request)
@@ -354,6 +397,7 @@ class WebhookViewSet(_WebhookRoutes):
         operation_id="webhooks_secret_rotate", request=SecretRollInput, responses=SecretRolledOutput
     )
     def roll_secret(self, request: Request, webhook_id: str) -> Response:
+        self._require_unrestricted_key(request)
         webhook = self._webhook(request, webhook_id)
         data = parse_input(request, SecretRollInput)
         webhook, secret = webhook_roll_secret(webhook=webhook, actor=_caller(request), **data)
@@ -377,11 +421,15 @@ class DeliveryViewSet(_WebhookRoutes):
     @extend_schema(
         operation_id="webhooks_deliveries_list",
         parameters=[*PAGE_PARAMETERS, *DELIVERY_FILTER_PARAMETERS],
+        extensions={ERROR_CODES: {404: ["server_not_found"]}},
     )
     def list(self, request: Request, webhook_id: str) -> Response:
         webhook = self._webhook(request, webhook_id)
         filters = delivery_filters(request.query_params)
-        deliveries = delivery_list_for_webhook(webhook, **filters).prefetch_related("attempts")
+        restrictions = calling_key(request).server_restrictions
+        deliveries = delivery_list_for_webhook(
+            webhook, **filters, server_restrictions=restrictions
+        ).prefetch_related("attempts")
         page = self.paginate_queryset(deliveries) or []
         return self.get_paginated_response([delivery_json(delivery) for delivery in page])
 
@@ -418,5 +466,6 @@ class DeliveryViewSet(_WebhookRoutes):
             until=data.get("until"),
             dry_run=data["dry_run"],
             idempotency_key=idempotency_key(request),
+            server_restrictions=calling_key(request).server_restrictions,
         )
         return Response({"count": count}, status=status.HTTP_202_ACCEPTED)

@@ -13,7 +13,14 @@ from gshost.api.errors import invalid_request
 from gshost.api.fields import TimestampField
 from webhooks.api import _WebhookRoutes
 from webhooks.selectors import webhook_get_for_org
-from webhooks.stats import DEFAULT_WINDOW, Bucket, InvalidWindow, WebhookStats, webhook_stats
+from webhooks.stats import (
+    DEFAULT_WINDOW,
+    Bucket,
+    InvalidWindow,
+    WebhookStats,
+    webhook_stats,
+    webhook_stats_for_servers,
+)
 
 
 class BucketOutput(serializers.Serializer[Bucket]):
@@ -53,10 +60,14 @@ class WebhookStatsViewSet(_WebhookRoutes):
 
     @extend_schema(operation_id="webhooks_stats", parameters=[WINDOW_PARAMETER])
     def retrieve(self, request: Request, webhook_id: str) -> Response:
-        webhook = webhook_get_for_org(calling_key(request).organization_id, webhook_id)
+        key = calling_key(request)
+        webhook = webhook_get_for_org(key.organization_id, webhook_id)
         window = request.query_params.get("window", DEFAULT_WINDOW)
         try:
-            stats = webhook_stats(webhook.id, window)
+            if key.server_restrictions:  # counted over the key's servers only
+                stats = webhook_stats_for_servers(webhook.id, window, key.server_restrictions)
+            else:
+                stats = webhook_stats(webhook.id, window)
         except InvalidWindow:
             message = "From 1h to 7d, written like 6h or 3d."
             raise invalid_request("The window is not valid.", {"window": [message]}) from None

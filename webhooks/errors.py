@@ -13,3 +13,11 @@ class DeliveryNotFound(NotFound):
     """Not one of the webhook's deliveries of the last 7 days."""
 
     default_message = "No such delivery."
+
+
+class ServerOutsideRestrictions(NotFound):
+    """A restricted caller filtered by a server it may not see: told exactly what a server
+    that does not exist would be told."""
+
+    code = "server_not_found"
+    default_message = "No such server."

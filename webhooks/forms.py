@@ -14,6 +14,7 @@ from webhooks.services import (
     MAX_URL_LENGTH,
     InvalidWebhookRequest,
     UnknownEvents,
+    WebhookLimitReached,
     WebhookRequestRefused,
     WebhookUrlRefused,
 )
@@ -54,6 +55,9 @@ class WebhookForm(forms.Form):
         if isinstance(refused, UnknownEvents):
             self.add_error("events", str(refused))
             return "unknown_event"
+        if isinstance(refused, WebhookLimitReached):
+            self.add_error(None, str(refused))
+            return "limit_reached"
         if isinstance(refused, InvalidWebhookRequest):
             for name, messages in refused.fields.items():
                 self.add_error(name if name in self.fields else None, messages)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from datetime import datetime, timedelta
+from typing import Final
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -87,21 +88,53 @@ def panel_link(path: str) -> str:
     return settings.PUBLIC_BASE_URL.rstrip("/") + path
 
 
+# Characters that reorder or hide the text around them (Trojan Source), removed from quotes.
+BIDI_CONTROLS: Final = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+QUOTED_BODY_CHARACTERS: Final = 300
+CUSTOMER_MARK: Final = "| "
+
+
+def customer_text(text: str) -> str:
+    """Text a customer (or their endpoint) wrote, made safe to quote on one line of a plain-text
+    email: bidirectional controls removed, line breaks and other control characters spaced."""
+    kept = (character for character in text if character not in BIDI_CONTROLS)
+    return "".join(" " if not c.isprintable() else c for c in kept)
+
+
+def _last_response_body(delivery: Delivery) -> str:
+    attempt = delivery.attempts.order_by("-number").first()
+    return attempt.response_body if attempt is not None else ""
+
+
 def notice_message(delivery: Delivery) -> tuple[str, str]:
-    """The subject and body: what failed, where, why, and where to look."""
+    """The subject and body: what failed, where, why, and where to look.
+
+    What the customer wrote (the description and URL) and what their endpoint answered are
+    quoted on lines marked with "| " under a heading saying so, never as the email's own words.
+    """
     webhook = delivery.webhook
     hours = settings.WEBHOOK_FAILURE_NOTICE_HOURS
     history = panel_link(reverse("webhooks_panel:deliveries", args=[webhook.id]))
     detail = panel_link(reverse("webhooks_panel:delivery", args=[webhook.id, delivery.id]))
-    subject = f"[gshost] Webhook delivery failed: {delivery.event} to {webhook.url}"[:200]
+    subject = f"[gshost] Webhook delivery failed: {delivery.event} to {webhook.id}"
+    quoted = [f"URL: {customer_text(webhook.url)}"]
+    if webhook.description:
+        quoted.append(f"Description: {customer_text(webhook.description)}")
+    response = customer_text(_last_response_body(delivery))[:QUOTED_BODY_CHARACTERS]
+    if response:
+        quoted.append(f"Last response body (from your endpoint): {response}")
     lines = [
         f"A delivery to your webhook {webhook.id} failed after its last attempt.",
         "",
-        f"Webhook: {webhook.id}" + (f" ({webhook.description})" if webhook.description else ""),
-        f"URL: {webhook.url}",
+        f"Webhook: {webhook.id}",
         f"Event: {delivery.event}",
         f"Delivery: {delivery.id}",
         f"Last error: {delivery.last_error or 'unknown'}",
+        "",
+        "Quoted as your organization wrote it (not written by gshost):",
+        *(CUSTOMER_MARK + line for line in quoted),
         "",
         f"This delivery: {detail}",
         f"Failed deliveries of this webhook: {history}?status=failed",

@@ -13,8 +13,9 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 
 from django.conf import settings
 from django.core.cache import cache
@@ -96,9 +97,34 @@ def reset() -> None:
         _local_in_flight.clear()
 
 
+class PingSlot:
+    """A slot being held; `hold_until(event)` keeps it past the `with` block until `event` is
+    set (the ping's abandoned name lookup has ended), at most for the slot's lease."""
+
+    def __init__(self) -> None:
+        self.busy: threading.Event | None = None
+
+    def hold_until(self, event: threading.Event | None) -> None:
+        self.busy = event
+
+
+def _give_back_when_done(slot: PingSlot, give_back: Callable[[], None]) -> None:
+    busy = slot.busy
+    if busy is None or busy.is_set():
+        give_back()
+        return
+
+    def wait_then_give_back() -> None:
+        busy.wait(_lease_seconds())
+        give_back()
+
+    threading.Thread(target=wait_then_give_back, name="ping-slot", daemon=True).start()
+
+
 @contextmanager
-def ping_slot(organization_id: str) -> Iterator[None]:
-    """Hold one of the organization's slots for the duration of a ping, or PingLimitReached."""
+def ping_slot(organization_id: str) -> Iterator[PingSlot]:
+    """Hold one of the organization's slots until the ping has really ended, or
+    PingLimitReached."""
     try:
         held: str | None = _take_shared(organization_id)
     except PingLimitReached:
@@ -107,10 +133,11 @@ def ping_slot(organization_id: str) -> Iterator[None]:
         logger.warning("Cache unreachable: test pings are capped per process for now")
         held = None
         _take_local(organization_id)
+    slot = PingSlot()
     try:
-        yield
+        yield slot
     finally:
         if held is not None:
-            _give_back_shared(held)
+            _give_back_when_done(slot, partial(_give_back_shared, held))
         else:
-            _give_back_local(organization_id)
+            _give_back_when_done(slot, partial(_give_back_local, organization_id))

@@ -4,12 +4,13 @@ Another organization's webhook or delivery is simply not found: the same
 WebhookNotFound (DeliveryNotFound) as an id that never existed.
 """
 
+from collections.abc import Collection
 from datetime import datetime
 
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from webhooks.errors import DeliveryNotFound, WebhookNotFound
+from webhooks.errors import DeliveryNotFound, ServerOutsideRestrictions, WebhookNotFound
 from webhooks.events import Event
 from webhooks.models import DELIVERY_HISTORY, Delivery, DeliveryStatus, Webhook
 
@@ -35,9 +36,18 @@ def delivery_list_for_webhook(
     status: DeliveryStatus | None = None,
     event: Event | None = None,
     server_id: str | None = None,
+    server_restrictions: Collection[str] = (),
 ) -> QuerySet[Delivery]:
-    """The webhook's deliveries of the last 7 days (older ones are purged, or about to be)."""
+    """The webhook's deliveries of the last 7 days (older ones are purged, or about to be).
+
+    A caller restricted to servers (`server_restrictions`, empty = all) sees only the
+    deliveries of its servers; filtering by any other server is ServerOutsideRestrictions.
+    """
+    if server_restrictions and server_id is not None and server_id not in server_restrictions:
+        raise ServerOutsideRestrictions()
     deliveries = Delivery.objects.filter(webhook=webhook, created_at__gte=history_starts_at())
+    if server_restrictions:
+        deliveries = deliveries.filter(server_id__in=sorted(server_restrictions))
     if status is not None:
         deliveries = deliveries.filter(status=status)
     if event is not None:
@@ -47,10 +57,12 @@ def delivery_list_for_webhook(
     return deliveries
 
 
-def delivery_get_for_webhook(webhook: Webhook, delivery_id: str) -> Delivery:
-    """One delivery of the webhook's 7-day history, with its attempts."""
+def delivery_get_for_webhook(
+    webhook: Webhook, delivery_id: str, *, server_restrictions: Collection[str] = ()
+) -> Delivery:
+    """One delivery of the webhook's 7-day history (of the caller's servers), with its attempts."""
     delivery = (
-        delivery_list_for_webhook(webhook)
+        delivery_list_for_webhook(webhook, server_restrictions=server_restrictions)
         .filter(pk=delivery_id)
         .prefetch_related("attempts")
         .first()

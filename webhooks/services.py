@@ -7,17 +7,18 @@ change that caused them. Attempts are never made here: rows are written or
 marked, and `dispatch.request_attempts` queues "look at these rows" once the data commits.
 """
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import Organization
 from audit.actors import Actor
 from audit.services import PanelAction
-from gshost.errors import DomainError, InvalidInput, RefusedValue
+from gshost.errors import DomainError, InvalidInput, LimitReached, RefusedValue
 from webhooks import dispatch
 from webhooks.delivery.engine import send_test_ping
 from webhooks.delivery.transport import AttemptResult
@@ -68,6 +69,14 @@ class UnknownEvents(WebhookRequestRefused, RefusedValue):
         self.names = names
 
 
+class WebhookLimitReached(WebhookRequestRefused, LimitReached):
+    """limit_reached: the organization has WEBHOOKS_PER_ORGANIZATION webhooks already."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"An organization can have at most {limit} webhooks.", limit=limit)
+        self.limit = limit
+
+
 def _clean_url(url: str) -> str:
     if len(url) > MAX_URL_LENGTH:
         raise InvalidWebhookRequest({"url": [f"At most {MAX_URL_LENGTH} characters."]})
@@ -114,6 +123,7 @@ def webhook_create(
     secret = new_signing_secret()
     now = timezone.now()
     with transaction.atomic():
+        _check_webhook_limit(organization)
         webhook = Webhook.objects.create(
             organization=organization,
             url=url,
@@ -125,6 +135,15 @@ def webhook_create(
         )
         _audit(webhook, actor, PanelAction.WEBHOOK_CREATE)
     return webhook, secret
+
+
+def _check_webhook_limit(organization: Organization) -> None:
+    """Refuse a webhook past the limit. The organization's row is locked first, so concurrent
+    creations are counted one after the other (SQLite writes one at a time anyway)."""
+    limit = settings.WEBHOOKS_PER_ORGANIZATION
+    Organization.objects.select_for_update().filter(pk=organization.pk).first()
+    if Webhook.objects.filter(organization=organization).count() >= limit:
+        raise WebhookLimitReached(limit)
 
 
 def _changes(
@@ -213,8 +232,9 @@ def webhook_send_test(*, webhook: Webhook, actor: Actor) -> AttemptResult:
 
     At most PING_CONCURRENCY pings of an organization are under way at once (PingLimitReached).
     """
-    with ping_slot(webhook.organization_id):
+    with ping_slot(webhook.organization_id) as slot:
         result = send_test_ping(webhook)
+        slot.hold_until(result.lookup_under_way)  # a lookup left running is still this ping
     if actor.panel is not None:  # no transaction to open for an actor who writes no row
         with transaction.atomic():
             _audit(webhook, actor, PanelAction.WEBHOOK_TEST)
@@ -299,8 +319,11 @@ def _matching_ids(
     event: Event | None,
     since: datetime | None,
     until: datetime | None,
+    server_restrictions: Collection[str],
 ) -> list[str]:
-    deliveries = delivery_list_for_webhook(webhook, status=status, event=event)
+    deliveries = delivery_list_for_webhook(
+        webhook, status=status, event=event, server_restrictions=server_restrictions
+    )
     if since is not None:
         deliveries = deliveries.filter(created_at__gte=since)
     if until is not None:
@@ -339,22 +362,24 @@ def deliveries_request_bulk_redelivery(
     until: datetime | None = None,
     dry_run: bool = False,
     idempotency_key: str | None = None,
+    server_restrictions: Collection[str] = (),
     actor: Actor,
 ) -> int:
     """Ask for one extra attempt of every delivery in the history that matches; how many.
 
     `since` is inclusive and `until` exclusive (on `created_at`). `dry_run` only counts and
     records nothing. A repeated `idempotency_key` answers the count of the first request and
-    queues nothing new.
+    queues nothing new. A caller restricted to servers (`server_restrictions`) reaches only
+    their deliveries.
     """
     if dry_run:
-        return len(_matching_ids(webhook, status, event, since, until))
+        return len(_matching_ids(webhook, status, event, since, until, server_restrictions))
     with transaction.atomic():
         if idempotency_key is not None:
             earlier = _claim_idempotency_key(webhook, idempotency_key)
             if earlier is not None:
                 return earlier.count
-        ids = _matching_ids(webhook, status, event, since, until)
+        ids = _matching_ids(webhook, status, event, since, until, server_restrictions)
         _mark_for_redelivery(webhook, ids, timezone.now())
         if idempotency_key is not None:
             BulkRedelivery.objects.filter(webhook=webhook, idempotency_key=idempotency_key).update(

@@ -12,15 +12,17 @@ inside logarithmic buckets (within 5 %).
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
-from django.db.models import Sum
+from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
-from webhooks.models import Delivery, DeliveryOutcomeCount, DeliveryStatus
-from webhooks.rollup import interpolated_percentile
+from webhooks.models import Delivery, DeliveryAttempt, DeliveryOutcomeCount, DeliveryStatus
+from webhooks.rollup import interpolated_percentile, latency_bucket
 
 MIN_WINDOW: Final = timedelta(hours=1)
 MAX_WINDOW: Final = timedelta(days=7)
@@ -122,6 +124,66 @@ def webhook_stats(
     pending = Delivery.objects.filter(
         webhook_id=webhook_id, status__in=_OPEN, created_at__gte=start
     ).count()
+    return _stats(window_text, series, pending, histogram)
+
+
+def webhook_stats_for_servers(
+    webhook_id: str,
+    window_text: str,
+    server_ids: Collection[str],
+    *,
+    now: datetime | None = None,
+) -> WebhookStats:
+    """The same health counted over the deliveries of ``server_ids`` only (for a caller
+    restricted to servers). The hourly counts do not know servers, so this reads the delivery
+    rows of the window, and their attempts for the latency (first attempt's start to the end
+    of the last one, bucketed like the engine's counts)."""
+    window = parse_window(window_text)
+    now = now or timezone.now()
+    size = bucket_size(window)
+    moments = _empty_series(now - window, now, size)
+    rows = Delivery.objects.filter(
+        webhook_id=webhook_id, server_id__in=sorted(server_ids), created_at__gte=moments[0]
+    )
+    settled: Counter[tuple[datetime, str]] = Counter()
+    pending = 0
+    for created_at, status in rows.values_list("created_at", "status"):
+        if status in _OPEN:
+            pending += 1
+        else:
+            settled[(_floor(created_at, size), status)] += 1
+    series = [
+        Bucket(
+            at=moment,
+            succeeded=settled[(moment, DeliveryStatus.SUCCESS)],
+            failed=settled[(moment, DeliveryStatus.FAILED)],
+        )
+        for moment in moments
+    ]
+    return _stats(window_text, series, pending, _latency_histogram(rows))
+
+
+def _latency_histogram(rows: QuerySet[Delivery]) -> list[tuple[int, int]]:
+    spans: dict[str, tuple[datetime, datetime]] = {}
+    attempts = DeliveryAttempt.objects.filter(
+        delivery__in=rows,
+        delivery__status=DeliveryStatus.SUCCESS,
+    )
+    for delivery_id, started_at, duration_ms in attempts.values_list(
+        "delivery_id", "started_at", "duration_ms"
+    ):
+        ended_at = started_at + timedelta(milliseconds=duration_ms)
+        first, last = spans.get(delivery_id, (started_at, ended_at))
+        spans[delivery_id] = (min(first, started_at), max(last, ended_at))
+    buckets = Counter(
+        latency_bucket(int((last - first).total_seconds() * 1000)) for first, last in spans.values()
+    )
+    return sorted(buckets.items())
+
+
+def _stats(
+    window_text: str, series: list[Bucket], pending: int, histogram: list[tuple[int, int]]
+) -> WebhookStats:
     succeeded = sum(bucket.succeeded for bucket in series)
     failed = sum(bucket.failed for bucket in series)
     return WebhookStats(

@@ -2,7 +2,8 @@
 
 Every panel view declares what it needs, exactly as the API's viewsets declare a scope:
 `needs_scope(Scope.X)` for a scope, `needs_scope(ReadAndChange(...))` for a page shown with one
-scope whose form posts back to it to change with another, or `open_to(Open.…)` for the few
+scope whose form posts back to it to change with another, `needs_scope(AllOf(...))` for a page
+that needs several scopes, or `open_to(Open.…)` for the few
 pages that are not bounded by a scope (the sign-in page, the organization switch, and key
 actions whose rule is the key service's own: see docs/security.md). A view under /panel/ or
 /accounts/ that declares nothing is refused (403) by `PanelPermissionMiddleware`, and a test
@@ -55,8 +56,19 @@ class ReadAndChange:
         return (self.read,) if method in SAFE_METHODS else (self.read, self.change)
 
 
-PanelPermission = Scope | Open | ReadAndChange
-ScopeNeeded = Scope | ReadAndChange
+@dataclass(frozen=True)
+class AllOf:
+    """A page that needs every one of ``scopes``, whatever the method (a schedule's command is
+    a console command: writing one needs ``console:write`` too)."""
+
+    scopes: tuple[Scope, ...]
+
+    def scopes_for(self, method: str | None) -> tuple[Scope, ...]:
+        return self.scopes
+
+
+PanelPermission = Scope | Open | ReadAndChange | AllOf
+ScopeNeeded = Scope | ReadAndChange | AllOf
 
 
 def declare(permission: PanelPermission) -> Callable[[V], V]:
@@ -74,7 +86,7 @@ def permission_of(view: Callable[..., Any]) -> PanelPermission | None:
     declared = getattr(view, PERMISSION_ATTRIBUTE, None)
     if declared is None and hasattr(view, "view_class"):
         declared = getattr(view.view_class, PERMISSION_ATTRIBUTE, None)
-    return declared if isinstance(declared, (Scope, Open, ReadAndChange)) else None
+    return declared if isinstance(declared, (Scope, Open, ReadAndChange, AllOf)) else None
 
 
 def open_to(permission: Open) -> Callable[[V], V]:
@@ -111,9 +123,7 @@ def needs_scope(scope: ScopeNeeded) -> Callable[[MemberView[P]], MemberView[P]]:
         def wrapper(
             request: HttpRequest, membership: Membership, *args: P.args, **kwargs: P.kwargs
         ) -> HttpResponse:
-            needed = (
-                scope.scopes_for(request.method) if isinstance(scope, ReadAndChange) else [scope]
-            )
+            needed = [scope] if isinstance(scope, Scope) else scope.scopes_for(request.method)
             missing = [s for s in needed if s not in membership.held_scopes]
             if missing:
                 return scope_refused(request, missing[0])

@@ -13,6 +13,7 @@ from gshost.errors import (
     DomainError,
     InvalidInput,
     InvalidState,
+    LimitReached,
     NotEnabled,
     NotFound,
     NotSupported,
@@ -42,6 +43,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_EVENT = "unknown_event"
     CONFLICTING_FIELDS = "conflicting_fields"
     SCOPE_EXCEEDS_PERMISSIONS = "scope_exceeds_permissions"
+    LIMIT_REACHED = "limit_reached"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     RATE_LIMITED = "rate_limited"
     NOT_SUPPORTED = "not_supported"
@@ -116,6 +118,7 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     InvalidInput: status.HTTP_400_BAD_REQUEST,
     RefusedValue: status.HTTP_422_UNPROCESSABLE_ENTITY,
     Unavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
+    LimitReached: status.HTTP_422_UNPROCESSABLE_ENTITY,
 }
 
 

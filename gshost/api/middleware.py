@@ -6,6 +6,7 @@ import re
 import uuid
 from collections.abc import Callable
 from email.utils import format_datetime
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -21,6 +22,7 @@ API_PREFIX = "/api/public/v1"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 
 Handler = Callable[[HttpRequest], HttpResponse]
+NAMES_NOTHING = ""  # no row has an empty id
 
 
 class RequestIdMiddleware:
@@ -55,6 +57,28 @@ class PublicApiMiddleware:
         _drop_options_from_allow(response)
         record_api_call(request, response)
         return response
+
+    def process_view(
+        self,
+        request: HttpRequest,
+        view_func: Callable[..., Any],
+        view_args: tuple[Any, ...],
+        view_kwargs: dict[str, Any],
+    ) -> None:
+        """A path id holding a character no id has (NUL, a surrogate, any unprintable one)
+        names nothing, and PostgreSQL could not even compare it: the view is given an id that
+        names nothing instead, so the route answers its own 404 in its own order (after
+        authentication and scope), as for any unknown id. The audit keeps the path as sent."""
+        if not is_public_api(request):
+            return
+        hostile = [k for k, v in view_kwargs.items() if isinstance(v, str) and not v.isprintable()]
+        if not hostile:
+            return
+        match = request.resolver_match
+        if match is not None and match.kwargs is view_kwargs:
+            match.kwargs = dict(view_kwargs)  # the audit records the ids as they were sent
+        for name in hostile:
+            view_kwargs[name] = NAMES_NOTHING
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not is_public_api(request):

@@ -7,6 +7,7 @@ new rows arrive, ties on the timestamp are broken by id, and every row can be re
 import base64
 import binascii
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,15 +24,22 @@ from gshost.api.errors import ApiError, invalid_request
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 100
 _LIMIT_MESSAGE = "limit must be an integer from 1 to 100."
+_DIGITS = re.compile(r"[0-9]+")  # no sign, space, underscore or non-ASCII digit
+# What the API hands out: URL-safe base64 without padding, of a small JSON object.
+CURSOR_PATTERN = "^[A-Za-z0-9_-]+$"
+MAX_CURSOR_LENGTH = 512
 
 
 def parse_limit(raw: str | None) -> int:
-    if raw is None or raw == "":
+    """`?limit=`: absent is the default; digits only; above MAX_LIMIT is MAX_LIMIT."""
+    if raw is None:
         return DEFAULT_LIMIT
-    try:
-        limit = int(raw)
-    except ValueError:
+    if _DIGITS.fullmatch(raw) is None:
         raise invalid_request(_LIMIT_MESSAGE, {"limit": ["Not an integer."]}) from None
+    digits = raw.lstrip("0") or "0"
+    # However many digits: a number that long is far above the maximum (and int() of thousands
+    # of digits would be refused by Python itself).
+    limit = int(digits) if len(digits) <= len(str(MAX_LIMIT)) else MAX_LIMIT
     if limit < 1:
         raise invalid_request(_LIMIT_MESSAGE, {"limit": ["Must be at least 1."]})
     return min(limit, MAX_LIMIT)
@@ -47,14 +55,19 @@ def _bad_cursor() -> ApiError:
 
 
 def _decode(cursor: str) -> tuple[datetime, str, bool]:
+    if len(cursor) > MAX_CURSOR_LENGTH or re.fullmatch(CURSOR_PATTERN, cursor) is None:
+        raise _bad_cursor()
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         data = json.loads(base64.urlsafe_b64decode(padded.encode()))
         moment = parse_datetime(data["t"])
         if moment is None or moment.tzinfo is None:
             raise ValueError(cursor)
+        pk = str(data["i"])
+        if not pk.isprintable():  # NUL or a lone surrogate: no id has one, PostgreSQL none
+            raise ValueError(cursor)
         # In UTC now: a forged time at the edge of the calendar fails here, not in the query.
-        return moment.astimezone(UTC), str(data["i"]), bool(data["b"])
+        return moment.astimezone(UTC), pk, bool(data["b"])
     except (ValueError, KeyError, TypeError, OverflowError, binascii.Error, UnicodeDecodeError):
         raise _bad_cursor() from None
 
@@ -77,7 +90,7 @@ class NewestFirstCursorPagination(BasePagination):
         self.field = getattr(view, "ordering_field", "created_at")
         limit = parse_limit(request.query_params.get("limit"))
         raw_cursor = request.query_params.get("cursor")
-        moment, pk, backwards = _decode(raw_cursor) if raw_cursor else (None, "", False)
+        moment, pk, backwards = _decode(raw_cursor) if raw_cursor is not None else (None, "", False)
         rows = self._slice(queryset, moment, pk, backwards, limit)
         has_more = len(rows) > limit
         rows = rows[:limit]

@@ -87,6 +87,10 @@ class RedisCounter:
                     raise
         raise AssertionError("unreachable")
 
+    def get(self, key: str) -> int:
+        value = self._command("GET", key)
+        return int(value) if value is not None else 0  # type: ignore[call-overload]
+
     def add(self, key: str, amount: int, ttl: int) -> int:
         total = int(self._command("INCRBY", key, amount))  # type: ignore[call-overload]
         if total == amount:  # first count of this window: let the key expire after it
@@ -133,6 +137,22 @@ class WindowCounter:
             )
         return RateLimitState(limit, limit - count, (number + 1) * WINDOW_SECONDS)
 
+    def total(self, bucket: str, number: int) -> int:
+        """The count of window `number` of `bucket` as far as this process knows it: the shared
+        total with Redis (plus what this process has not told it yet), else its own."""
+        with self._lock:
+            window = self._windows.get(bucket)
+            local = window if window is not None and window.number == number else None
+            own = local.known_total + local.unsynced if local is not None else 0
+            unsynced = local.unsynced if local is not None else 0
+        if not settings.REDIS_URL:
+            return own
+        try:
+            shared = _redis(settings.REDIS_URL).get(f"gshost:rl:{bucket}:{number}")
+        except (redis.RedisError, OSError):
+            return own
+        return max(own, shared + unsynced)
+
     def reset(self) -> None:
         with self._lock:
             self._windows.clear()
@@ -169,4 +189,5 @@ class WindowCounter:
 counter = WindowCounter()
 hit = counter.hit
 peek = counter.peek
+total = counter.total
 reset = counter.reset

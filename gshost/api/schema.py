@@ -50,25 +50,39 @@ ERROR_SCHEMA: Final = {
                 "capability": {"type": "string"},
                 "state": {"type": "string"},
                 "retry_after": {"type": "integer", "minimum": 1},
+                "limit": {"type": "integer", "minimum": 0},
             },
         }
     },
 }
 
+CURSOR_PATTERN: Final = "^[A-Za-z0-9_-]+$"  # gshost.api.pagination's, which the API enforces
+MAX_CURSOR_LENGTH: Final = 512
 PAGE_PARAMETERS: Final = [
     {
         "in": "query",
         "name": "limit",
         "required": False,
-        "description": f"Rows per page, 1-{MAX_LIMIT} (default 50).",
-        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+        "description": (
+            f"Rows per page, default 50. At most {MAX_LIMIT} rows are returned: a larger value "
+            f"is treated as {MAX_LIMIT}."
+        ),
+        "schema": {"type": "integer", "minimum": 1},
     },
     {
         "in": "query",
         "name": "cursor",
         "required": False,
-        "description": "Taken from a page's `next` or `previous` link.",
-        "schema": {"type": "string"},
+        "description": (
+            "Taken from a page's `next` or `previous` link, unchanged: an opaque token the API "
+            "issued. Any other value is `400 invalid_request`."
+        ),
+        "schema": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_CURSOR_LENGTH,
+            "pattern": CURSOR_PATTERN,
+        },
     },
 ]
 

@@ -1,6 +1,7 @@
 """Panel pages for command schedules: list, create, edit, enable/disable, run now, delete.
 
-Looking needs schedules:read; changing or running needs schedules:execute.
+Looking needs schedules:read; changing or running needs schedules:execute. A schedule's command
+is a console command, so creating or editing one needs console:write as well.
 """
 
 from django.contrib import messages
@@ -9,6 +10,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.models import Membership
+from accounts.panel.access import AllOf
 from accounts.scopes import Scope
 from gshost.panel_errors import found_or_404
 from servers.capabilities import Capability
@@ -27,6 +29,7 @@ from servers.selectors import schedule_get_for_server, schedule_list_for_server
 
 GET_OR_POST = ["GET", "POST"]
 LIST = "servers_panel:schedules"
+WRITE_COMMAND = AllOf((Scope.SCHEDULES_EXECUTE, Scope.CONSOLE_WRITE))
 
 
 @require_GET
@@ -53,7 +56,7 @@ def _render_form(
 
 
 @require_http_methods(GET_OR_POST)
-@server_page(Scope.SCHEDULES_EXECUTE, Capability.SCHEDULES)
+@server_page(WRITE_COMMAND, Capability.SCHEDULES)
 def schedule_create_page(
     request: HttpRequest, membership: Membership, server: Server
 ) -> HttpResponse:
@@ -63,7 +66,7 @@ def schedule_create_page(
 
 
 @require_http_methods(GET_OR_POST)
-@server_page(Scope.SCHEDULES_EXECUTE, Capability.SCHEDULES)
+@server_page(WRITE_COMMAND, Capability.SCHEDULES)
 def schedule_edit_page(
     request: HttpRequest, membership: Membership, server: Server, schedule_id: str
 ) -> HttpResponse:

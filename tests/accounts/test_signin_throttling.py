@@ -1,10 +1,12 @@
-"""Sign-in throttling: an account locks after LOGIN_FAILURE_LIMIT failures, an address after
-LOGIN_FAILURE_ADDRESS_LIMIT, for LOGIN_LOCKOUT_MINUTES; the panel and admin share it."""
+"""Sign-in throttling: an account locks from one address after LOGIN_FAILURE_LIMIT failures
+from it, an address after LOGIN_FAILURE_ADDRESS_LIMIT, an account for every address after
+LOGIN_FAILURE_ACCOUNT_LIMIT, for LOGIN_LOCKOUT_MINUTES; the panel and admin share it."""
 
 from datetime import timedelta
 
 import pytest
 from axes.models import AccessAttempt
+from django.core import mail
 from django.test import Client
 from freezegun import freeze_time
 
@@ -22,6 +24,7 @@ WRONG = {"username": "alice@acme.test", "password": "wrong"}
 def limits(settings) -> None:
     settings.LOGIN_FAILURE_LIMIT = settings.AXES_FAILURE_LIMIT = 10
     settings.LOGIN_FAILURE_ADDRESS_LIMIT = 50
+    settings.LOGIN_FAILURE_ACCOUNT_LIMIT = 100
     settings.LOGIN_LOCKOUT_MINUTES = 15
 
 
@@ -132,12 +135,79 @@ def test_staff_see_and_clear_lockouts_in_admin(client, alice):
     assert signs_in(client)
 
 
-def test_an_attempt_during_the_lock_extends_it(client, alice):
+def test_an_attempt_during_the_lock_does_not_extend_it(client, alice):
     with freeze_time("2026-11-23 10:00:00") as frozen:
         fail(client, 10)
         frozen.tick(timedelta(minutes=10))
-        assert client.post(LOGIN, RIGHT).status_code == 429
+        fail(client, 5)
+        response = client.post(LOGIN, RIGHT)
+        assert response.status_code == 429
+        assert "10:15 UTC" in response.content.decode()
         frozen.tick(timedelta(minutes=6))
-        assert client.post(LOGIN, RIGHT).status_code == 429
-        frozen.tick(timedelta(minutes=16))
         assert signs_in(client)
+
+
+def at(address: str) -> Client:
+    return Client(REMOTE_ADDR=address)
+
+
+def test_failures_from_one_address_do_not_lock_the_owner_out_elsewhere(alice):
+    stranger = at("198.51.100.7")
+    fail(stranger, 30, username=" ALICE@acme.test ")
+    assert stranger.post(LOGIN, RIGHT).status_code == 429
+    assert signs_in(at("203.0.113.9"))
+
+
+def test_failures_from_one_address_do_not_lock_the_admin_out_elsewhere(alice):
+    User.objects.filter(email="alice@acme.test").update(is_staff=True, is_superuser=True)
+    fail(at("198.51.100.7"), 30, path=ADMIN_LOGIN)
+    assert signs_in(at("203.0.113.9"), path=ADMIN_LOGIN)
+
+
+def _from_many_addresses(failures: int, start: int = 0) -> None:
+    """Alice's wrong password, 10 times from each address in turn (n // 10 picks it)."""
+    for n in range(start, start + failures):
+        at(f"198.51.100.{n // 10 + 1}").post(LOGIN, WRONG)
+
+
+def test_it_locks_the_account_for_every_address_after_a_hundred_failures(alice):
+    _from_many_addresses(99)
+    assert signs_in(at("203.0.113.9"))  # clears only that address's failures (none)
+    _from_many_addresses(1, start=99)
+    anywhere = at("203.0.113.10")
+    response = anywhere.post(LOGIN, RIGHT)
+    assert response.status_code == 429
+    assert "_auth_user_id" not in anywhere.session
+
+
+def test_the_account_lock_ends_after_the_lockout_period_whatever_is_tried(alice):
+    with freeze_time("2026-11-23 10:00:00") as frozen:
+        _from_many_addresses(100)
+        frozen.tick(timedelta(minutes=14))
+        _from_many_addresses(40, start=100)  # refused, not recorded
+        assert at("203.0.113.9").post(LOGIN, RIGHT).status_code == 429
+        frozen.tick(timedelta(minutes=2))
+        assert signs_in(at("203.0.113.9"))
+
+
+def test_the_owner_is_emailed_once_when_the_account_is_locked_for_every_address(alice):
+    _from_many_addresses(99)
+    assert mail.outbox == []
+    _from_many_addresses(20, start=99)
+    assert len(mail.outbox) == 1
+    assert mail.outbox[0].to == ["alice@acme.test"]
+    assert "locked" in mail.outbox[0].subject
+
+
+def test_no_email_goes_to_a_member_who_owns_nothing_nor_for_an_unknown_account(bob):
+    for n in range(100):
+        at(f"198.51.100.{n // 10 + 1}").post(LOGIN, {"username": "bob@acme.test", "password": "x"})
+        at(f"192.0.2.{n // 10 + 1}").post(LOGIN, {"username": "ghost@acme.test", "password": "x"})
+    assert mail.outbox == []
+
+
+def test_a_success_clears_only_that_addresss_failures(alice):
+    _from_many_addresses(95)
+    assert signs_in(at("198.51.100.10"))  # its 5 failures are cleared: 90 for the account
+    _from_many_addresses(9, start=200)
+    assert signs_in(at("203.0.113.9"))

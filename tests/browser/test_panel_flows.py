@@ -13,7 +13,7 @@ from accounts.models import ApiKey, Membership
 from audit.actors import Actor
 from servers.models import Server
 from servers.runtime import runtime_sweep
-from servers.services import PowerAction, server_power
+from servers.services import PowerAction, server_power, server_send_command
 from tests.browser.conftest import sign_in
 from tests.conftest import API, client_for
 from tests.webhooks.delivery_fixtures import use_resolver
@@ -135,6 +135,17 @@ def test_it_shows_a_server_state_change_without_reloading(owner_page, acme_serve
     owner_page.evaluate("() => { window.notReloaded = true; }")
     _finish_transitions()
     expect(badge).to_have_text("running")
+    assert owner_page.evaluate("() => window.notReloaded") is True
+
+
+def test_it_shows_console_output_as_it_comes_without_reloading(owner_page, acme_server):
+    server_power(server=acme_server, action=PowerAction.START, actor=TEST_ACTOR)
+    _finish_transitions()
+    owner_page.goto(f"/panel/servers/{acme_server.id}/")
+    owner_page.evaluate("() => { window.notReloaded = true; }")
+    server_send_command(server=acme_server, command="say hello from the tests", actor=TEST_ACTOR)
+    console = owner_page.locator("[data-console-lines]")
+    expect(console).to_contain_text("[Server] hello from the tests")
     assert owner_page.evaluate("() => window.notReloaded") is True
 
 

@@ -47,6 +47,18 @@ def test_it_answers_readyz_when_the_database_answers(client, db, settings):
     }
 
 
+@pytest.mark.parametrize("probe", ["/healthz", "/readyz"])
+def test_the_probes_answer_plain_http_despite_the_ssl_redirect(db, settings, monkeypatch, probe):
+    from gshost.monitoring import views
+
+    settings.SECURE_SSL_REDIRECT, settings.REDIS_URL = True, ""
+    assert Client().get("/panel/").status_code == 301
+    assert Client().get(probe).status_code == 200
+    monkeypatch.setattr(views, "_database_ready", lambda: False)
+    if probe == "/readyz":
+        assert Client().get(probe).status_code == 503
+
+
 def test_it_answers_503_when_redis_is_configured_but_unreachable(client, db, settings):
     settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
     response = client.get("/readyz")
@@ -76,7 +88,7 @@ def test_it_serves_metrics_past_the_empty_file_of_a_process_killed_as_it_started
     try:
         assert "gshost_http_requests_total" in scrape(client)
     finally:
-        empty.unlink()
+        empty.unlink(missing_ok=True)  # folded away by the scrape
 
 
 def test_it_hides_metrics_from_other_networks(db, settings):
@@ -137,17 +149,55 @@ def test_it_reports_the_due_backlog_at_scrape(client, webhook):
     assert sample(text, "gshost_webhook_backlog_oldest_seconds") >= 0
 
 
-def test_it_drops_only_a_dead_processs_live_files():
-    directory = Path(metrics.metrics_dir())
-    live, counts = directory / "gauge_livesum_999999999.db", directory / "counter_999999999.db"
+def _write_counter(path: Path, value: float) -> None:
+    from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+    samples = MmapedDict(str(path))
+    key = mmap_key("gshost_folded", "gshost_folded_total", [], [], "A test counter.")
+    samples.write_value(key, value, 0.0)
+    samples.close()
+
+
+def _folded_total(directory: Path) -> float:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(directory))
+    return registry.get_sample_value("gshost_folded_total") or 0.0
+
+
+def test_it_folds_the_files_of_processes_that_are_gone_keeping_their_counts(tmp_path):
+    gone = [tmp_path / f"counter_{pid}.db" for pid in (999_999_997, 999_999_998)]
+    running = tmp_path / f"counter_{os.getpid()}.db"
+    for path, value in zip([*gone, running], [1.0, 2.0, 4.0], strict=True):
+        _write_counter(path, value)
+    (tmp_path / "histogram_999999999.db").touch()  # killed before it was sized
+    assert metrics.fold_gone_processes(str(tmp_path)) == 3
+    assert sorted(p.name for p in tmp_path.glob("*.db")) == sorted(
+        ["counter_gone.db", running.name]
+    )
+    assert _folded_total(tmp_path) == 7.0
+    _write_counter(tmp_path / "counter_999999996.db", 8.0)  # another process came and went
+    metrics.fold_gone_processes(str(tmp_path))
+    assert _folded_total(tmp_path) == 15.0
+
+
+def test_a_scrape_folds_the_files_of_processes_that_are_gone(client, db, tmp_path, monkeypatch):
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    _write_counter(tmp_path / "counter_999999999.db", 3.0)
+    assert sample(scrape(client), "gshost_folded_total") == 3.0
+    assert [p.name for p in tmp_path.glob("*.db")] == ["counter_gone.db"]
+
+
+def test_reaping_a_worker_drops_its_live_files_and_folds_its_counts(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    live, counts = tmp_path / "gauge_livesum_999999999.db", tmp_path / "counter_999999999.db"
     live.touch()
-    counts.touch()
-    try:
-        metrics.mark_process_dead(999_999_999)
-        assert (live.exists(), counts.exists()) == (False, True)
-    finally:
-        live.unlink(missing_ok=True)
-        counts.unlink(missing_ok=True)
+    _write_counter(counts, 5.0)
+    metrics.mark_process_dead(999_999_999)
+    assert (live.exists(), counts.exists()) == (False, False)
+    assert _folded_total(tmp_path) == 5.0
 
 
 def test_gunicorns_master_reaps_a_worker_without_loading_the_settings():

@@ -79,6 +79,8 @@ def test_a_page_holds_up_to_100_rows(reader):
 def test_a_larger_limit_is_clamped_to_100(reader):
     seed_records(reader.organization_id, 120, spacing=timedelta(seconds=1))
     assert len(results_of(reader, AUDIT, limit=500)) == 100
+    assert len(results_of(reader, AUDIT, limit="9" * 5000)) == 100
+    assert len(results_of(reader, AUDIT, limit="0" * 20 + "3")) == 3
 
 
 def test_a_limit_of_one_is_honoured(reader):
@@ -86,7 +88,9 @@ def test_a_limit_of_one_is_honoured(reader):
     assert len(results_of(reader, AUDIT, limit=1)) == 1
 
 
-@pytest.mark.parametrize("limit", ["0", "-1", "abc", "1.5", "10e1", "²"])
+@pytest.mark.parametrize(
+    "limit", ["0", "-1", "abc", "1.5", "10e1", "²", "", " 5", "+5", "1_0", "٣"]
+)
 def test_a_limit_that_is_not_a_positive_integer_is_invalid_request(reader, limit):
     response = client_for(reader).get(AUDIT, {"limit": limit})
     assert response.status_code == 400

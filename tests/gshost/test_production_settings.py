@@ -13,7 +13,11 @@ import pytest
 from cryptography.fernet import Fernet
 from django.test import Client
 
-from gshost.checks import csrf_middleware_installed, webhook_secret_keys_set
+from gshost.checks import (
+    csrf_middleware_installed,
+    webhook_allowed_networks_unset,
+    webhook_secret_keys_set,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVELOPMENT_KEY = "django-insecure-gshost-development-only"
@@ -123,6 +127,24 @@ def test_check_deploy_warns_while_webhook_secret_keys_are_derived():
 def test_the_webhook_keys_check_is_quiet_once_they_are_set(settings):
     settings.WEBHOOK_SECRET_KEYS = [Fernet.generate_key().decode()]
     assert webhook_secret_keys_set(None) == []
+
+
+def test_check_deploy_warns_while_webhook_allowed_networks_are_set():
+    settings = {**production_settings(), "WEBHOOK_ALLOWED_NETWORKS": "10.0.0.0/8"}
+    done = python(
+        base_environment(**settings), "manage.py", "check", "--deploy", "--fail-level", "WARNING"
+    )
+    assert done.returncode != 0
+    assert "gshost.W002" in done.stdout + done.stderr
+
+
+def test_the_allowed_networks_check_is_quiet_with_debug_or_without_networks(settings):
+    settings.DEBUG, settings.WEBHOOK_ALLOWED_NETWORKS = False, []
+    assert webhook_allowed_networks_unset(None) == []
+    settings.DEBUG, settings.WEBHOOK_ALLOWED_NETWORKS = True, ["127.0.0.0/8"]
+    assert webhook_allowed_networks_unset(None) == []
+    settings.DEBUG = False
+    assert [w.id for w in webhook_allowed_networks_unset(None)] == ["gshost.W002"]
 
 
 def test_it_warns_when_no_csrf_middleware_is_installed(settings):

@@ -1,15 +1,21 @@
-"""`make run`'s script: the demo delivers a signed webhook to the local receiver, and Ctrl-C
-stops web, worker and receiver within 10 s, leaving no process behind.
+"""`make run`'s script: the demo's servers run as real game processes on a local agent and
+deliver signed webhooks to the local receiver (a game killed with SIGKILL arrives as
+server.crashed), and Ctrl-C stops web, worker, receiver, agent and games within 10 s, leaving
+no process behind.
 
 The script runs as `make run` runs it: on its own SQLite file, with the django-q2 ORM broker.
 """
 
 import contextlib
+import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -18,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import command_line, descendants, process
+from tests.processes import command_line, descendants, process, processes
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "run-web-and-worker.sh"
@@ -62,6 +68,9 @@ def _web_answers(port: int) -> bool:
 @pytest.fixture(scope="module", name="running")
 def running_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     workdir = tmp_path_factory.mktemp("make-run")
+    # The games' user must reach their directories: pytest's own temporary tree is private.
+    agent_data = Path(tempfile.mkdtemp(prefix="gshost-make-run-test-", dir="/tmp"))
+    agent_data.chmod(0o711)
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{workdir / 'db.sqlite3'}",
@@ -70,6 +79,8 @@ def running_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
         "DEMO": "1",
         "PORT": str(_free_port()),
         "RECEIVER_PORT": str(_free_port()),
+        "AGENT_PORT": str(_free_port()),
+        "AGENT_DATA_DIR": str(agent_data),
         "RUN_DIR": str(workdir / "run"),
         "SIMULATED_RUNTIME_DELAY_SECONDS": "0.5",
     }
@@ -92,6 +103,7 @@ def running_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
     finally:
         if script.poll() is None:  # a test failed before the script stopped
             _kill_everything_left(script)
+        shutil.rmtree(agent_data, ignore_errors=True)
 
 
 def _kill_everything_left(script: subprocess.Popen[bytes]) -> None:
@@ -104,46 +116,74 @@ def _kill_everything_left(script: subprocess.Popen[bytes]) -> None:
     script.wait()
 
 
-def _start_a_demo_server(running: Running) -> None:
-    code = (
-        "from audit.actors import Actor\n"
-        "from servers.models import Server\n"
-        "from servers.services import PowerAction, server_power\n"
-        "server = Server.objects.get(name='Survival', organization__slug='demo')\n"
-        "server_power(server=server, action=PowerAction.START, actor=Actor.system('test'))\n"
-    )
-    subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", code],
-        cwd=ROOT,
-        env=running.env,
-        check=True,
-        timeout=60,
-        capture_output=True,
-    )
+def _receiver_saw(running: Running, event: str, server: str) -> bool:
+    return f"[receiver] {event} server='{server}'" in running.output()
 
 
-def test_it_delivers_a_signed_webhook_to_the_local_receiver(running):
-    _start_a_demo_server(running)
+def _delivered_payload(running: Running, event: str, server: str) -> dict[str, object]:
+    lines = running.output().splitlines()
+    index = next(
+        i for i, line in enumerate(lines) if f"[receiver] {event} server='{server}'" in line
+    )
+    assert lines[index].endswith("signature verified")
+    return dict(json.loads(lines[index + 1].removeprefix("[receiver]").strip()))
+
+
+def _game_process(running: Running, server: str) -> int:
+    """The pid of the server's demo game, found by the port the demo printed for it."""
+    port = re.search(rf"{server} +demo +node local +127\.0\.0\.1:(\d+)", running.output())
+    assert port is not None, running.output()[-4000:]
+    wanted = f"demo_game.py --port {port[1]} "
+    [pid] = [found.pid for found in processes() if wanted in command_line(found.pid) + " "]
+    return pid
+
+
+def test_it_runs_the_demo_servers_as_real_games_that_deliver_server_started(running):
     _wait_for(
-        lambda: "[receiver] server.started server='Survival'" in running.output(),
-        30,
+        lambda: _receiver_saw(running, "server.started", "Survival"),
+        60,
         "a delivery of server.started",
         running,
     )
-    line = next(
-        line for line in running.output().splitlines() if "[receiver] server.started" in line
+    payload = _delivered_payload(running, "server.started", "Survival")
+    assert payload["data"] == {"previous_state": "starting"}
+    pid = _game_process(running, "Survival")
+    assert Path(f"/proc/{pid}").stat().st_uid != 0  # a game never runs as root
+
+
+def test_it_delivers_server_crashed_when_a_game_is_killed(running):
+    _wait_for(
+        lambda: _receiver_saw(running, "server.started", "Creative"),
+        60,
+        "Creative running",
+        running,
     )
-    assert line.endswith("signature verified")
+    os.kill(_game_process(running, "Creative"), signal.SIGKILL)
+    _wait_for(
+        lambda: _receiver_saw(running, "server.crashed", "Creative"),
+        30,
+        "a delivery of server.crashed",
+        running,
+    )
+    data = _delivered_payload(running, "server.crashed", "Creative")["data"]
+    assert {key: value for key, value in data.items() if key != "last_output"} == {
+        "reason": "exited",
+        "exit_code": None,
+        "signal": 9,
+        "oom": False,
+    }
+    assert data["last_output"][-1].startswith("ready on port")
 
 
 def test_it_stops_web_worker_and_receiver_within_ten_seconds_of_ctrl_c(running):
     started = descendants(running.process.pid)
     commands = " ".join(command_line(pid) for pid in started)
-    assert all(name in commands for name in ("qcluster", "gunicorn", "demo_receiver"))
+    for name in ("qcluster", "gunicorn", "demo_receiver", "gshost_agent", "demo_game.py"):
+        assert name in commands
     running.process.send_signal(signal.SIGINT)
     try:
         running.process.wait(timeout=STOP_DEADLINE_SECONDS)
     except subprocess.TimeoutExpired:
         raise AssertionError(f"still running after Ctrl-C:\n{running.output()[-4000:]}") from None
-    assert "stopped web, worker and receiver" in running.output()
+    assert "stopped web, worker, receiver and agent" in running.output()
     assert {pid for pid in started if (found := process(pid)) and found.alive} == set()

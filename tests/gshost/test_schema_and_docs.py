@@ -99,7 +99,7 @@ def test_it_documents_the_webhook_registration_refusals(client):
     assert {"invalid_webhook_url", "unknown_event"} <= set(codes)
 
 
-def test_it_documents_every_list_as_a_page_with_a_bounded_limit(client):
+def test_it_documents_every_list_as_a_page_with_its_limit_and_cursor(client):
     lists = [
         "/account/keys",
         "/account/audit",
@@ -118,7 +118,16 @@ def test_it_documents_every_list_as_a_page_with_a_bounded_limit(client):
             ok = schema["components"]["schemas"][ok["$ref"].split("/")[-1]]
         assert set(ok["properties"]) == {"results", "next", "previous"}, route
         (limit,) = [p for p in operation["parameters"] if p["name"] == "limit"]
-        assert limit["schema"] == {"type": "integer", "minimum": 1, "maximum": 100}, route
+        # A larger limit is treated as 100 (the description says so), not refused.
+        assert limit["schema"] == {"type": "integer", "minimum": 1}, route
+        assert "treated as 100" in limit["description"], route
+        (cursor,) = [p for p in operation["parameters"] if p["name"] == "cursor"]
+        assert cursor["schema"] == {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 512,
+            "pattern": "^[A-Za-z0-9_-]+$",
+        }, route
 
 
 def test_it_documents_self_revocation_as_the_revoked_key_record(client):

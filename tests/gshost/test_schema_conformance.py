@@ -1,10 +1,11 @@
-"""Schemathesis against the served schema with an owner key: no server error, no response
-that contradicts the schema, no schema-violating request accepted.
+"""Schemathesis against the served schema with an owner key, every check enabled with its default
+expectations: no server error, no response that contradicts the schema, no schema-valid request
+refused and no schema-violating one accepted.
 
 Every operation runs except the one that revokes the calling key (which would end the run).
-Examples are bounded so the run takes about a minute. tests/gshost/schemathesis.toml says which
-answers are refusals by design (and why); tests/gshost/schemathesis_hooks.py keeps the check of
-schema-violating requests from counting the documented leniency of `limit`.
+Examples are bounded so the run takes about a minute. tests/gshost/schemathesis.toml counts a
+documented 501 as no server error; tests/gshost/schemathesis_hooks.py says what the schema
+cannot (an issued cursor, the URL rules, a printable console command).
 """
 
 import os
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 MAX_EXAMPLES = os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "15")
+SEED = os.environ.get("SCHEMATHESIS_SEED", "20261123")
 ALL_SCOPES = [
     "servers:read",
     "servers:power",
@@ -49,6 +51,7 @@ def quiet_limits_fixture(settings: Any) -> None:
     settings.AUTH_FAILURE_RATE = "1000000/min"
     settings.LEAK_REPORT_RATE = "1000000/min"
     settings.WEBHOOK_TIMEOUT_SECONDS = 1.0  # test pings to generated URLs fail fast offline
+    settings.WEBHOOKS_PER_ORGANIZATION = 1_000_000  # the run creates far more than 20
 
 
 def test_it_finds_nothing_against_the_served_schema(
@@ -79,15 +82,14 @@ def test_it_finds_nothing_against_the_served_schema(
         "examples,coverage,fuzzing",
         "--checks",
         "all",
-        "--exclude-checks",
-        "negative_data_rejection",
         "--max-examples",
         MAX_EXAMPLES,
         "--workers",
         "1",
         "--request-timeout",
         "10",
-        "--generation-deterministic",
+        "--seed",  # reproducible, and the seed of the security review's run (issue 25)
+        SEED,
         "--no-color",
         "--report-dir",
         str(tmp_path),

@@ -75,6 +75,7 @@ SETTINGS = {
     "view_distance": "10",
 }
 W = "/panel/webhooks/{webhook}"
+COMMAND = (Scope.CONSOLE_WRITE.value,)  # a schedule's command is a console command
 ROUTES = [
     PanelRoute("get", "/panel/keys/", KEY_RULE, organization_wide=True),
     PanelRoute("get", "/panel/keys/new", KEY_RULE, organization_wide=True),
@@ -123,21 +124,23 @@ ROUTES = [
     PanelRoute("post", S + "/console", Scope.CONSOLE_WRITE, {"command": "say hi"}, ok=302),
     PanelRoute("get", S + "/console/lines", Scope.SERVERS_READ),
     PanelRoute("get", S + "/schedules", Scope.SCHEDULES_READ),
-    PanelRoute("get", S + "/schedules/new", Scope.SCHEDULES_EXECUTE),
+    PanelRoute("get", S + "/schedules/new", Scope.SCHEDULES_EXECUTE, also=COMMAND),
     PanelRoute(
         "post",
         S + "/schedules/new",
         Scope.SCHEDULES_EXECUTE,
         {"name": "Nightly", "cron": "0 3 * * *", "command": "save-all", "alert_after_missed": "3"},
         ok=302,
+        also=COMMAND,
     ),
-    PanelRoute("get", S + "/schedules/{schedule}/edit", Scope.SCHEDULES_EXECUTE),
+    PanelRoute("get", S + "/schedules/{schedule}/edit", Scope.SCHEDULES_EXECUTE, also=COMMAND),
     PanelRoute(
         "post",
         S + "/schedules/{schedule}/edit",
         Scope.SCHEDULES_EXECUTE,
         {"name": "Renamed", "cron": "0 4 * * *", "command": "save-all", "alert_after_missed": "3"},
         ok=302,
+        also=COMMAND,
     ),
     PanelRoute("post", S + "/schedules/{schedule}/toggle", Scope.SCHEDULES_EXECUTE, ok=302),
     PanelRoute("post", S + "/schedules/{schedule}/run", Scope.SCHEDULES_EXECUTE, ok=302),

@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.test import Client
 from django.urls import path
 
-from accounts.panel.access import Open, ReadAndChange, permission_of
+from accounts.panel.access import AllOf, Open, ReadAndChange, permission_of
 from accounts.scopes import Scope
 from gshost import urls as gshost_urls
 from tests.panel.routes import panel_patterns
@@ -26,7 +26,8 @@ def test_the_walk_finds_the_panel_of_every_app() -> None:
 
 @pytest.mark.parametrize("pattern", panel_patterns(), ids=lambda p: p.route)
 def test_every_panel_view_declares_a_permission(pattern) -> None:
-    assert isinstance(permission_of(pattern.callback), (Scope, Open, ReadAndChange)), pattern.route
+    permission = permission_of(pattern.callback)
+    assert isinstance(permission, (Scope, Open, ReadAndChange, AllOf)), pattern.route
 
 
 def undeclared_view(request: HttpRequest) -> HttpResponse:

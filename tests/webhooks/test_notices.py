@@ -7,7 +7,11 @@ from django.core import mail
 from freezegun import freeze_time
 
 from accounts.services import member_add
-from tests.webhooks.webhook_fixtures import make_delivery, webhook_fixture  # noqa: F401
+from tests.webhooks.webhook_fixtures import (  # noqa: F401
+    add_attempt,
+    make_delivery,
+    webhook_fixture,
+)
 from webhooks.models import DeliveryStatus, Webhook
 from webhooks.notices import _claim_notice, deliveries_failed
 
@@ -43,9 +47,32 @@ def test_it_names_the_webhook_url_event_and_last_error(webhook):
     deliveries_failed([delivery.id])
     body = mail.outbox[0].body
     assert webhook.id in body
-    assert f"URL: {webhook.url}" in body
+    assert f"| URL: {webhook.url}" in body
     assert f"Event: {delivery.event}" in body
     assert "Last error: status_503" in body
+
+
+def test_it_quotes_the_customers_text_marked_as_theirs_without_bidi_controls(webhook):
+    tricky = "Payments \u202egnp.exe\u202c\nURGENT: reset your password at evil.example"
+    Webhook.objects.filter(pk=webhook.pk).update(
+        description=tricky, url="https://hooks.example.com/\u2066x\u2069"
+    )
+    delivery = failed(webhook)
+    add_attempt(delivery, 1, response_body="<b>down</b>\u202e\r\nFrom: gshost support")
+    deliveries_failed([delivery.id])
+    message = mail.outbox[0]
+    assert not any(c in message.body + message.subject for c in "\u202e\u202c\u2066\u2069")
+    assert message.content_subtype == "plain"
+    assert "Quoted as your organization wrote it (not written by gshost):" in message.body
+    assert "| URL: https://hooks.example.com/x\n" in message.body
+    assert "| Description: Payments gnp.exe URGENT: reset your password at evil.example\n" in (
+        message.body
+    )
+    assert "| Last response body (from your endpoint): <b>down</b>  From: gshost support" in (
+        message.body
+    )
+    for line in message.body.splitlines():  # nothing the customer wrote starts a line of ours
+        assert not line.startswith(("URGENT", "From:")), line
 
 
 def test_it_links_the_delivery_history_absolutely(webhook):

@@ -6,6 +6,10 @@ the ``CheckedUrl`` it returned and never parses the URL again.
 Every attempt resolves the host, requires every resolved address to be allowed, and connects to
 a checked address while SNI, certificate verification and the ``Host`` header keep using the
 URL's name, so a DNS answer that changes after the check cannot steer the request elsewhere.
+
+The attempt's deadline starts before name resolution: a resolver slower than what is left of it
+ends the attempt as a ``timeout`` (the lookup, which cannot be interrupted, finishes on its own
+daemon thread; at most MAX_RESOLUTIONS are under way per process).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import certifi
 import urllib3
@@ -51,6 +55,7 @@ MAX_READ_BYTES: Final = 64 * 1024
 MAX_STORED_BYTES: Final = 16 * 1024
 DEFAULT_TIMEOUT_SECONDS: Final = 10.0
 _READ_CHUNK_BYTES: Final = 16 * 1024
+MAX_RESOLUTIONS: Final = 32
 # Framing headers are the sender's job; letting callers set them could desynchronise the body.
 _SENDER_HEADERS: Final = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
@@ -71,6 +76,8 @@ class AttemptResult:
     request_headers: dict[str, str]
     response_headers: dict[str, str]
     error: str | None
+    # Set while a name lookup the attempt gave up on (at its deadline) is still under way.
+    lookup_under_way: threading.Event | None = field(default=None, compare=False, repr=False)
 
     @property
     def succeeded(self) -> bool:
@@ -112,6 +119,39 @@ def _remaining_seconds() -> float | None:
     if remaining <= 0:
         raise TimeoutError("webhook attempt deadline exceeded")
     return remaining
+
+
+_resolutions = threading.BoundedSemaphore(MAX_RESOLUTIONS)
+
+
+def _resolve_in_time(resolve: Resolver, host: str, port: int) -> list[IPAddress]:
+    """``resolve(host, port)`` within the attempt's remaining time, else TimeoutError.
+
+    getaddrinfo cannot be interrupted, so the lookup runs on a daemon thread of its own (which
+    never delays the process's exit) and is abandoned when the deadline passes.
+    """
+    if not _resolutions.acquire(timeout=_remaining_seconds() or 0):
+        raise TimeoutError("too many name resolutions under way")
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def lookup() -> None:
+        try:
+            outcome["addresses"] = resolve(host, port)
+        except BaseException as exc:  # handed to the attempt's thread
+            outcome["error"] = exc
+        finally:
+            _resolutions.release()
+            done.set()
+
+    threading.Thread(target=lookup, name="webhook-resolve", daemon=True).start()
+    if not done.wait(_remaining_seconds()):
+        _attempt_state.lookup_under_way = done
+        raise TimeoutError("name resolution outlasted the attempt's deadline")
+    if "error" in outcome:
+        raise outcome["error"]
+    addresses: list[IPAddress] = outcome["addresses"]
+    return addresses
 
 
 class _DeadlineSSLSocket(ssl.SSLSocket):
@@ -261,8 +301,10 @@ class WebhookSender:
         request_headers = _request_headers(target, body, headers)
         started_at = datetime.now(UTC)
         start = time.monotonic()
+        _attempt_state.lookup_under_way = None
         outcome = self._attempt(target, body, request_headers, start + self._timeout)
         return AttemptResult(
+            lookup_under_way=_attempt_state.lookup_under_way,
             started_at=started_at,
             duration_ms=int((time.monotonic() - start) * 1000),
             status_code=outcome.status_code,
@@ -275,15 +317,17 @@ class WebhookSender:
     def _attempt(
         self, target: CheckedUrl, body: bytes, headers: dict[str, str], deadline: float
     ) -> _Outcome:
+        _attempt_state.deadline = deadline  # name resolution counts against it too
         try:
-            addresses = self._checked_addresses(target)
-        except _Unresolved:
-            # DNS trouble may pass: a retryable connection error, not a refused address.
-            return _Outcome(error=AttemptError.CONNECTION_ERROR)
-        if not addresses:
-            return _Outcome(error=AttemptError.ADDRESS_REJECTED)
-        _attempt_state.deadline = deadline
-        try:
+            try:
+                addresses = self._checked_addresses(target)
+            except _Unresolved:
+                # DNS trouble may pass: a retryable connection error, not a refused address.
+                return _Outcome(error=AttemptError.CONNECTION_ERROR)
+            except TimeoutError:
+                return _Outcome(error=AttemptError.TIMEOUT)
+            if not addresses:
+                return _Outcome(error=AttemptError.ADDRESS_REJECTED)
             started = time.monotonic()
             outcome = self._try_exchange(target, addresses, body, headers)
             if (
@@ -314,7 +358,10 @@ class WebhookSender:
             candidates = [target.ip]
         else:
             try:
-                candidates = self._resolve(target.host, target.port)
+                candidates = _resolve_in_time(self._resolve, target.host, target.port)
+            except TimeoutError:
+                logger.debug("Webhook host %s did not resolve in time", target.host)
+                raise
             except (OSError, UnicodeError) as exc:
                 logger.debug("Webhook host %s did not resolve", target.host)
                 raise _Unresolved(target.host) from exc

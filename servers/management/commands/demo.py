@@ -4,6 +4,11 @@ Safe to run again and again (`make run` does): everything is looked up by slug, 
 name before it is created, and the demo logins get the demo password back. No API key is
 made: a key is shown only once, so a person creates it in the panel.
 
+With `DEMO_NODE_URL`, `DEMO_NODE_CA_FILE` and `DEMO_NODE_TOKEN_FILE` set (`make run` sets them
+for its local agent), the node `local` is registered (or brought up to date) with that URL and
+CA, its token is written to the token file when that file does not hold a working one, and the
+demo organization's servers are `demo` games on it: real processes once the agent runs.
+
 With `DEMO_WEBHOOK_URL` set (`make run` sets it to its local receiver), the demo organization
 also gets a webhook to that URL for all eight events. A signing secret is shown only once, so
 each run replaces the webhook of that URL (and its history) with a new one and writes its
@@ -11,7 +16,7 @@ secret to `DEMO_WEBHOOK_SECRET_FILE`, where the receiver reads it to verify sign
 """
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
@@ -24,8 +29,8 @@ from accounts.scopes import Scope
 from accounts.selectors import organization_get_by_slug
 from accounts.services import member_add, organization_create
 from audit.actors import Actor
-from servers.demo import ensure_demo_extras
-from servers.models import Game, Server
+from servers.demo import LocalNodeSetup, ensure_demo_extras, ensure_local_node
+from servers.models import Game, Node, Server
 from servers.selectors import server_list_for_organization
 from servers.services import server_create
 from webhooks.events import Event
@@ -44,6 +49,7 @@ class DemoOrganization:
     owner: str
     servers: tuple[tuple[str, Game], ...]
     members: tuple[tuple[str, tuple[Scope, ...]], ...] = field(default=())
+    node: Node | None = None  # None: where server_create puts them (the simulated node)
 
 
 DEMO = DemoOrganization(
@@ -74,8 +80,10 @@ class Command(BaseCommand):
     help = "Create (or restore) the demo organizations, logins and servers, and print them."
 
     def handle(self, *args: Any, **options: Any) -> None:
+        setup = LocalNodeSetup.from_environment()
         with transaction.atomic():
-            made = [(demo, *_ensure(demo)) for demo in (DEMO, RIVAL)]
+            node = ensure_local_node(setup) if setup is not None else None
+            made = [(DEMO, *_ensure(_on_node(DEMO, node))), (RIVAL, *_ensure(RIVAL))]
             _ensure_admin()
             _demo, demo_organization, demo_servers = made[0]
             ensure_demo_extras(demo_servers, User.objects.get(email__iexact=DEMO.owner))
@@ -97,6 +105,14 @@ class Command(BaseCommand):
             self.stdout.write(_how_to_see_a_delivery(panel_url, webhook))
 
 
+def _on_node(demo: DemoOrganization, node: Node | None) -> DemoOrganization:
+    """The organization's servers as `demo` games on `node`, or as they are without one."""
+    if node is None:
+        return demo
+    servers = tuple((name, Game.DEMO) for name, _game in demo.servers)
+    return replace(demo, servers=servers, node=node)
+
+
 def _ensure(demo: DemoOrganization) -> tuple[Organization, list[Server]]:
     organization = organization_get_by_slug(demo.slug)
     if organization is None:
@@ -106,13 +122,17 @@ def _ensure(demo: DemoOrganization) -> tuple[Organization, list[Server]]:
         member_add(
             organization=organization, email=email, password=DEMO_PASSWORD, member_scopes=scopes
         )
-    servers = [_ensure_server(organization, name, game) for name, game in demo.servers]
+    servers = [_ensure_server(organization, name, game, demo.node) for name, game in demo.servers]
     return organization, servers
 
 
-def _ensure_server(organization: Organization, name: str, game: Game) -> Server:
-    existing = server_list_for_organization(organization.id).filter(name=name).first()
-    return existing or server_create(organization=organization, name=name, game=game)
+def _ensure_server(organization: Organization, name: str, game: Game, node: Node | None) -> Server:
+    existing = server_list_for_organization(organization.id).filter(name=name)
+    if node is not None:
+        existing = existing.filter(node=node)
+    return existing.first() or server_create(
+        organization=organization, name=name, game=game, node=node
+    )
 
 
 def _ensure_admin() -> None:
@@ -153,7 +173,15 @@ def _describe(demo: DemoOrganization, organization: Organization, servers: list[
         lines.append(f"  member  {email} / {DEMO_PASSWORD}  ({', '.join(scopes)})")
     lines.append("  servers:")
     width = max(len(server.name) for server in servers)
-    lines += [f"    {server.id}  {server.name:<{width}}  {server.game}" for server in servers]
+    lines += [
+        f"    {server.id}  {server.name:<{width}}  {server.game:<9}  node {server.node.name:<9}  "
+        f"{server.address}"
+        for server in servers
+    ]
+    if any(server.node.is_agent for server in servers):
+        playable = next(server for server in servers if server.node.is_agent)
+        host, port = playable.address.rsplit(":", 1)
+        lines.append(f"  play: nc {host} {port}, then type JOIN <your name> (once it runs)")
     return "\n".join(lines)
 
 

@@ -1,0 +1,53 @@
+"""`startservers SLUG [--wait SECONDS]`: start every stopped server of the organization that
+runs on an agent node (`make run` starts the demo's real game servers with it).
+
+A node that has not reported yet is waited for, up to --wait seconds (default 0). A server
+that cannot start now (its node unreachable, a job under way) is named and left as it is.
+"""
+
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from accounts.selectors import organization_get_by_slug
+from audit.actors import Actor
+from gshost.errors import DomainError
+from servers.models import Node, NodeKind, NodeState, Server, ServerState
+from servers.services import PowerAction, server_power
+
+POLL_SECONDS = 0.5
+
+
+class Command(BaseCommand):
+    help = "Start every stopped server of an organization that runs on an agent node."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("slug", help="The organization's slug.")
+        parser.add_argument("--wait", type=float, default=0.0, help="Seconds to wait for nodes.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        organization = organization_get_by_slug(options["slug"])
+        if organization is None:
+            raise CommandError(f"No organization with slug {options['slug']!r}.")
+        stopped = Server.objects.filter(
+            organization=organization, state=ServerState.STOPPED, node__kind=NodeKind.AGENT
+        ).select_related("node")
+        _wait_for_nodes({server.node_id for server in stopped}, options["wait"])
+        actor = Actor.system("startservers command")
+        for server in stopped:
+            try:
+                server_power(server=server, action=PowerAction.START, actor=actor)
+            except DomainError as error:
+                self.stderr.write(f"{server.id} {server.name}: not started ({error})")
+            else:
+                self.stdout.write(f"{server.id} {server.name}: starting on {server.node.name}")
+
+
+def _wait_for_nodes(node_ids: set[int], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        nodes = Node.objects.filter(id__in=node_ids)
+        if all(node.state() == NodeState.ONLINE for node in nodes):
+            return
+        time.sleep(POLL_SECONDS)
