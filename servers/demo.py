@@ -43,14 +43,18 @@ DEMO_BACKUP_SIZE = 1_750_000_000
 
 
 def ensure_demo_extras(servers: list[Server], owner: User) -> None:
-    """Schedules on every server, and one ready backup on the first that can have one."""
+    """Schedules on every server, and one ready backup on the first simulated one that can have
+    one."""
     actor = Actor.system("demo")
     with transaction.atomic():
         for server in servers:
             if not server.schedules.exists():
                 for data in DEMO_SCHEDULES.get(server.game, ()):
                     schedule_create(server=server, data=data, created_by=owner, actor=actor)
-        backed_up = [s for s in servers if is_supported(s, Capability.BACKUPS)][:1]
+        # A made-up finished backup, so the simulated node has one to show; a server on a real
+        # node gets only the backups its node really made.
+        simulated = [s for s in servers if not s.node.is_agent]
+        backed_up = [s for s in simulated if is_supported(s, Capability.BACKUPS)][:1]
         if backed_up and not backed_up[0].backups.exists():
             _backup, job = backup_create(server=backed_up[0], actor=actor, name="First backup")
             job_finish(job_id=job.id, succeeded=True, size_bytes=DEMO_BACKUP_SIZE)

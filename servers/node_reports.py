@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from gshost.errors import DomainError
+from gshost_agent.server_state import ReportKind  # the protocol's names, defined once
 from servers.configuration import settings_report_applied
 from servers.errors import InvalidState
 from servers.jobs import job_begin, job_finish, job_progress
@@ -18,16 +19,6 @@ from servers.models import Job, JobKind, Node, Server, ServerState
 from servers.services import server_transition
 
 logger = logging.getLogger(__name__)
-
-
-class ReportKind(StrEnum):
-    READY = "ready"
-    HALTED = "halted"
-    CRASHED = "crashed"
-    FAILED_TO_START = "failed_to_start"
-    STOPPED_BY_NODE = "stopped_by_node"
-    JOB_PROGRESS = "job_progress"
-    JOB_FINISHED = "job_finished"
 
 
 JOB_REPORTS = (ReportKind.JOB_PROGRESS, ReportKind.JOB_FINISHED)

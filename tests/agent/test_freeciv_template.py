@@ -117,5 +117,6 @@ def test_it_says_only_what_works_for_it():
     template = load_template("freeciv")
     assert template.stop_command == "quit"
     assert template.capabilities == {
-        "players", "console", "power", "metrics", "settings", "schedules", "config_events"
+        "players", "console", "power", "backups", "restore", "maintenance", "metrics",
+        "settings", "schedules", "config_events",
     }  # fmt: skip
