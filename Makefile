@@ -57,6 +57,7 @@ bench: install
 	$(BIN)/python bench/deliveries.py
 	$(BIN)/python bench/agent_events.py
 	$(BIN)/python bench/agent_servers.py
+	$(BIN)/python bench/agent_backups.py
 
 bench-deliveries: install
 	./scripts/ensure-services.sh
