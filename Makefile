@@ -41,8 +41,9 @@ test-postgres: install browser freeciv
 	./scripts/ensure-services.sh
 	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(BIN)/python -m pytest
 
+# The node agent has no database: its tests (tests/agent) run once, in the PostgreSQL pass.
 test-sqlite: install browser freeciv
-	DATABASE_URL= REDIS_URL= $(BIN)/python -m pytest
+	DATABASE_URL= REDIS_URL= $(BIN)/python -m pytest --ignore=tests/agent
 
 # Lint, types, then the whole suite twice: PostgreSQL + Redis, and the embedded SQLite default.
 # The suite includes the browser tests (Debian's Chromium, installed by scripts/ensure-browser.sh
