@@ -1,4 +1,4 @@
-"""The agent's HTTPS API, called by the control plane (docs/nodes.md lists the routes).
+"""The agent's HTTPS API, called by the control plane (docs/agent-protocol.md lists the routes).
 
 Every request is authenticated first (the node token, compared in constant time), before its
 route, its server id or its body is looked at. Errors have one shape:

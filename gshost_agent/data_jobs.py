@@ -1,4 +1,4 @@
-"""Jobs on a server's data: backup, restore, wipe, reinstall (docs/nodes.md, "Jobs").
+"""Jobs on a server's data: backup, restore, wipe, reinstall (docs/agent-protocol.md, "Jobs").
 
 One job at a time per server. The work runs in the node's job threads (`archives` streams,
 never holding an archive in memory); the event loop only reports. A job is recorded in the

@@ -1,7 +1,7 @@
 """The runtime of agent nodes: every request and reading is a call to the node's agent
-(docs/nodes.md, "The agent's API"), made inside the requesting service's transaction so that a
-refusal or an unreachable agent rolls the action back. What the processes then do comes back
-as reports (`servers.node_reports`).
+(docs/agent-protocol.md, "The agent's API"), made inside the requesting service's transaction
+so that a refusal or an unreachable agent rolls the action back. What the processes then do
+comes back as reports (`servers.node_reports`).
 
 HTTPS only, verified against the node's CA (or the system's), with the node token as bearer,
 no proxies from the environment, and short timeouts. A node without a heartbeat for 30 s, or

@@ -2,7 +2,7 @@
 
 Outside the public API (not audited as customer calls, no session, no CSRF): the caller is a
 node, known by its bearer token. Bodies are JSON objects of at most 64 KiB, validated
-strictly: a bad one is 400, never a 5xx. docs/nodes.md describes both.
+strictly: a bad one is 400, never a 5xx. docs/agent-protocol.md describes both.
 """
 
 import json

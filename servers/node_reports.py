@@ -1,5 +1,5 @@
 """What agent nodes tell the control plane: heartbeats, and reports of what their game
-processes did, applied exactly once and in order per (node, outbox). docs/nodes.md."""
+processes did, applied exactly once and in order per (node, outbox). docs/agent-protocol.md."""
 
 import logging
 from dataclasses import dataclass, field

@@ -1,4 +1,4 @@
-"""Routes the agents call, mounted at /internal/nodes/ (docs/nodes.md)."""
+"""Routes the agents call, mounted at /internal/nodes/ (docs/agent-protocol.md)."""
 
 from django.urls import path
 

@@ -1,5 +1,5 @@
 """Nodes: registering one, its token (shown once, kept encrypted and hashed), its ports, and
-which node a new server goes on. The protocol with the agent is docs/nodes.md."""
+which node a new server goes on. The protocol with the agent is docs/agent-protocol.md."""
 
 import hashlib
 import hmac

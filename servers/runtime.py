@@ -11,7 +11,7 @@ Each server's node decides its runtime (`get_runtime(server)`): the simulated no
 `servers.simulated_runtime.SimulatedRuntime` (or the `SERVER_RUNTIME` setting), which finishes
 every request after `SIMULATED_RUNTIME_DELAY_SECONDS` through the task queue and invents
 plausible, deterministic readings; an agent node has `servers.agent_runtime.AgentRuntime`,
-which asks the node's agent over HTTPS (docs/nodes.md). This module names the boundary only
+which asks the node's agent over HTTPS (docs/agent-protocol.md). This module names the boundary only
 and imports no implementation, so the services that call the runtime and the hosts that call
 the services form no loop.
 """

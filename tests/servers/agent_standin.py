@@ -2,7 +2,7 @@
 the bearer token checked, every request recorded, answers scripted per (method, path).
 
 Only the far side of the network is faked; the control plane's AgentRuntime talks to it as it
-would to `gshost-agent` (docs/nodes.md).
+would to `gshost-agent` (docs/agent-protocol.md).
 """
 
 from __future__ import annotations

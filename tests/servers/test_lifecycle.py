@@ -17,7 +17,7 @@ EXPECTED = {
     ("restarting", "ready"): ("running", "server.restarted"),
     ("running", "crash"): ("stopped", "server.crashed"),
     ("restarting", "crash"): ("stopped", "server.crashed"),
-    # An agent stopping its games as it shuts down (docs/nodes.md, stopped_by_node).
+    # An agent stopping its games as it shuts down (docs/agent-protocol.md, stopped_by_node).
     ("running", "node_stop"): ("stopping", None),
     ("starting", "node_stop"): ("stopping", None),
     ("restarting", "node_stop"): ("stopping", None),
