@@ -3,6 +3,7 @@ acting service's transaction."""
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -42,14 +43,18 @@ class PanelContext:
 
     @classmethod
     def from_request(cls, request: HttpRequest) -> "PanelContext":
-        return cls(
-            user_email=getattr(request.user, "email", ""),
-            method=request.method or "POST",
-            path=request.path[:500],
-            ip=client_ip(request),
-            user_agent=request.META.get("HTTP_USER_AGENT", "")[:500],
-            request_id=getattr(request, "request_id", ""),
-        )
+        return cls(user_email=getattr(request.user, "email", ""), **_request_fields(request))
+
+
+def _request_fields(request: HttpRequest) -> dict[str, Any]:
+    """What an audit row records of the request that led to the action."""
+    return {
+        "method": request.method or "POST",
+        "path": request.path[:500],
+        "ip": client_ip(request),
+        "user_agent": request.META.get("HTTP_USER_AGENT", "")[:500],
+        "request_id": getattr(request, "request_id", ""),
+    }
 
 
 def audit_panel_action(
@@ -90,14 +95,7 @@ class SystemContext:
 
     @classmethod
     def from_request(cls, request: HttpRequest, *, url: str = "") -> "SystemContext":
-        return cls(
-            url=url[:2000],
-            method=request.method or "POST",
-            path=request.path[:500],
-            ip=client_ip(request),
-            user_agent=request.META.get("HTTP_USER_AGENT", "")[:500],
-            request_id=getattr(request, "request_id", ""),
-        )
+        return cls(url=url[:2000], **_request_fields(request))
 
 
 def audit_system_action(

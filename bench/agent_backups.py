@@ -29,38 +29,17 @@ import tempfile
 import threading
 import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import psutil
 import trustme
+from agent_control_standin import REPORTS, ControlPlane, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 WORLD_MB = int(os.environ.get("BENCH_BACKUP_MB", "1024"))
 TOKEN = "gsn_" + "b" * 43
 SERVER_ID = "srv_benchbackups00000001"
-REPORTS: list[dict] = []
-
-
-class ControlPlane(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.path.endswith("/reports"):
-            REPORTS.append(body)
-        answer = json.dumps({"acknowledged": body.get("seq"), "node": "bench"}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def make_world(directory: Path, megabytes: int) -> None:
