@@ -291,10 +291,15 @@ def restore_backup(
 def _extract(source: _CountingReader, staging: Path) -> None:
     # A disk error (full, read-only) is no fault of the archive's and goes up as it is.
     try:
-        with tarfile.open(fileobj=source, mode="r|gz", bufsize=CHUNK) as tar:  # type: ignore[call-overload]
-            tar.copybufsize = CHUNK
-            for member in tar:
-                tar.extract(member, staging, filter="data")
+        with gzip.GzipFile(fileobj=source, mode="rb") as compressed:  # type: ignore[call-overload]
+            with tarfile.open(fileobj=compressed, mode="r|", bufsize=CHUNK) as tar:
+                tar.copybufsize = CHUNK  # type: ignore[attr-defined]  # real, not in the stubs
+                for member in tar:
+                    tar.extract(member, staging, filter="data")
+            # tar stops at its end-of-archive blocks; gzip checks its CRC and length only at
+            # the end of the stream, so read to it: a corrupt tail is refused too.
+            while compressed.read(CHUNK):
+                pass
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as error:
         raise ArchiveError(f"the archive cannot be extracted: {error}") from error
 

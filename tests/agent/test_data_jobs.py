@@ -167,6 +167,31 @@ def test_a_corrupt_archive_is_refused_and_the_directory_is_untouched(agent, cont
     assert [p.name for p in directory.parent.iterdir() if p.name.startswith(".")] == []
 
 
+def test_an_archive_whose_gzip_check_fails_is_refused_and_the_directory_is_untouched(
+    agent, control_plane
+):
+    server_id = stopped_demo(agent, control_plane)
+    directory = server_dir(agent, server_id)
+    made = backup(agent, control_plane, server_id)
+    archive = archive_of(agent, server_id, made["backup_id"])
+    data = bytearray(archive.read_bytes())
+    data[-8] ^= 0xFF  # the CRC-32 of the trailer: tar itself would never read that far
+    archive.write_bytes(bytes(data))
+    before = tree(directory)
+
+    body = started_job(
+        agent,
+        server_id,
+        "restore",
+        backup_id=made["backup_id"],
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
+
+    report = finished_report(control_plane, server_id, body["job_id"])
+    assert report["succeeded"] is False and "cannot be extracted" in report["error"]
+    assert tree(directory) == before
+
+
 def test_a_wrong_checksum_is_refused_and_the_directory_is_untouched(agent, control_plane):
     server_id = stopped_demo(agent, control_plane)
     directory = server_dir(agent, server_id)
