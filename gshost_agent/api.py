@@ -159,9 +159,7 @@ async def node_view(request: web.Request) -> web.Response:
 
 
 async def start_view(request: web.Request) -> web.Response:
-    server_id = server_id_of(request)
-    start = start_request(await json_body(request))
-    supervisor = request.app[NODE].supervisor(server_id)
+    supervisor, start = await supervisor_and_start(request)
     return await power(supervisor.start(start), "starting")
 
 
@@ -170,10 +168,15 @@ async def stop_view(request: web.Request) -> web.Response:
 
 
 async def restart_view(request: web.Request) -> web.Response:
+    supervisor, start = await supervisor_and_start(request)
+    return await power(supervisor.restart(start), "restarting")
+
+
+async def supervisor_and_start(request: web.Request) -> tuple[Supervisor, StartRequest]:
+    """The named server's supervisor and the start its body asks for (start and restart)."""
     server_id = server_id_of(request)
     start = start_request(await json_body(request))
-    supervisor = request.app[NODE].supervisor(server_id)
-    return await power(supervisor.restart(start), "restarting")
+    return request.app[NODE].supervisor(server_id), start
 
 
 async def kill_view(request: web.Request) -> web.Response:
