@@ -379,13 +379,14 @@ class Throttle:
         seconds: float = 1.0,
     ) -> None:
         self.total, self.report, self.ending, self.seconds = max(total, 1), report, ending, seconds
-        self.last_at, self.last = 0.0, -1
+        self.last_at: float | None = None
+        self.last = -1
 
     def __call__(self, done: int) -> None:
         if self.ending.is_set():
             raise Cancelled()
         now = time.monotonic()
-        if now - self.last_at < self.seconds:
+        if self.last_at is not None and now - self.last_at < self.seconds:
             return
         percent = min(99, done * 100 // self.total)
         if percent != self.last:
