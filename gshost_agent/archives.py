@@ -281,7 +281,7 @@ def restore_backup(
         with open(archive, "rb") as source:
             _extract(_CountingReader(source, progress, size), staging)
         if owner is not None:
-            _own(staging, owner)
+            own(staging, owner)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -304,7 +304,13 @@ def _extract(source: _CountingReader, staging: Path) -> None:
         raise ArchiveError(f"the archive cannot be extracted: {error}") from error
 
 
-def _own(staging: Path, owner: tuple[int, int]) -> None:
+def unpack(archive: Path, staging: Path) -> None:
+    """The archive's content, extracted into the empty directory `staging` (a transfer)."""
+    with open(archive, "rb") as source:
+        _extract(_CountingReader(source, lambda done: None, 0), staging)
+
+
+def own(staging: Path, owner: tuple[int, int]) -> None:
     """Everything the game's (its user, its server's group), as if the game had made it."""
     uid, gid = owner
     for root, dirs, files in os.walk(staging):
