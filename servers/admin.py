@@ -14,7 +14,6 @@ from audit.actors import Actor
 from gshost.errors import DomainError
 from gshost.panel_errors import refusal_message
 from servers.capabilities import Capability
-from servers.migration import migration_begin, suggest_new_address
 from servers.models import (
     Backup,
     ConfigEvent,
@@ -28,6 +27,7 @@ from servers.models import (
 )
 from servers.nodes import free_port_count, node_rotate_token, nodes_with_usage, simulated_node
 from servers.simulated_host import host_crash, host_fail_start
+from servers.transfers import migration_begin, suggest_new_address
 
 
 class ServerAdminForm(forms.ModelForm):

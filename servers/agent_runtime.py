@@ -45,6 +45,9 @@ CONNECT_TIMEOUT_SECONDS = 3.0
 READ_TIMEOUT_SECONDS = 10.0
 DEFAULT_MEMORY_MB = 1024
 SESSIONS_KEPT = 32  # one per node CA; a process talks to a handful of nodes
+# Answers that say why the agent refused; 422, 502 and 507 come from transfers (a checksum
+# that differs, a target that did not take the archive, a full disk).
+REFUSALS = frozenset({400, 404, 409, 422, 502, 507})
 
 
 class _CaAdapter(HTTPAdapter):
@@ -87,6 +90,7 @@ def agent_call(
     path: str,
     body: dict[str, Any] | None = None,
     params: dict[str, str] | None = None,
+    read_timeout: float = READ_TIMEOUT_SECONDS,
 ) -> dict[str, Any]:
     """One call to the node's agent: its JSON answer, AgentError for an error it answered,
     NodeUnavailable when the node is unreachable or the agent cannot be reached."""
@@ -103,7 +107,7 @@ def agent_call(
             json=body,
             params=params,
             headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
-            timeout=(CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS),
+            timeout=(CONNECT_TIMEOUT_SECONDS, read_timeout),
             allow_redirects=False,
         )
     except (requests.RequestException, ssl.SSLError) as error:
@@ -122,7 +126,7 @@ def _answer(node: Node, method: str, path: str, response: requests.Response) -> 
     found = answer.get("error") if isinstance(answer, dict) else None
     error: dict[str, Any] = found if isinstance(found, dict) else {}
     code, message = str(error.get("code", "")), str(error.get("message", ""))[:300]
-    if response.status_code in (400, 404, 409):
+    if response.status_code in REFUSALS:
         raise AgentError(response.status_code, code, message)
     logger.warning("Node %s: %s %s answered %s %s", node.name, method, path,
                    response.status_code, code)  # fmt: skip
