@@ -17,8 +17,10 @@ from typing import Any
 from urllib.parse import quote
 
 from django.db import IntegrityError, transaction
+from django_q.tasks import async_task
 
 from audit.actors import Actor
+from gshost import handoff
 from gshost.errors import DomainError
 from servers.agent_runtime import AgentError, agent_call
 from servers.errors import MigrationRefused, NodeUnavailable
@@ -57,6 +59,14 @@ def migration_to_node_begin(*, server: Server, target: Node, actor: Actor) -> Se
     migration = new_migration_row(server, format_address(target.address, target.first_port), actor)
     ServerMigration.objects.filter(id=migration.id).update(target_node=target)
     migration.target_node = target
+    return migration
+
+
+def migration_to_node_start(*, server: Server, target: Node, actor: Actor) -> ServerMigration:
+    """Begun now, run by a worker (the admin's action): migration-status follows it."""
+    with transaction.atomic():
+        migration = migration_to_node_begin(server=server, target=target, actor=actor)
+        handoff.after_commit(async_task, "servers.tasks.migration_to_node", migration.id)
     return migration
 
 
