@@ -143,13 +143,15 @@ class _ExactReader:
         return data
 
 
-def write_backup(directory: Path, target: Path, progress: Progress) -> Archived:
+def write_backup(
+    directory: Path, target: Path, progress: Progress, level: int = COMPRESS_LEVEL
+) -> Archived:
     """Archives `directory` as `target` (written as `target.partial`, then renamed)."""
     partial = target.with_name(target.name + PARTIAL)
     descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
         writer = _HashingWriter(descriptor)
-        gz = gzip.GzipFile(fileobj=writer, mode="wb", compresslevel=COMPRESS_LEVEL, mtime=0)
+        gz = gzip.GzipFile(fileobj=writer, mode="wb", compresslevel=level, mtime=0)
         with gz:
             compressor = _Compressor(gz, progress)
             try:

@@ -20,6 +20,7 @@ import os
 import shutil
 import ssl
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,8 @@ LONGEST_VALIDITY_SECONDS = 3600
 UPLOAD_CONNECT_SECONDS = 5.0
 UPLOAD_READ_SECONDS = 120.0  # the target checks and extracts before it answers
 DISK_FULL = "the node's disk is full"
+# gzip level 0 (stored, not deflated): the move is downtime, and a LAN outruns zlib.
+TRANSFER_LEVEL = 0
 
 
 class TransferError(Exception):
@@ -172,7 +175,7 @@ class Transfers:
         loop = asyncio.get_running_loop()
         try:
             archived = await loop.run_in_executor(
-                None, archives.write_backup, directory, archive, lambda done: None
+                None, archives.write_backup, directory, archive, lambda done: None, TRANSFER_LEVEL
             )
             await _upload(archive, archived, target_url.rstrip("/"), server_id, ca_pem, token)
         except OSError as error:
@@ -184,26 +187,31 @@ class Transfers:
         return archived
 
     def remove_copy(self, server_id: str) -> None:
-        """The server's data on this node, gone (after it moved elsewhere)."""
+        """The server's directory and run state on this node, gone (after it moved elsewhere).
+        Its backups stay: they are archives the customer made, not the server's copy."""
         for path in (
             self.layout.server_dir(server_id),
             self.layout.run_dir(server_id),
-            self.layout.backups / server_id,
             self.layout.samples / f"{server_id}.jsonl",
         ):
             _remove(path)
 
 
 async def _write_body(body: aiohttp.StreamReader, partial: Path) -> archives.Archived:
-    loop = asyncio.get_running_loop()
+    # Gathered in CHUNK-sized writes; the page cache takes them without blocking the loop long.
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
     descriptor = os.open(partial, flags, 0o600)
-    digest, size = hashlib.sha256(), 0
+    digest, size, pending = hashlib.sha256(), 0, bytearray()
     try:
-        async for chunk in body.iter_chunked(archives.CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-            await loop.run_in_executor(None, _write_all, descriptor, chunk)
+        async for piece in body.iter_any():
+            pending += piece
+            if len(pending) >= archives.CHUNK:
+                digest.update(pending)
+                _write_all(descriptor, pending)
+                size, pending = size + len(pending), bytearray()
+        digest.update(pending)
+        _write_all(descriptor, pending)
+        size += len(pending)
     except OSError as error:
         if error.errno == errno.ENOSPC:
             raise TransferError(507, "insufficient_storage", DISK_FULL) from error
@@ -213,7 +221,7 @@ async def _write_body(body: aiohttp.StreamReader, partial: Path) -> archives.Arc
     return archives.Archived(size_bytes=size, sha256=digest.hexdigest())
 
 
-def _write_all(descriptor: int, data: bytes) -> None:
+def _write_all(descriptor: int, data: bytes | bytearray) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(descriptor, view) :]
@@ -255,13 +263,20 @@ async def _upload(
     url = f"{target_url}/v1/transfers/{server_id}/archive"
     try:
         async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as session:
-            with archive.open("rb") as source:
-                async with session.put(url, data=source, headers=headers, ssl=verify) as answer:
-                    if answer.status >= 300:
-                        raise TransferError(502, "transfer_failed", await _refusal(answer))
+            body = _read_chunks(archive)
+            async with session.put(url, data=body, headers=headers, ssl=verify) as answer:
+                if answer.status >= 300:
+                    raise TransferError(502, "transfer_failed", await _refusal(answer))
     except (TimeoutError, aiohttp.ClientError, ssl.SSLError) as error:
         why = f"the target did not take the archive ({type(error).__name__})"
         raise TransferError(502, "transfer_failed", why) from error
+
+
+async def _read_chunks(archive: Path) -> AsyncIterator[bytes]:
+    loop = asyncio.get_running_loop()
+    with archive.open("rb") as source:
+        while chunk := await loop.run_in_executor(None, source.read, archives.CHUNK):
+            yield chunk
 
 
 async def _refusal(answer: aiohttp.ClientResponse) -> str:

@@ -156,6 +156,9 @@ def _complete_on_node(migration: ServerMigration, target: Node) -> ServerMigrati
     """One transaction: the server on the target (a port of its range), the migration
     completed, server.migrated."""
     with transaction.atomic():
+        server = Server.objects.select_for_update().get(id=migration.server_id)
+        if server.state != ServerState.STOPPED:  # started meanwhile, on the source
+            raise ValueError(f"the server was started meanwhile (it is {server.state})")
         port = allocate_port(target)
         new_address = format_address(target.address, port)
         ServerMigration.objects.filter(id=migration.id).update(new_address=new_address)
