@@ -1,7 +1,8 @@
 """The agent's HTTPS API, called by the control plane (docs/agent-protocol.md lists the routes).
 
 Every request is authenticated first (the node token, compared in constant time), before its
-route, its server id or its body is looked at. Errors have one shape:
+server id or its body is looked at; the one exception is another node's upload of a transfer,
+authenticated by its transfer token instead (`receive_view`). Errors have one shape:
 `{"error": {"code", "message"}}`.
 """
 

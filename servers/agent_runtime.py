@@ -21,9 +21,13 @@ from requests.adapters import HTTPAdapter
 from gshost.errors import InvalidInput
 from gshost.ids import format_timestamp
 from gshost_agent.templates import load_template
-from servers.capabilities import Capability
 from servers.configuration import desired_settings, settings_report_applied
-from servers.errors import CapabilityNotSupported, InvalidState, NodeRefused, NodeUnavailable
+from servers.errors import (
+    InvalidState,
+    NodeRefused,
+    NodeUnavailable,
+    NotOnAgentNodes,
+)
 from servers.lifecycle import Trigger
 from servers.models import Job, JobKind, Node, NodeState, Server, ServerMigration, ServerState
 from servers.nodes import node_token
@@ -165,8 +169,8 @@ def _job_body(job: Job) -> dict[str, Any]:
 
 
 class AgentRuntime:
-    """Servers on agent nodes. Migrations are not supported there yet: the template games do
-    not list the capability, so its routes answer 501 before reaching here."""
+    """Servers on agent nodes. A migration there moves the server to another node, with its
+    data (`servers.node_transfers`), not to an address."""
 
     def _post(self, server: Server, action: str, body: dict[str, Any] | None = None) -> None:
         try:
@@ -206,7 +210,10 @@ class AgentRuntime:
         self._post(job.server, "jobs", _job_body(job))
 
     def migrate(self, migration: ServerMigration) -> None:
-        raise CapabilityNotSupported(Capability.MIGRATION.value)
+        raise NotOnAgentNodes(
+            "A server on an agent node moves to another node, not to an address: "
+            "`simulate SERVER_ID migrate --node NAME` or the admin's Migrate to node…."
+        )
 
     def push_settings(self, server: Server) -> None:
         """The agent writes the settings file now: a stopped server is in sync at once, a

@@ -63,7 +63,7 @@ class NodeUnavailable(Unavailable):
 
 
 class NotOnAgentNodes(NotSupported):
-    """Something only the simulated node can do (fail-start, migrate for now)."""
+    """Something only the simulated node can do (fail-start, a move to a new address)."""
 
     code = "not_supported"
 

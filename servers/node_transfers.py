@@ -56,8 +56,10 @@ def migration_to_node_begin(*, server: Server, target: Node, actor: Actor) -> Se
         raise MigrationRefused(str(refused)) from None
     if not free_port_count(target):
         raise MigrationRefused(f"Node {target.name} has no free port.")
-    migration = new_migration_row(server, format_address(target.address, target.first_port), actor)
-    ServerMigration.objects.filter(id=migration.id).update(target_node=target)
+    with transaction.atomic():
+        first_guess = format_address(target.address, target.first_port)  # fixed on completion
+        migration = new_migration_row(server, first_guess, actor)
+        ServerMigration.objects.filter(id=migration.id).update(target_node=target)
     migration.target_node = target
     return migration
 
