@@ -1,12 +1,20 @@
 """The admin's "Migrate to node…" action: a form to choose the agent node, then a migration
-begun for each server chosen (a worker does the move: tests/servers/test_node_migration.py)."""
+begun for each server chosen (a worker does the move: tests/servers/test_node_migration.py);
+and moves between agent nodes whose worker died, failed by the minute's sweep."""
+
+from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
+from freezegun import freeze_time
 
 from accounts.models import User
+from audit.actors import Actor
 from servers.models import MigrationState, ServerMigration
+from servers.node_transfers import migration_to_node_begin, migrations_to_node_expire
 from servers.readings import migration_status
+from servers.runtime import runtime_sweep
 from tests.servers.node_fixtures import beat, register
 
 
@@ -52,3 +60,29 @@ def test_it_says_why_a_move_cannot_begin(staff_client, demo_server, agent_node):
 
     assert "is not another agent node" in page.content.decode()
     assert not ServerMigration.objects.exists()
+
+
+def test_a_move_whose_worker_died_is_failed_after_35_minutes(demo_server, other_node):
+    migration = migration_to_node_begin(
+        server=demo_server, target=other_node, actor=Actor.system("t")
+    )
+    migrations_to_node_expire(timezone.now() + timedelta(minutes=34))
+    assert ServerMigration.objects.get(id=migration.id).state == MigrationState.MIGRATING
+
+    migrations_to_node_expire(timezone.now() + timedelta(minutes=36))
+
+    failed = ServerMigration.objects.get(id=migration.id)
+    assert (failed.state, failed.error) == (
+        MigrationState.FAILED,
+        "the move did not finish in time",
+    )
+    assert migration_status(demo_server)["error"] == "the move did not finish in time"
+
+
+def test_the_simulated_hosts_do_not_finish_a_move_between_agent_nodes(demo_server, other_node):
+    migration = migration_to_node_begin(
+        server=demo_server, target=other_node, actor=Actor.system("t")
+    )
+    with freeze_time(timezone.now() + timedelta(hours=1)):
+        runtime_sweep(timezone.now())
+    assert ServerMigration.objects.get(id=migration.id).state == MigrationState.MIGRATING

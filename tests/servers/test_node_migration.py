@@ -23,10 +23,16 @@ import requests
 from django.core.management import CommandError, call_command
 
 from audit.actors import Actor
+from servers import tasks
 from servers.errors import MigrationRefused
 from servers.models import MigrationState, Node, Server, ServerState
-from servers.node_transfers import migration_to_node_begin, migration_to_node_run
+from servers.node_transfers import (
+    migration_to_node_begin,
+    migration_to_node_run,
+    migration_to_node_start,
+)
 from servers.nodes import NodeInput, node_create
+from servers.readings import migration_status
 from servers.services import PowerAction, server_create, server_power
 from tests.agent.conftest import (
     Agent,
@@ -312,3 +318,14 @@ def test_simulate_migrate_says_why_the_server_stayed(pair, acme):
     with pytest.raises(CommandError, match="stays on node a: the target refused it"):
         call_command("simulate", server.id, "migrate", "--node", "b")
     assert Server.objects.get(id=server.id).node_id == a.id
+
+
+def test_a_move_begun_in_the_admin_is_done_by_the_workers_task(pair, acme):
+    a, b = pair.node("a"), pair.node("b")
+    server = demo_on(a, acme, running=False)
+    begun = migration_to_node_start(server=server, target=b, actor=ACTOR)
+
+    tasks.migration_to_node(begun.id)
+
+    assert Server.objects.get(id=server.id).node_id == b.id
+    assert migration_status(server)["state"] == "completed"
