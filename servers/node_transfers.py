@@ -88,6 +88,8 @@ def migration_to_node_run(*, migration_id: int) -> ServerMigration:
         _transfer(server, target)
     except MigrationFailed as failure:
         _discard_on(target, server.id)
+        # An answer lost after the target adopted the copy: that copy is not the server's.
+        _call_quietly(target, "DELETE", _server_path(server.id))
         return _failed(migration, str(failure), restart=was_running)
     try:
         completed = _complete_on_node(migration, target)
@@ -105,7 +107,7 @@ def _transfer(server: Server, target: Node) -> None:
     path = f"/v1/transfers/{quote(server.id, safe='')}"
     expect = {"token": token, "game": server.game, "valid_seconds": TRANSFER_VALID_SECONDS}
     send = {"target_url": target.url, "target_ca": target.ca_pem, "token": token}
-    _call(target, "POST", path, expect, "the target refused it")
+    _call(target, "POST", path, expect, "the target did not take it")
     _call(server.node, "POST", _server_path(server.id, "transfer"), send, "the transfer failed")
     _call(target, "POST", f"{path}/commit", None, "the target could not adopt it")
 

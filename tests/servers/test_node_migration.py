@@ -177,7 +177,7 @@ def test_a_target_that_is_down_fails_the_move_and_the_server_runs_again_on_the_s
     migration = migrate(server, b)
 
     assert migration.state == MigrationState.FAILED
-    assert "the target refused it" in migration.error
+    assert "the target did not take it" in migration.error
     after = Server.objects.get(id=server.id)
     assert (after.node_id, after.port) == (a.id, server.port)
     wait_until(lambda: state_of(server) == ServerState.RUNNING, timeout=30)
@@ -315,7 +315,7 @@ def test_simulate_migrate_says_why_the_server_stayed(pair, acme):
     server = demo_on(a, acme, running=False)
     pair.agents["b"].end(signal.SIGKILL)
 
-    with pytest.raises(CommandError, match="stays on node a: the target refused it"):
+    with pytest.raises(CommandError, match="stays on node a: the target did not take it"):
         call_command("simulate", server.id, "migrate", "--node", "b")
     assert Server.objects.get(id=server.id).node_id == a.id
 
