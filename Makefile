@@ -59,6 +59,7 @@ bench: install
 	$(BIN)/python bench/agent_events.py
 	$(BIN)/python bench/agent_servers.py
 	$(BIN)/python bench/agent_backups.py
+	$(BIN)/python bench/agent_migration.py
 
 bench-deliveries: install
 	./scripts/ensure-services.sh

@@ -1,7 +1,8 @@
 """The agent's HTTPS API, called by the control plane (docs/agent-protocol.md lists the routes).
 
 Every request is authenticated first (the node token, compared in constant time), before its
-route, its server id or its body is looked at. Errors have one shape:
+server id or its body is looked at; the one exception is another node's upload of a transfer,
+authenticated by its transfer token instead (`receive_view`). Errors have one shape:
 `{"error": {"code", "message"}}`.
 """
 
@@ -23,10 +24,13 @@ from gshost_agent.server_state import InvalidCommand, InvalidState, StartRequest
 from gshost_agent.settings_files import InvalidSettings
 from gshost_agent.supervisor import Supervisor
 from gshost_agent.templates import UnknownGame
+from gshost_agent.transfers import ARCHIVE_SHA256_HEADER, TransferError
 
 logger = logging.getLogger("gshost_agent.api")
 
 BODY_LIMIT = 64 * 1024
+TRANSFER_UPLOAD = "transfer-upload"
+TOKEN_LENGTHS = range(32, 201)
 NODE: web.AppKey[Node] = web.AppKey("node", Node)
 TOKEN: web.AppKey[str] = web.AppKey("token", str)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -63,6 +67,8 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 @web.middleware
 async def authentication(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.match_info.route.name == TRANSFER_UPLOAD:
+        return await handler(request)  # another node's upload, with a transfer token of its own
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     expected = request.app[TOKEN]
     # surrogateescape: a header of undecodable bytes is a wrong token, not an error.
@@ -95,6 +101,12 @@ def make_app(node: Node, token: str) -> web.Application:
             web.get(f"{server}/settings", settings_view),
             web.put(f"{server}/settings", settings_write_view),
             web.post(f"{server}/jobs", job_view),
+            web.post(f"{server}/transfer", send_view),
+            web.delete(server, forget_view),
+            web.post("/v1/transfers/{server_id}", expect_view),
+            web.put("/v1/transfers/{server_id}/archive", receive_view, name=TRANSFER_UPLOAD),
+            web.post("/v1/transfers/{server_id}/commit", commit_view),
+            web.delete("/v1/transfers/{server_id}", discard_view),
         ]
     )
     return app
@@ -297,3 +309,91 @@ async def job_view(request: web.Request) -> web.Response:
     except InvalidSettings as error:
         raise ApiError(400, "invalid_request", str(error)) from error
     return web.json_response({"job_id": job.job_id}, status=202)
+
+
+# Transfers of a server's data between nodes (gshost_agent.transfers) --------------------------
+
+
+def transfer_token(body: dict[str, Any]) -> str:
+    token = body.get("token")
+    if not isinstance(token, str) or len(token) not in TOKEN_LENGTHS:
+        raise ApiError(400, "invalid_request", "token: the transfer token (32 to 200 characters)")
+    return token
+
+
+def refused(error: TransferError) -> ApiError:
+    return ApiError(error.status, error.code, error.message)
+
+
+async def expect_view(request: web.Request) -> web.Response:
+    server_id = server_id_of(request)
+    body = await json_body(request)
+    token, game, seconds = transfer_token(body), body.get("game"), body.get("valid_seconds")
+    if not isinstance(game, str):
+        raise ApiError(400, "invalid_request", "game: a game name is required")
+    if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < 1:
+        raise ApiError(400, "invalid_request", "valid_seconds: a number of seconds")
+    try:
+        request.app[NODE].transfers.expect(server_id, token, game, seconds)
+    except TransferError as error:
+        raise refused(error) from error
+    except UnknownGame as error:
+        raise ApiError(400, "invalid_request", f"unknown game {error}") from error
+    return web.json_response({"expected": True}, status=201)
+
+
+async def receive_view(request: web.Request) -> web.Response:
+    transfers = request.app[NODE].transfers
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    server_id = request.match_info["server_id"]
+    try:
+        if scheme != "Bearer" or not SERVER_ID.match(server_id):
+            raise TransferError(401, "unauthorized", "a valid transfer token is required")
+        incoming = transfers.authorised(server_id, given)
+        sha256, length = request.headers.get(ARCHIVE_SHA256_HEADER, ""), request.content_length
+        if len(sha256) != 64 or length is None:
+            raise TransferError(400, "invalid_request", f"{ARCHIVE_SHA256_HEADER} and a length")
+        archived = await transfers.receive(incoming, request.content, length, sha256)
+    except TransferError as error:
+        raise refused(error) from error
+    return web.json_response({"size_bytes": archived.size_bytes, "sha256": archived.sha256})
+
+
+async def commit_view(request: web.Request) -> web.Response:
+    server_id = server_id_of(request)
+    node = request.app[NODE]
+    try:
+        node.transfers.commit(server_id, node.identity.uid)
+    except TransferError as error:
+        raise refused(error) from error
+    return web.json_response({"committed": True})
+
+
+async def discard_view(request: web.Request) -> web.Response:
+    request.app[NODE].transfers.discard(server_id_of(request))
+    return web.json_response({"discarded": True})
+
+
+async def send_view(request: web.Request) -> web.Response:
+    supervisor = known_server(request)
+    body = await json_body(request)
+    token, target_url, ca_pem = transfer_token(body), body.get("target_url"), body.get("target_ca")
+    if not isinstance(target_url, str) or not target_url.startswith("https://"):
+        raise ApiError(400, "invalid_request", "target_url: the target agent's https:// URL")
+    if not isinstance(ca_pem, str):
+        raise ApiError(400, "invalid_request", "target_ca: PEM text, or empty for the system's")
+    try:
+        sent = await supervisor.send_to(request.app[NODE].transfers, target_url, ca_pem, token)
+    except TransferError as error:
+        raise refused(error) from error
+    except InvalidState as error:
+        raise ApiError(409, "invalid_state", str(error)) from error
+    return web.json_response({"size_bytes": sent.size_bytes, "sha256": sent.sha256})
+
+
+async def forget_view(request: web.Request) -> web.Response:
+    try:
+        request.app[NODE].forget(server_id_of(request))
+    except InvalidState as error:
+        raise ApiError(409, "invalid_state", str(error)) from error
+    return web.json_response({"removed": True})

@@ -143,13 +143,15 @@ class _ExactReader:
         return data
 
 
-def write_backup(directory: Path, target: Path, progress: Progress) -> Archived:
+def write_backup(
+    directory: Path, target: Path, progress: Progress, level: int = COMPRESS_LEVEL
+) -> Archived:
     """Archives `directory` as `target` (written as `target.partial`, then renamed)."""
     partial = target.with_name(target.name + PARTIAL)
     descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
         writer = _HashingWriter(descriptor)
-        gz = gzip.GzipFile(fileobj=writer, mode="wb", compresslevel=COMPRESS_LEVEL, mtime=0)
+        gz = gzip.GzipFile(fileobj=writer, mode="wb", compresslevel=level, mtime=0)
         with gz:
             compressor = _Compressor(gz, progress)
             try:
@@ -281,7 +283,7 @@ def restore_backup(
         with open(archive, "rb") as source:
             _extract(_CountingReader(source, progress, size), staging)
         if owner is not None:
-            _own(staging, owner)
+            own(staging, owner)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -304,7 +306,13 @@ def _extract(source: _CountingReader, staging: Path) -> None:
         raise ArchiveError(f"the archive cannot be extracted: {error}") from error
 
 
-def _own(staging: Path, owner: tuple[int, int]) -> None:
+def unpack(archive: Path, staging: Path) -> None:
+    """The archive's content, extracted into the empty directory `staging` (a transfer)."""
+    with open(archive, "rb") as source:
+        _extract(_CountingReader(source, lambda done: None, 0), staging)
+
+
+def own(staging: Path, owner: tuple[int, int]) -> None:
     """Everything the game's (its user, its server's group), as if the game had made it."""
     uid, gid = owner
     for root, dirs, files in os.walk(staging):

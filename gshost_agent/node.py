@@ -20,9 +20,10 @@ from gshost_agent.data_jobs import INTERRUPTED, JobThreads, finished, forget_job
 from gshost_agent.layout import Layout, game_identity
 from gshost_agent.outbox import Outbox, deliver_forever, flush
 from gshost_agent.readings import SAMPLE_SECONDS
-from gshost_agent.server_state import PROCESS_REPORTS, MemoryRoot, ReportKind
+from gshost_agent.server_state import PROCESS_REPORTS, InvalidState, MemoryRoot, ReportKind
 from gshost_agent.supervisor import Supervisor
 from gshost_agent.templates import GameCatalog
+from gshost_agent.transfers import Transfers
 
 logger = logging.getLogger("gshost_agent.node")
 
@@ -62,6 +63,7 @@ class Node:
         self.catalog = GameCatalog(config.games_dir)
         self.supervisors: dict[str, Supervisor] = {}
         self.jobs = JobThreads(JOB_THREADS)
+        self.transfers = Transfers(self.layout, self.catalog)
         self._tasks: list[asyncio.Task[None]] = []
 
     def report(
@@ -107,6 +109,14 @@ class Node:
             return self.supervisor(server_id)
         return None
 
+    def forget(self, server_id: str) -> None:
+        """A stopped server whose data moved to another node: no trace of it stays here."""
+        supervisor = self.known(server_id)
+        if supervisor is not None and (supervisor.running or supervisor.transferring):
+            raise InvalidState(supervisor.state)
+        self.supervisors.pop(server_id, None)
+        self.transfers.remove_copy(server_id)
+
     def states(self) -> dict[str, str]:
         return {server_id: str(sup.state) for server_id, sup in sorted(self.supervisors.items())}
 
@@ -116,6 +126,8 @@ class Node:
     async def start(self) -> None:
         """Reattaches to the keepers an earlier agent left, then starts the background work."""
         self._recover_jobs()
+        for name in self.transfers.prepare():
+            logger.warning("after an interrupted transfer: removed %s", name)
         for entry in sorted(self.layout.run.iterdir()):
             if entry.is_dir() and SERVER_ID.match(entry.name):
                 try:

@@ -20,12 +20,14 @@ import time
 from collections import deque
 from typing import Any
 
+from gshost_agent.archives import Archived
 from gshost_agent.data_jobs import JobRequest, JobThreads, ServerData
 from gshost_agent.keepers import KeeperGone, KeeperHandle
 from gshost_agent.layout import GameIdentity, Layout, game_python
 from gshost_agent.players import PlayerRoster
 from gshost_agent.readings import ProcessTree, Sample, SampleStore, disk_mb
 from gshost_agent.server_state import (
+    Busy,
     Intent,
     InvalidState,
     MemoryRoot,
@@ -38,6 +40,7 @@ from gshost_agent.server_state import (
 )
 from gshost_agent.settings_files import read_settings, settings_for, write_settings
 from gshost_agent.templates import GameCatalog, GameTemplate
+from gshost_agent.transfers import Transfers
 
 logger = logging.getLogger("gshost_agent.supervisor")
 
@@ -90,6 +93,7 @@ class Supervisor:
         self._watch: asyncio.Task[None] | None = None
         self._timer: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self.transferring = False  # its data is being sent to another node: nothing starts
 
     @property
     def running(self) -> bool:
@@ -101,7 +105,7 @@ class Supervisor:
         async with self._lock:
             if self.running:
                 raise InvalidState(self.state)
-            self.data.refuse_while_job(self.state)
+            self._refuse_while_busy()
             template = self.catalog.get(request.game)
             settings_for(template, request.settings)  # refused before anything is touched
             try:
@@ -122,7 +126,7 @@ class Supervisor:
         async with self._lock:
             if self.state not in (ServerState.RUNNING, ServerState.STARTING):
                 raise InvalidState(self.state)
-            self.data.refuse_while_job(self.state)
+            self._refuse_while_busy()
             template = self.catalog.get(request.game)
             settings_for(template, request.settings)
             assert self.intent is not None
@@ -154,7 +158,30 @@ class Supervisor:
 
     async def run_job(self, request: JobRequest) -> None:
         async with self._lock:  # not while a start or a stop is under way
+            if self.transferring:
+                raise Busy(self.state, "transfer")
             self.data.start_job(request, self.state)
+
+    async def send_to(
+        self, transfers: Transfers, target_url: str, ca_pem: str, token: str
+    ) -> Archived:
+        """The stopped server's data, sent to another node; no start or job meanwhile."""
+        async with self._lock:
+            if self.transferring:
+                raise Busy(self.state, "transfer")
+            self.data.refuse_while_job(self.state)
+            if self.running:
+                raise InvalidState(self.state)
+            self.transferring = True
+        try:
+            return await transfers.send(self.server_id, self.state, target_url, ca_pem, token)
+        finally:
+            self.transferring = False
+
+    def _refuse_while_busy(self) -> None:
+        if self.transferring:
+            raise Busy(self.state, "transfer")
+        self.data.refuse_while_job(self.state)
 
     def put_settings(self, game: str, given: dict[str, Any]) -> dict[str, str]:
         return self.data.put_settings(game, given, self.state)

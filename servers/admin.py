@@ -14,20 +14,22 @@ from audit.actors import Actor
 from gshost.errors import DomainError
 from gshost.panel_errors import refusal_message
 from servers.capabilities import Capability
-from servers.migration import migration_begin, suggest_new_address
 from servers.models import (
     Backup,
     ConfigEvent,
     Job,
     Node,
+    NodeKind,
     Schedule,
     ScheduleRun,
     Server,
     ServerTransition,
     SettingChange,
 )
+from servers.node_transfers import migration_to_node_start
 from servers.nodes import free_port_count, node_rotate_token, nodes_with_usage, simulated_node
 from servers.simulated_host import host_crash, host_fail_start
+from servers.transfers import migration_begin, suggest_new_address
 
 
 class ServerAdminForm(forms.ModelForm):
@@ -43,6 +45,12 @@ class ServerAdminForm(forms.ModelForm):
         fields = ("organization", "name", "game", "address", "disabled_capabilities")
 
     # The node and port are chosen when the server is created (createserver).
+
+
+class MigrateToNodeForm(forms.Form):
+    target = forms.ModelChoiceField(
+        queryset=Node.objects.filter(kind=NodeKind.AGENT).order_by("name"), label="Agent node"
+    )
 
 
 class TransitionInline(admin.TabularInline):
@@ -86,7 +94,7 @@ class ServerAdmin(admin.ModelAdmin):
     list_select_related = ("organization", "node")
     autocomplete_fields = ("organization",)
     inlines = (TransitionInline,)
-    actions = ("simulate_crash", "simulate_fail_start", "simulate_migrate")
+    actions = ("simulate_crash", "simulate_fail_start", "simulate_migrate", "migrate_to_node")
 
     def save_model(self, request: HttpRequest, obj: Server, form: Any, change: bool) -> None:
         """A server added here goes on the simulated node; `createserver --node` places one
@@ -115,6 +123,27 @@ class ServerAdmin(admin.ModelAdmin):
             return f"moving to {new}; server.migrated fires when the move completes."
 
         _each(request, queryset, migrate)
+
+    @admin.action(description="Migrate to node… (agent nodes: the data moves too)")
+    def migrate_to_node(
+        self, request: HttpRequest, queryset: QuerySet[Server]
+    ) -> TemplateResponse | None:
+        form = MigrateToNodeForm(request.POST if "apply" in request.POST else None)
+        if form.is_valid():
+            target, actor = form.cleaned_data["target"], Actor.system(_cause(request))
+
+            def begin(server: Server) -> str:
+                migration_to_node_start(server=server, target=target, actor=actor)
+                return f"moving to node {target.name}; its migration-status follows the move."
+
+            _each(request, queryset.select_related("node"), begin)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "form": form,
+            "servers": queryset.select_related("node"),
+        }
+        return TemplateResponse(request, "admin/servers/migrate_to_node.html", context)
 
 
 def _state(server: Server) -> str:

@@ -21,9 +21,13 @@ from requests.adapters import HTTPAdapter
 from gshost.errors import InvalidInput
 from gshost.ids import format_timestamp
 from gshost_agent.templates import load_template
-from servers.capabilities import Capability
 from servers.configuration import desired_settings, settings_report_applied
-from servers.errors import CapabilityNotSupported, InvalidState, NodeRefused, NodeUnavailable
+from servers.errors import (
+    InvalidState,
+    NodeRefused,
+    NodeUnavailable,
+    NotOnAgentNodes,
+)
 from servers.lifecycle import Trigger
 from servers.models import Job, JobKind, Node, NodeState, Server, ServerMigration, ServerState
 from servers.nodes import node_token
@@ -45,6 +49,9 @@ CONNECT_TIMEOUT_SECONDS = 3.0
 READ_TIMEOUT_SECONDS = 10.0
 DEFAULT_MEMORY_MB = 1024
 SESSIONS_KEPT = 32  # one per node CA; a process talks to a handful of nodes
+# Answers that say why the agent refused; 422, 502 and 507 come from transfers (a checksum
+# that differs, a target that did not take the archive, a full disk).
+REFUSALS = frozenset({400, 404, 409, 422, 502, 507})
 
 
 class _CaAdapter(HTTPAdapter):
@@ -87,6 +94,7 @@ def agent_call(
     path: str,
     body: dict[str, Any] | None = None,
     params: dict[str, str] | None = None,
+    read_timeout: float = READ_TIMEOUT_SECONDS,
 ) -> dict[str, Any]:
     """One call to the node's agent: its JSON answer, AgentError for an error it answered,
     NodeUnavailable when the node is unreachable or the agent cannot be reached."""
@@ -103,7 +111,7 @@ def agent_call(
             json=body,
             params=params,
             headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
-            timeout=(CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS),
+            timeout=(CONNECT_TIMEOUT_SECONDS, read_timeout),
             allow_redirects=False,
         )
     except (requests.RequestException, ssl.SSLError) as error:
@@ -122,7 +130,7 @@ def _answer(node: Node, method: str, path: str, response: requests.Response) -> 
     found = answer.get("error") if isinstance(answer, dict) else None
     error: dict[str, Any] = found if isinstance(found, dict) else {}
     code, message = str(error.get("code", "")), str(error.get("message", ""))[:300]
-    if response.status_code in (400, 404, 409):
+    if response.status_code in REFUSALS:
         raise AgentError(response.status_code, code, message)
     logger.warning("Node %s: %s %s answered %s %s", node.name, method, path,
                    response.status_code, code)  # fmt: skip
@@ -161,8 +169,8 @@ def _job_body(job: Job) -> dict[str, Any]:
 
 
 class AgentRuntime:
-    """Servers on agent nodes. Migrations are not supported there yet: the template games do
-    not list the capability, so its routes answer 501 before reaching here."""
+    """Servers on agent nodes. A migration there moves the server to another node, with its
+    data (`servers.node_transfers`), not to an address."""
 
     def _post(self, server: Server, action: str, body: dict[str, Any] | None = None) -> None:
         try:
@@ -202,7 +210,10 @@ class AgentRuntime:
         self._post(job.server, "jobs", _job_body(job))
 
     def migrate(self, migration: ServerMigration) -> None:
-        raise CapabilityNotSupported(Capability.MIGRATION.value)
+        raise NotOnAgentNodes(
+            "A server on an agent node moves to another node, not to an address: "
+            "`simulate SERVER_ID migrate --node NAME` or the admin's Migrate to node…."
+        )
 
     def push_settings(self, server: Server) -> None:
         """The agent writes the settings file now: a stopped server is in sync at once, a

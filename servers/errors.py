@@ -63,6 +63,13 @@ class NodeUnavailable(Unavailable):
 
 
 class NotOnAgentNodes(NotSupported):
-    """Something only the simulated node can do (fail-start, migrate for now)."""
+    """Something only the simulated node can do (fail-start, a move to a new address)."""
 
     code = "not_supported"
+
+
+class MigrationRefused(InvalidStateKind):
+    """A move between agent nodes that cannot begin: the target is not another online agent
+    node with the game and a free port, or the server is not on an agent node."""
+
+    code = "migration_refused"

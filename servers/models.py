@@ -265,10 +265,12 @@ class Job(models.Model):
 class MigrationState(models.TextChoices):
     MIGRATING = "migrating", "Migrating"
     COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"  # the server stayed where it was (agent nodes)
 
 
 class ServerMigration(models.Model):
-    """A move of a server to another host; its address changes when it completes."""
+    """A move of a server to another host; its address changes when it completes. Between
+    agent nodes, `target_node` is where it goes and `error` why it did not."""
 
     server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="migrations")
     state = models.CharField(
@@ -279,6 +281,10 @@ class ServerMigration(models.Model):
     requested_by = models.CharField(max_length=200, blank=True, default="")
     started_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)
+    target_node = models.ForeignKey(
+        Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    error = models.CharField(max_length=500, blank=True, default="")
 
     class Meta:
         indexes = [models.Index(fields=["server", "-started_at", "-id"])]

@@ -72,6 +72,7 @@ def migration_status(server: Server) -> dict[str, Any]:
             "completed_at": None,
             "previous_address": None,
             "new_address": None,
+            "error": None,
         }
     return {
         "state": latest.state,
@@ -79,6 +80,7 @@ def migration_status(server: Server) -> dict[str, Any]:
         "completed_at": latest.completed_at,
         "previous_address": latest.previous_address,
         "new_address": latest.new_address,
+        "error": latest.error or None,
     }
 
 

@@ -12,11 +12,11 @@ from audit.services import PanelAction
 from servers import events
 from servers.errors import InvalidState
 from servers.lifecycle import REQUESTS, CrashDetails, Move, Trigger, move
-from servers.migration import format_address
 from servers.models import ConsoleCommand, Game, Node, Server, ServerState, ServerTransition
 from servers.nodes import allocate_port, check_game_on_node, default_game, node_for_new_server
 from servers.runtime import get_runtime
 from servers.selectors import server_busy_job
+from servers.transfers import format_address
 from webhooks.events import Event
 
 MAX_COMMAND_LENGTH = 1000

@@ -15,7 +15,6 @@ from servers.configuration import settings_report_applied
 from servers.errors import InvalidState, NotOnAgentNodes
 from servers.jobs import job_begin, job_finish, job_progress
 from servers.lifecycle import Trigger
-from servers.migration import migrate_now, migration_complete, suggest_new_address
 from servers.models import (
     Job,
     JobKind,
@@ -27,6 +26,7 @@ from servers.models import (
 )
 from servers.runtime import get_runtime
 from servers.services import server_transition
+from servers.transfers import migrate_now, migration_complete, suggest_new_address
 
 COMPLETION = {
     ServerState.STARTING: Trigger.READY,
@@ -74,7 +74,9 @@ def _backup_size(job: Job, now: datetime) -> int | None:
 
 
 def _finish_migrations(cutoff: datetime) -> None:
-    due = ServerMigration.objects.filter(state=MigrationState.MIGRATING, started_at__lte=cutoff)
+    due = ServerMigration.objects.filter(
+        state=MigrationState.MIGRATING, started_at__lte=cutoff, target_node__isnull=True
+    )  # a move between agent nodes is not the simulated host's to finish
     for migration_id in due.values_list("id", flat=True):
         migration_complete(migration_id=migration_id)
 
@@ -123,7 +125,7 @@ def host_migrate(
     *, server_id: str, new_address: str | None = None, cause: str = "simulate"
 ) -> ServerMigration:
     """The server moves now: its address changes and server.migrated fires."""
-    _simulated_only(server_id, "Migrating (for now)")
+    _simulated_only(server_id, "Migrating to a new address")
     server = Server.objects.get(id=server_id)
     address = new_address or suggest_new_address(server.address)
     return migrate_now(server=server, new_address=address, actor=Actor.system(cause))

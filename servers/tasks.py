@@ -7,6 +7,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from servers.config_events import config_events_apply_due
+from servers.node_transfers import migration_to_node_run, migrations_to_node_expire
 from servers.runtime import runtime_sweep
 from servers.schedules import schedules_run_due
 
@@ -34,8 +35,14 @@ def tick() -> None:
     """Every minute: overdue runtime work, due command schedules, due config events.
     Each part runs even if another fails, so one bad row cannot stall the rest."""
     now = timezone.now()
-    for part in (runtime_sweep, schedules_run_due, config_events_apply_due):
+    parts = (runtime_sweep, schedules_run_due, config_events_apply_due, migrations_to_node_expire)
+    for part in parts:
         try:
             part(now)
         except Exception:
             logger.exception("servers tick: %s failed", getattr(part, "__name__", part))
+
+
+def migration_to_node(migration_id: int) -> None:
+    """A move between agent nodes, begun in the admin: it records its own outcome."""
+    migration_to_node_run(migration_id=migration_id)

@@ -149,6 +149,7 @@ class MigrationStatusSerializer(serializers.Serializer[Any]):
     completed_at = TimestampField(allow_null=True)
     previous_address = serializers.CharField(allow_null=True)
     new_address = serializers.CharField(allow_null=True)
+    error = serializers.CharField(allow_null=True)  # why a migration failed
 
 
 class CapabilitySerializer(serializers.Serializer[Any]):

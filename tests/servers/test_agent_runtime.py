@@ -335,9 +335,9 @@ def test_a_schedule_command_the_node_refuses_fails_its_run(
 # What the demo game supports on agent nodes
 
 
-def test_the_demo_game_supports_its_data_jobs_but_not_migration(key, demo_server):
+def test_the_demo_game_supports_its_data_jobs_and_migration(key, demo_server):
     body = api_get(key, demo_server, "capabilities").json()["capabilities"]
-    assert {name for name, entry in body.items() if not entry["supported"]} == {"migration"}
+    assert all(entry["supported"] for entry in body.values())
 
 
 # simulate on agent nodes
@@ -367,14 +367,28 @@ def test_simulate_crash_of_a_stopped_agent_server_is_refused(demo_server, stand_
     assert stand_in_agent.requests == []
 
 
-@pytest.mark.parametrize("what", ["fail-start", "migrate"])
-def test_simulate_fail_start_and_migrate_are_refused_on_agent_nodes(
-    demo_server, stand_in_agent, what
-):
+def test_simulate_fail_start_is_refused_on_agent_nodes(demo_server, stand_in_agent):
     with pytest.raises(CommandError, match="only for servers on the simulated node"):
-        simulate(demo_server.id, what)
+        simulate(demo_server.id, "fail-start")
     assert state_of(demo_server) == "stopped"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ((), "Name the agent node to move to"),
+        (("--node", "nowhere"), "Name the agent node to move to"),
+        (("--node", "node-1"), "is not another agent node"),
+        (("--node", "simulated"), "is not another agent node"),
+    ],
+)
+def test_simulate_migrate_on_an_agent_node_needs_another_agent_node(
+    demo_server, stand_in_agent, arguments, message
+):
+    with pytest.raises(CommandError, match=message):
+        simulate(demo_server.id, "migrate", *arguments)
     assert Server.objects.get(id=demo_server.id).address == "198.51.100.7:27000"
+    assert stand_in_agent.requests == []
 
 
 @pytest.mark.parametrize(

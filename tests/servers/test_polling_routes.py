@@ -6,7 +6,7 @@ import pytest
 from freezegun import freeze_time
 
 from audit.actors import Actor
-from servers.migration import migration_begin
+from servers.transfers import migration_begin
 from tests.conftest import API, client_for, error_of
 
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
@@ -89,6 +89,7 @@ def test_a_server_that_never_moved_has_migration_state_none(reader, acme_server)
         "completed_at": None,
         "previous_address": None,
         "new_address": None,
+        "error": None,
     }
 
 
@@ -104,6 +105,7 @@ def test_migration_status_follows_a_migration(reader, acme_server):
         "completed_at": None,
         "previous_address": acme_server.address,
         "new_address": "198.51.100.7:25565",
+        "error": None,
     }
 
 

@@ -12,9 +12,9 @@ from freezegun import freeze_time
 from accounts.models import User
 from audit.actors import Actor
 from servers.errors import InvalidState
-from servers.migration import migration_begin
 from servers.models import Server, ServerMigration
 from servers.runtime import runtime_sweep
+from servers.transfers import migration_begin
 from tests.servers.conftest import Published, events_of
 
 

@@ -1,13 +1,17 @@
-"""`simulate SERVER_ID crash|fail-start|migrate [--new-address IP:PORT]`: make the simulated
-host misbehave now, so the matching events can be seen end to end. On an agent node, `crash`
-kills the game process (SIGKILL: a real crash the agent reports); the others are refused."""
+"""`simulate SERVER_ID crash|fail-start|migrate [--new-address IP:PORT] [--node NAME]`: make
+the simulated host misbehave now, so the matching events can be seen end to end. On an agent
+node, `crash` kills the game process (SIGKILL: a real crash the agent reports), `migrate
+--node NAME` moves the server to that agent node (its data too) and waits for the outcome;
+`fail-start` is refused."""
 
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from audit.actors import Actor
 from gshost.errors import DomainError
-from servers.models import Server
+from servers.models import MigrationState, Node, Server
+from servers.node_transfers import migration_to_node_begin, migration_to_node_run
 from servers.simulated_host import host_crash, host_fail_start, host_migrate
 
 WHAT = ("crash", "fail-start", "migrate")
@@ -17,14 +21,16 @@ class Command(BaseCommand):
     help = (
         "crash: a running/restarting server crashes now; fail-start: a stopped server is "
         "started and fails to start, a starting one fails now; migrate: the server moves "
-        "to another host now (server.migrated). On an agent node only crash works: it kills "
-        "the game with SIGKILL and the agent reports the crash."
+        "to another host now (server.migrated). On an agent node, crash kills the game with "
+        "SIGKILL and the agent reports the crash; migrate --node NAME moves the server and its "
+        "data to that agent node."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("server_id", help="The server's id (srv_...).")
         parser.add_argument("what", choices=WHAT)
         parser.add_argument("--new-address", help="migrate: the new IP:PORT (default: a new IP)")
+        parser.add_argument("--node", help="migrate (agent nodes): the agent node to move to")
         parser.add_argument(
             "--exit-code", type=int, default=None, help="crash/fail-start: the game's exit code"
         )
@@ -57,8 +63,26 @@ def _simulate(server: Server, options: dict[str, Any]) -> str:
         return (
             f"{server.id} failed to start ({server.state} -> {after.state}); server.crashed fired."
         )
+    if server.node.is_agent or options["node"]:
+        return _migrate_to_node(server, options["node"])
     migration = host_migrate(server_id=server.id, new_address=options["new_address"])
     return (
         f"{server.id} moved from {migration.previous_address} to {migration.new_address}; "
         "server.migrated fired."
+    )
+
+
+def _migrate_to_node(server: Server, node_name: str | None) -> str:
+    if not server.node.is_agent:
+        raise CommandError("--node is for servers on agent nodes; this one moves by address.")
+    target = Node.objects.filter(name=node_name).first() if node_name else None
+    if target is None:
+        raise CommandError("Name the agent node to move to: --node NAME.")
+    begun = migration_to_node_begin(server=server, target=target, actor=Actor.system("simulate"))
+    migration = migration_to_node_run(migration_id=begun.id)
+    if migration.state == MigrationState.FAILED:
+        raise CommandError(f"{server.id} stays on node {server.node.name}: {migration.error}")
+    return (
+        f"{server.id} moved from node {server.node.name} ({migration.previous_address}) to node "
+        f"{target.name} ({migration.new_address}); server.migrated fired."
     )

@@ -1,5 +1,6 @@
 """Moving a server to another host. Its public address changes when the move completes, and
-server.migrated fires then with the old and new address."""
+server.migrated fires then with the old and new address. On the simulated node the host just
+finishes the move; between agent nodes the data travels too (`servers.node_transfers`)."""
 
 import ipaddress
 import random
@@ -43,7 +44,7 @@ def suggest_new_address(current: str) -> str:
             return candidate
 
 
-def _new_row(server: Server, new_address: str, actor: Actor) -> ServerMigration:
+def new_migration_row(server: Server, new_address: str, actor: Actor) -> ServerMigration:
     ip, port = parse_address(new_address)
     new_address = format_address(ip, port)
     if new_address == server.address:
@@ -63,7 +64,7 @@ def _new_row(server: Server, new_address: str, actor: Actor) -> ServerMigration:
 def migration_begin(*, server: Server, new_address: str, actor: Actor) -> ServerMigration:
     """Ask the runtime to move the server; it reports back with `migration_complete`."""
     with transaction.atomic():
-        migration = _new_row(server, new_address, actor)
+        migration = new_migration_row(server, new_address, actor)
         get_runtime(server).migrate(migration)
     return migration
 
@@ -88,7 +89,7 @@ def migration_complete(*, migration_id: int) -> ServerMigration | None:
 def migrate_now(*, server: Server, new_address: str, actor: Actor) -> ServerMigration:
     """Move the server at once (the `simulate migrate` command)."""
     with transaction.atomic():
-        migration = _new_row(server, new_address, actor)
+        migration = new_migration_row(server, new_address, actor)
         completed = migration_complete(migration_id=migration.id)
     assert completed is not None
     return completed

@@ -1,0 +1,202 @@
+"""Moving a server between agent nodes (docs/nodes.md, "Moving a server to another node").
+
+The server's data travels from agent to agent: the target expects it under a short-lived
+transfer token (made here and given to both agents; none of them stores it), the server is
+stopped if it runs, the source sends its archive there, the target checks its SHA-256 and
+stages it; then the target adopts it, the server moves (node,
+port, address) in one transaction with server.migrated, and the source forgets its copy. Any
+failure before that transaction leaves the server on the source as it was, and the migration
+`failed` with its `error`.
+"""
+
+import logging
+import secrets
+import time
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import quote
+
+from django.db import IntegrityError, transaction
+from django_q.tasks import async_task
+
+from audit.actors import Actor
+from gshost import handoff
+from gshost.errors import DomainError
+from servers.agent_runtime import AgentError, agent_call
+from servers.errors import MigrationRefused, NodeUnavailable
+from servers.models import MigrationState, Node, NodeState, Server, ServerMigration, ServerState
+from servers.nodes import allocate_port, check_game_on_node, free_port_count
+from servers.services import PowerAction, server_power
+from servers.transfers import format_address, migration_complete, new_migration_row
+
+logger = logging.getLogger(__name__)
+
+TRANSFER_VALID_SECONDS = 600
+SEND_TIMEOUT_SECONDS = 1800.0  # the source archives and uploads before it answers
+STOP_WAIT_SECONDS = 90.0
+UNFINISHED_AFTER = timedelta(seconds=SEND_TIMEOUT_SECONDS + 300)
+
+
+class MigrationFailed(Exception):
+    """A step of a move between agent nodes failed: why, in a sentence."""
+
+
+def migration_to_node_begin(*, server: Server, target: Node, actor: Actor) -> ServerMigration:
+    """The checks and the migration's row; `migration_to_node_run` does the move."""
+    source = server.node
+    if not source.is_agent:
+        raise MigrationRefused(f"{server.id} is on the simulated node; it moves by address.")
+    if not target.is_agent or target.id == source.id:
+        raise MigrationRefused(f"Node {target.name} is not another agent node.")
+    if target.state() != NodeState.ONLINE:
+        raise MigrationRefused(f"Node {target.name} is unreachable.")
+    try:
+        check_game_on_node(target, server.game)
+    except ValueError as refused:
+        raise MigrationRefused(str(refused)) from None
+    if not free_port_count(target):
+        raise MigrationRefused(f"Node {target.name} has no free port.")
+    with transaction.atomic():
+        first_guess = format_address(target.address, target.first_port)  # fixed on completion
+        migration = new_migration_row(server, first_guess, actor)
+        ServerMigration.objects.filter(id=migration.id).update(target_node=target)
+    migration.target_node = target
+    return migration
+
+
+def migration_to_node_start(*, server: Server, target: Node, actor: Actor) -> ServerMigration:
+    """Begun now, run by a worker (the admin's action): migration-status follows it."""
+    with transaction.atomic():
+        migration = migration_to_node_begin(server=server, target=target, actor=actor)
+        handoff.after_commit(async_task, "servers.tasks.migration_to_node", migration.id)
+    return migration
+
+
+def migration_to_node_run(*, migration_id: int) -> ServerMigration:
+    """The move itself (a worker's task, or the `simulate` command): completed, or failed
+    with the server on the source as it was."""
+    migration = ServerMigration.objects.select_related("server__node", "target_node").get(
+        id=migration_id
+    )
+    server, target = migration.server, migration.target_node
+    if migration.state != MigrationState.MIGRATING or target is None:
+        return migration
+    was_running = server.state != ServerState.STOPPED
+    try:
+        if was_running:
+            _stop_and_wait(server, migration.requested_by)
+        _transfer(server, target)
+    except MigrationFailed as failure:
+        _discard_on(target, server.id)
+        # An answer lost after the target adopted the copy: that copy is not the server's.
+        _call_quietly(target, "DELETE", _server_path(server.id))
+        return _failed(migration, str(failure), restart=was_running)
+    try:
+        completed = _complete_on_node(migration, target)
+    except (IntegrityError, ValueError) as error:
+        _call_quietly(target, "DELETE", _server_path(server.id))
+        return _failed(migration, f"the move could not be recorded: {error}", restart=was_running)
+    _call_quietly(migration.server.node, "DELETE", _server_path(server.id))
+    if was_running:
+        _start(Server.objects.select_related("node").get(id=server.id), completed.requested_by)
+    return completed
+
+
+def _transfer(server: Server, target: Node) -> None:
+    token = secrets.token_urlsafe(32)
+    path = f"/v1/transfers/{quote(server.id, safe='')}"
+    expect = {"token": token, "game": server.game, "valid_seconds": TRANSFER_VALID_SECONDS}
+    send = {"target_url": target.url, "target_ca": target.ca_pem, "token": token}
+    _call(target, "POST", path, expect, "the target did not take it")
+    _call(server.node, "POST", _server_path(server.id, "transfer"), send, "the transfer failed")
+    _call(target, "POST", f"{path}/commit", None, "the target could not adopt it")
+
+
+def _call(node: Node, method: str, path: str, body: dict[str, Any] | None, what: str) -> None:
+    try:
+        agent_call(node, method, path, body, read_timeout=SEND_TIMEOUT_SECONDS)
+    except AgentError as error:
+        raise MigrationFailed(f"{what}: {error.message or error.code}") from None
+    except NodeUnavailable as error:
+        raise MigrationFailed(f"{what}: {error.message}") from None
+
+
+def _call_quietly(node: Node, method: str, path: str) -> None:
+    """Clean-up that may fail (the node is down): logged, and what it left is harmless."""
+    try:
+        agent_call(node, method, path)
+    except (AgentError, NodeUnavailable) as error:
+        logger.warning("Node %s: %s %s failed (%s)", node.name, method, path, error)
+
+
+def _discard_on(target: Node, server_id: str) -> None:
+    _call_quietly(target, "DELETE", f"/v1/transfers/{quote(server_id, safe='')}")
+
+
+def _server_path(server_id: str, action: str = "") -> str:
+    return f"/v1/servers/{quote(server_id, safe='')}" + (f"/{action}" if action else "")
+
+
+def _stop_and_wait(server: Server, requested_by: str) -> None:
+    try:
+        server_power(server=server, action=PowerAction.STOP, actor=Actor.system(requested_by))
+    except DomainError as refused:
+        raise MigrationFailed(f"the server could not be stopped: {refused.message}") from None
+    deadline = time.monotonic() + STOP_WAIT_SECONDS
+    while Server.objects.get(id=server.id).state != ServerState.STOPPED:
+        if time.monotonic() > deadline:
+            raise MigrationFailed("the server did not stop in time")
+        time.sleep(0.2)  # the agent's report arrives through another process
+
+
+def _start(server: Server, requested_by: str) -> None:
+    try:
+        server_power(server=server, action=PowerAction.START, actor=Actor.system(requested_by))
+    except DomainError as refused:
+        logger.warning("%s: not started again after its migration: %s", server.id, refused)
+
+
+def _complete_on_node(migration: ServerMigration, target: Node) -> ServerMigration:
+    """One transaction: the server on the target (a port of its range), the migration
+    completed, server.migrated."""
+    with transaction.atomic():
+        server = Server.objects.select_for_update().get(id=migration.server_id)
+        if server.state != ServerState.STOPPED:  # started meanwhile, on the source
+            raise ValueError(f"the server was started meanwhile (it is {server.state})")
+        port = allocate_port(target)
+        new_address = format_address(target.address, port)
+        ServerMigration.objects.filter(id=migration.id).update(new_address=new_address)
+        Server.objects.filter(id=migration.server_id).update(node=target, port=port)
+        completed = migration_complete(migration_id=migration.id)
+        if completed is None:
+            raise ValueError("the migration is no longer under way")
+    return completed
+
+
+def _failed(migration: ServerMigration, error: str, *, restart: bool) -> ServerMigration:
+    ServerMigration.objects.filter(id=migration.id, state=MigrationState.MIGRATING).update(
+        state=MigrationState.FAILED, error=error[:500]
+    )
+    logger.warning("%s: migration %s failed: %s", migration.server_id, migration.id, error)
+    if restart:
+        _start(Server.objects.select_related("node").get(id=migration.server_id),
+               migration.requested_by)  # fmt: skip
+    migration.refresh_from_db()
+    return migration
+
+
+def migrations_to_node_expire(now: datetime) -> None:
+    """A move whose worker died mid-way: failed once it is overdue (the server never left
+    the source; what the target staged is discarded, or gone with its agent)."""
+    overdue = ServerMigration.objects.filter(
+        state=MigrationState.MIGRATING,
+        target_node__isnull=False,
+        started_at__lte=now - UNFINISHED_AFTER,
+    ).select_related("server", "target_node")
+    for migration in overdue:
+        target = migration.target_node
+        assert target is not None
+        _discard_on(target, migration.server_id)
+        if migration.server.node_id != target.id:  # adopted there, never moved: not its copy
+            _call_quietly(target, "DELETE", _server_path(migration.server_id))
+        _failed(migration, "the move did not finish in time", restart=False)
