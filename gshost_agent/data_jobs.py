@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gshost_agent import archives
 from gshost_agent.keeper import write_json_atomically
@@ -64,6 +64,20 @@ class JobRequest:
     @property
     def needs_stopped(self) -> bool:
         return self.kind != JobKind.BACKUP
+
+    def stops_game(self, state: ServerState) -> bool:
+        """A restore of a running game stops it first and starts it again after."""
+        return self.kind == JobKind.RESTORE and state == ServerState.RUNNING
+
+
+class Game(Protocol):
+    """The server's game, as a job that stops it meanwhile sees it (the supervisor)."""
+
+    async def stop_for_job(self) -> None:
+        """Stops it the normal way, and returns once it has exited."""
+
+    async def start_after_job(self) -> None:
+        """Starts it again as it last ran."""
 
 
 class JobThreads:
@@ -272,11 +286,14 @@ class ServerData:
         if self.job is not None and self.job.needs_stopped:
             raise Busy(state, self.job.kind)
 
-    def start_job(self, request: JobRequest, state: ServerState) -> None:
-        """Starts the job; its `job_finished` report tells how it ended."""
+    def start_job(self, request: JobRequest, state: ServerState, game: Game | None = None) -> None:
+        """Starts the job; its `job_finished` report tells how it ended. A restore of a running
+        game stops `game` first and starts it again after, whether the restore worked or not
+        (a failed one left the directory as it was)."""
         if self.job is not None:
             raise Busy(state, self.job.kind)
-        if request.needs_stopped and state != ServerState.STOPPED:
+        pausing = game if request.stops_game(state) else None
+        if request.needs_stopped and state != ServerState.STOPPED and pausing is None:
             raise InvalidState(state)
         template = self.catalog.get(request.game)
         if request.kind == JobKind.REINSTALL:
@@ -296,13 +313,17 @@ class ServerData:
         )
         self.report(self.server_id, ReportKind.JOB_PROGRESS, {"job_id": request.job_id,
                                                              "progress": 0})  # fmt: skip
-        self._task = loop.create_task(self._run(work))
+        self._task = loop.create_task(self._run(work, pausing))
 
-    async def _run(self, work: JobWork) -> None:
+    async def _run(self, work: JobWork, pausing: Game | None) -> None:
+        if pausing is not None:
+            await pausing.stop_for_job()
         details = await run_in(self.threads, work)
         self.report(self.server_id, ReportKind.JOB_FINISHED, details)
         forget_job(self.run_dir)  # after the report is in the outbox: never lost, maybe twice
         self.job = None
+        if pausing is not None:
+            await pausing.start_after_job()
 
     def put_settings(self, game: str, given: dict[str, Any], state: ServerState) -> dict[str, str]:
         """Writes the settings file now: a stopped server is in sync at once, a running one

@@ -154,7 +154,33 @@ class Supervisor:
 
     async def run_job(self, request: JobRequest) -> None:
         async with self._lock:  # not while a start or a stop is under way
-            self.data.start_job(request, self.state)
+            self.data.start_job(request, self.state, game=self)
+
+    async def stop_for_job(self) -> None:
+        """The game stopped by the node (`stopped_by_node`, as when the agent ends with its
+        games), and its exit awaited."""
+        async with self._lock:
+            if self.state == ServerState.RUNNING:
+                await self._ask_to_stop(StopReason.NODE, ServerState.STOPPING)
+        await self.ended.wait()
+
+    async def start_after_job(self) -> None:
+        """The game started again as it last ran: `started_by_node`, then `ready` (or
+        `failed_to_start`) as for any start."""
+        async with self._lock:
+            if self.running or self.intent is None:
+                return
+            self.report(self.server_id, ReportKind.STARTED_BY_NODE, {})
+            try:
+                await self._launch(self.intent.request, ServerState.STARTING)
+            except Exception as error:  # whatever stops it: a failed start
+                logger.error("%s: start after the job failed: %s", self.server_id, error)
+                self.state = ServerState.STOPPED
+                self.report(
+                    self.server_id,
+                    ReportKind.FAILED_TO_START,
+                    {"last_output": [f"gshost-agent: {error}"[:200]]},
+                )
 
     def put_settings(self, game: str, given: dict[str, Any]) -> dict[str, str]:
         return self.data.put_settings(game, given, self.state)

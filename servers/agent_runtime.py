@@ -24,6 +24,7 @@ from gshost_agent.templates import load_template
 from servers.capabilities import Capability
 from servers.configuration import desired_settings, settings_report_applied
 from servers.errors import CapabilityNotSupported, InvalidState, NodeRefused, NodeUnavailable
+from servers.jobs import jobs_fail_unreported
 from servers.lifecycle import Trigger
 from servers.models import Job, JobKind, Node, NodeState, Server, ServerMigration, ServerState
 from servers.nodes import node_token
@@ -305,7 +306,8 @@ class AgentRuntime:
             raise _garbled(server) from None
 
     def sweep(self, now: datetime) -> None:
-        """Nothing to finish: agents report what their processes do."""
+        """Agents report what their processes do; only jobs of silent nodes time out."""
+        jobs_fail_unreported(now)
 
 
 def _moment(value: Any) -> datetime:
