@@ -379,7 +379,7 @@ class Throttle:
         seconds: float = 1.0,
     ) -> None:
         self.total, self.report, self.ending, self.seconds = max(total, 1), report, ending, seconds
-        self.last_at, self.last = 0.0, -1
+        self.last_at, self.last = float("-inf"), -1  # the first call reports, whatever the clock
 
     def __call__(self, done: int) -> None:
         if self.ending.is_set():

@@ -121,8 +121,9 @@ def job_request(body: dict[str, Any]) -> JobRequest:
     return request
 
 
-def save_job(run_dir: Path, request: JobRequest) -> None:
-    write_json_atomically(run_dir / JOB_FILE, asdict(request))
+def save_job(run_dir: Path, request: JobRequest, start_again: bool = False) -> None:
+    """`start_again`: the job stopped the game, which runs again after it."""
+    write_json_atomically(run_dir / JOB_FILE, asdict(request) | {"start_again": start_again})
 
 
 def forget_job(run_dir: Path) -> None:
@@ -136,6 +137,14 @@ def interrupted_job(run_dir: Path) -> str | None:
         return str(json.loads((run_dir / JOB_FILE).read_text())["job_id"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def interrupted_job_stopped_game(run_dir: Path) -> bool:
+    """Whether the job an earlier agent left unfinished had stopped the game to start it again."""
+    try:
+        return json.loads((run_dir / JOB_FILE).read_text()).get("start_again") is True
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def backup_path(layout: Layout, server_id: str, backup_id: str) -> Path:
@@ -299,7 +308,7 @@ class ServerData:
         if request.kind == JobKind.REINSTALL:
             settings_for(template, request.settings)  # refused before anything is touched
         gid = self._adopt(template)
-        save_job(self.run_dir, request)
+        save_job(self.run_dir, request, start_again=pausing is not None)
         self.job = request
         owner = None if self.identity.uid is None or gid is None else (self.identity.uid, gid)
         loop = asyncio.get_running_loop()
@@ -320,6 +329,9 @@ class ServerData:
             await pausing.stop_for_job()
         details = await run_in(self.threads, work)
         self.report(self.server_id, ReportKind.JOB_FINISHED, details)
+        if pausing is not None and self.threads.ending.is_set():
+            return  # the agent ends: the next one finds the job (its end reported again, and
+            # ignored) and starts the game again
         forget_job(self.run_dir)  # after the report is in the outbox: never lost, maybe twice
         self.job = None
         if pausing is not None:

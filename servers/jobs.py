@@ -1,6 +1,8 @@
 """Backups, restores, wipes and reinstalls: jobs the runtime carries out on a server's data.
 
-No event fires for any of them (a job is no state change): clients poll the job or backups.
+No event fires for a job itself: clients poll the job or backups. A restore of a running server
+makes state changes of its own (the node stops the server and starts it again), with their
+events.
 """
 
 from datetime import datetime, timedelta

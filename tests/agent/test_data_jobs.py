@@ -375,6 +375,32 @@ def test_a_restore_killed_with_the_agent_leaves_the_old_directory_in_use(agent, 
     assert not staging.exists()
 
 
+def test_a_restore_of_a_running_game_killed_with_the_agent_starts_the_old_one_again(
+    agent, control_plane
+):
+    server_id, pid = running_demo(agent, control_plane)
+    directory = server_dir(agent, server_id)
+    populate_big(directory)
+    made = backup(agent, control_plane, server_id)
+    (directory / "big" / "chunk-1.bin").unlink()
+    staging = directory.with_name(f".{server_id}.staging")
+    body = started_job(
+        agent, server_id, "restore", backup_id=made["backup_id"], sha256=made["sha256"]
+    )
+    wait_until(lambda: staging.exists() and (staging / "big").exists(), timeout=30)
+
+    agent.end(signal.SIGKILL)
+    agent.start()
+
+    assert finished_report(control_plane, server_id, body["job_id"])["succeeded"] is False
+    wait_until(lambda: control_plane.reports_of(server_id)[-1]["kind"] == "ready", 20)
+    assert not (directory / "big" / "chunk-1.bin").exists() and not staging.exists()
+    assert agent.state_of(server_id) == "running" and agent.game_pid(server_id) != pid
+    assert kinds_after(control_plane, server_id, body["job_id"]) == [
+        "stopped_by_node", "job_finished", "started_by_node", "ready"
+    ]  # fmt: skip
+
+
 def test_wipe_removes_the_templates_wipe_paths_and_keeps_the_rest_and_the_backups(
     agent, control_plane
 ):
