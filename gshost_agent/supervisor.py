@@ -113,6 +113,9 @@ class Supervisor:
     async def stop(self) -> None:
         async with self._lock:
             if self.state == ServerState.STOPPING:
+                if self.intent is not None and self.intent.stop == StopReason.NODE:
+                    self.intent.stop = StopReason.HALT  # asked for now: not started again after
+                    self.intent.save(self.run_dir)  # a restore, and its exit is `halted`
                 return
             if not self.running:
                 raise InvalidState(self.state)
@@ -165,11 +168,12 @@ class Supervisor:
         await self.ended.wait()
 
     async def start_after_job(self) -> None:
-        """The game started again as it last ran: `started_by_node`, then `ready` (or
-        `failed_to_start`) as for any start."""
+        """The game, stopped by the job, started again as it last ran: `started_by_node`, then
+        `ready` (or `failed_to_start`) as for any start. A game that crashed meanwhile, or
+        that someone asked to stop, stays stopped."""
         async with self._lock:
-            if self.running or self.intent is None:
-                return
+            if self.running or self.intent is None or self.intent.stop != StopReason.NODE:
+                return  # it runs, or ended otherwise than by the job's stop (a crash, a stop)
             self.report(self.server_id, ReportKind.STARTED_BY_NODE, {})
             try:
                 await self._launch(self.intent.request, ServerState.STARTING)

@@ -375,6 +375,21 @@ def test_a_restore_killed_with_the_agent_leaves_the_old_directory_in_use(agent, 
     assert not staging.exists()
 
 
+def test_a_stop_asked_for_while_a_restore_stops_the_game_keeps_it_stopped(agent, control_plane):
+    server_id, _ = agent.start_server(game="stubborn")  # ignores its stop command: 2 s to kill
+    control_plane.wait_for_report(server_id, "ready")
+    made = backup(agent, control_plane, server_id)
+    body = started_job(agent, server_id, "restore", game="stubborn",
+                       backup_id=made["backup_id"], sha256=made["sha256"])  # fmt: skip
+    wait_until(lambda: agent.state_of(server_id) == "stopping", 10)
+
+    assert agent.request("POST", f"/v1/servers/{server_id}/stop").status_code == 202
+
+    assert finished_report(control_plane, server_id, body["job_id"])["succeeded"] is True
+    assert kinds_after(control_plane, server_id, body["job_id"]) == ["halted", "job_finished"]
+    assert agent.state_of(server_id) == "stopped"
+
+
 def test_a_restore_of_a_running_game_killed_with_the_agent_starts_the_old_one_again(
     agent, control_plane
 ):
