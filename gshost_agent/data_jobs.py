@@ -325,9 +325,14 @@ class ServerData:
         self._task = loop.create_task(self._run(work, pausing))
 
     async def _run(self, work: JobWork, pausing: Game | None) -> None:
-        if pausing is not None:
-            await pausing.stop_for_job()
-        details = await run_in(self.threads, work)
+        try:
+            if pausing is not None:
+                await pausing.stop_for_job()
+        except Exception:
+            logger.exception("%s: the game could not be stopped for the job", self.server_id)
+            details = finished(work.request.job_id, error="the game could not be stopped")
+        else:
+            details = await run_in(self.threads, work)
         self.report(self.server_id, ReportKind.JOB_FINISHED, details)
         if pausing is not None and self.threads.ending.is_set():
             return  # the agent ends: the next one finds the job (its end reported again, and

@@ -175,16 +175,7 @@ class Supervisor:
             if self.running or self.intent is None or self.intent.stop != StopReason.NODE:
                 return  # it runs, or ended otherwise than by the job's stop (a crash, a stop)
             self.report(self.server_id, ReportKind.STARTED_BY_NODE, {})
-            try:
-                await self._launch(self.intent.request, ServerState.STARTING)
-            except Exception as error:  # whatever stops it: a failed start
-                logger.error("%s: start after the job failed: %s", self.server_id, error)
-                self.state = ServerState.STOPPED
-                self.report(
-                    self.server_id,
-                    ReportKind.FAILED_TO_START,
-                    {"last_output": [f"gshost-agent: {error}"[:200]]},
-                )
+            await self._relaunch(self.intent.request, ServerState.STARTING)
 
     def put_settings(self, game: str, given: dict[str, Any]) -> dict[str, str]:
         return self.data.put_settings(game, given, self.state)
@@ -339,19 +330,26 @@ class Supervisor:
         self.state = ServerState.STOPPED
         self.tree = None
         self.roster.clear()
-        if intent.stop == StopReason.RESTART and intent.restart_with is not None:
-            try:
-                await self._launch(intent.restart_with, ServerState.RESTARTING)
-                return
-            except Exception as error:  # whatever stops it: a failed start
-                logger.error("%s: restart failed: %s", self.server_id, error)
-                self.state = ServerState.STOPPED
-                self.report(
-                    self.server_id,
-                    ReportKind.FAILED_TO_START,
-                    {"last_output": [f"gshost-agent: {error}"[:200]]},
-                )
+        restart = intent.restart_with if intent.stop == StopReason.RESTART else None
+        if restart is not None and await self._relaunch(restart, ServerState.RESTARTING):
+            return
         self.ended.set()
+
+    async def _relaunch(self, request: StartRequest, state: ServerState) -> bool:
+        """A start the agent makes on its own (a restart's, a restore's); one that fails is
+        reported `failed_to_start`."""
+        try:
+            await self._launch(request, state)
+        except Exception as error:  # whatever stops it: a failed start
+            logger.error("%s: start failed: %s", self.server_id, error)
+            self.state = ServerState.STOPPED
+            self.report(
+                self.server_id,
+                ReportKind.FAILED_TO_START,
+                {"last_output": [f"gshost-agent: {error}"[:200]]},
+            )
+            return False
+        return True
 
     def _vanished_record(self) -> dict[str, Any]:
         """The keeper died without recording the exit (it was killed): the game, held by

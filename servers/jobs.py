@@ -34,6 +34,7 @@ UNFINISHED = (JobState.QUEUED, JobState.RUNNING)
 SILENT_NODE_DEADLINE = timedelta(minutes=10)
 MAINTENANCE_KINDS = (JobKind.WIPE, JobKind.REINSTALL)
 RESTORABLE = (ServerState.STOPPED, ServerState.RUNNING)
+RESTORE_REFUSAL = "Wait until the server is running or stopped to restore a backup."
 
 
 def backup_create(*, server: Server, actor: Actor, name: str = "") -> tuple[Backup, Job]:
@@ -54,8 +55,7 @@ def backup_restore(*, server: Server, backup: Backup, actor: Actor) -> Job:
     server for it and starts it again after, even when the restore fails (server.stopped,
     then server.started); a server on its way up or down is refused."""
     with transaction.atomic():
-        server = _idle(server, RESTORABLE, "Wait until the server is running or stopped to "
-                       "restore a backup.")  # fmt: skip
+        server = _idle(server, RESTORABLE, RESTORE_REFUSAL)
         if backup.state != BackupState.AVAILABLE:
             raise InvalidState(server.state, f"The backup is {backup.state}, not available.")
         return _job_create(server, JobKind.RESTORE, actor, backup=backup)
@@ -153,9 +153,9 @@ def jobs_fail_unreported(now: datetime) -> list[str]:
     overdue = Job.objects.filter(
         silent, server__node__kind=NodeKind.AGENT, state__in=UNFINISHED, created_at__lte=cutoff
     ).values_list("id", "server__node__name")
+    minutes = int(SILENT_NODE_DEADLINE.total_seconds() // 60)
     failed = []
     for job_id, node_name in overdue:
-        minutes = int(SILENT_NODE_DEADLINE.total_seconds() // 60)
         error = f"The node {node_name} stopped reporting: no word from it for {minutes} minutes."
         if job_finish(job_id=job_id, succeeded=False, error=error):
             failed.append(job_id)
