@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gshost_agent import archives
 from gshost_agent.keeper import write_json_atomically
@@ -64,6 +64,20 @@ class JobRequest:
     @property
     def needs_stopped(self) -> bool:
         return self.kind != JobKind.BACKUP
+
+    def stops_game(self, state: ServerState) -> bool:
+        """A restore of a running game stops it first and starts it again after."""
+        return self.kind == JobKind.RESTORE and state == ServerState.RUNNING
+
+
+class Game(Protocol):
+    """The server's game, as a job that stops it meanwhile sees it (the supervisor)."""
+
+    async def stop_for_job(self) -> None:
+        """Stops it the normal way, and returns once it has exited."""
+
+    async def start_after_job(self) -> None:
+        """Starts it again as it last ran."""
 
 
 class JobThreads:
@@ -107,8 +121,9 @@ def job_request(body: dict[str, Any]) -> JobRequest:
     return request
 
 
-def save_job(run_dir: Path, request: JobRequest) -> None:
-    write_json_atomically(run_dir / JOB_FILE, asdict(request))
+def save_job(run_dir: Path, request: JobRequest, start_again: bool = False) -> None:
+    """`start_again`: the job stopped the game, which runs again after it."""
+    write_json_atomically(run_dir / JOB_FILE, asdict(request) | {"start_again": start_again})
 
 
 def forget_job(run_dir: Path) -> None:
@@ -122,6 +137,14 @@ def interrupted_job(run_dir: Path) -> str | None:
         return str(json.loads((run_dir / JOB_FILE).read_text())["job_id"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def interrupted_job_stopped_game(run_dir: Path) -> bool:
+    """Whether the job an earlier agent left unfinished had stopped the game to start it again."""
+    try:
+        return json.loads((run_dir / JOB_FILE).read_text()).get("start_again") is True
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def backup_path(layout: Layout, server_id: str, backup_id: str) -> Path:
@@ -272,17 +295,20 @@ class ServerData:
         if self.job is not None and self.job.needs_stopped:
             raise Busy(state, self.job.kind)
 
-    def start_job(self, request: JobRequest, state: ServerState) -> None:
-        """Starts the job; its `job_finished` report tells how it ended."""
+    def start_job(self, request: JobRequest, state: ServerState, game: Game | None = None) -> None:
+        """Starts the job; its `job_finished` report tells how it ended. A restore of a running
+        game stops `game` first and starts it again after, whether the restore worked or not
+        (a failed one left the directory as it was)."""
         if self.job is not None:
             raise Busy(state, self.job.kind)
-        if request.needs_stopped and state != ServerState.STOPPED:
+        pausing = game if request.stops_game(state) else None
+        if request.needs_stopped and state != ServerState.STOPPED and pausing is None:
             raise InvalidState(state)
         template = self.catalog.get(request.game)
         if request.kind == JobKind.REINSTALL:
             settings_for(template, request.settings)  # refused before anything is touched
         gid = self._adopt(template)
-        save_job(self.run_dir, request)
+        save_job(self.run_dir, request, start_again=pausing is not None)
         self.job = request
         owner = None if self.identity.uid is None or gid is None else (self.identity.uid, gid)
         loop = asyncio.get_running_loop()
@@ -296,13 +322,25 @@ class ServerData:
         )
         self.report(self.server_id, ReportKind.JOB_PROGRESS, {"job_id": request.job_id,
                                                              "progress": 0})  # fmt: skip
-        self._task = loop.create_task(self._run(work))
+        self._task = loop.create_task(self._run(work, pausing))
 
-    async def _run(self, work: JobWork) -> None:
-        details = await run_in(self.threads, work)
+    async def _run(self, work: JobWork, pausing: Game | None) -> None:
+        try:
+            if pausing is not None:
+                await pausing.stop_for_job()
+        except Exception:
+            logger.exception("%s: the game could not be stopped for the job", self.server_id)
+            details = finished(work.request.job_id, error="the game could not be stopped")
+        else:
+            details = await run_in(self.threads, work)
         self.report(self.server_id, ReportKind.JOB_FINISHED, details)
+        if pausing is not None and self.threads.ending.is_set():
+            return  # the agent ends: the next one finds the job (its end reported again, and
+            # ignored) and starts the game again
         forget_job(self.run_dir)  # after the report is in the outbox: never lost, maybe twice
         self.job = None
+        if pausing is not None:
+            await pausing.start_after_job()
 
     def put_settings(self, game: str, given: dict[str, Any], state: ServerState) -> dict[str, str]:
         """Writes the settings file now: a stopped server is in sync at once, a running one

@@ -16,7 +16,14 @@ from gshost_agent import __version__
 from gshost_agent.archives import recover_directories, remove_partials
 from gshost_agent.config import Config
 from gshost_agent.control import ControlClient
-from gshost_agent.data_jobs import INTERRUPTED, JobThreads, finished, forget_job, interrupted_job
+from gshost_agent.data_jobs import (
+    INTERRUPTED,
+    JobThreads,
+    finished,
+    forget_job,
+    interrupted_job,
+    interrupted_job_stopped_game,
+)
 from gshost_agent.layout import Layout, game_identity
 from gshost_agent.outbox import Outbox, deliver_forever, flush
 from gshost_agent.readings import SAMPLE_SECONDS
@@ -125,7 +132,7 @@ class Node:
 
     async def start(self) -> None:
         """Reattaches to the keepers an earlier agent left, then starts the background work."""
-        self._recover_jobs()
+        stopped_by_jobs = self._recover_jobs()
         for name in self.transfers.prepare():
             logger.warning("after an interrupted transfer: removed %s", name)
         for entry in sorted(self.layout.run.iterdir()):
@@ -134,6 +141,11 @@ class Node:
                     await self.supervisor(entry.name).resume()
                 except Exception:
                     logger.exception("%s: cannot reattach", entry.name)
+        for server_id in stopped_by_jobs:  # a restore stopped the game: it runs again, as before
+            try:
+                await self.supervisor(server_id).start_after_job()
+            except Exception:
+                logger.exception("%s: cannot start the game again", server_id)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(deliver_forever(self.outbox, self.control)),
@@ -141,19 +153,24 @@ class Node:
             loop.create_task(self._sample_forever()),
         ]
 
-    def _recover_jobs(self) -> None:
+    def _recover_jobs(self) -> list[str]:
         """What jobs an earlier agent left half-done: no partial archive or staging directory
-        stays, a server directory half swapped is put back, and each job is reported failed."""
+        stays, a server directory half swapped is put back, and each job is reported failed.
+        The servers whose game such a job had stopped (to be started again)."""
         for done in recover_directories(self.layout.servers):
             logger.warning("after an interrupted job: %s", done)
         for partial in remove_partials(self.layout.backups):
             logger.warning("after an interrupted backup: removed %s", partial.name)
+        stopped_games = []
         for entry in sorted(self.layout.run.iterdir()):
             job_id = interrupted_job(entry) if entry.is_dir() else None
             if job_id is not None and SERVER_ID.match(entry.name):
                 details = finished(job_id, error=INTERRUPTED)
                 self.report(entry.name, ReportKind.JOB_FINISHED, details)
+                if interrupted_job_stopped_game(entry):
+                    stopped_games.append(entry.name)
                 forget_job(entry)
+        return stopped_games
 
     async def _heartbeat_forever(self) -> None:
         while True:

@@ -29,6 +29,7 @@ class ReportKind(enum.StrEnum):
     CRASHED = "crashed"
     FAILED_TO_START = "failed_to_start"
     STOPPED_BY_NODE = "stopped_by_node"
+    STARTED_BY_NODE = "started_by_node"  # again after a restore that stopped it; `ready` follows
     JOB_PROGRESS = "job_progress"
     JOB_FINISHED = "job_finished"
 
@@ -41,6 +42,7 @@ PROCESS_REPORTS = frozenset(
         ReportKind.CRASHED,
         ReportKind.FAILED_TO_START,
         ReportKind.STOPPED_BY_NODE,
+        ReportKind.STARTED_BY_NODE,
     }
 )
 
@@ -49,7 +51,7 @@ class StopReason(enum.StrEnum):
     NONE = ""
     HALT = "halt"  # asked for (the API or the console's stop command)
     RESTART = "restart"
-    NODE = "node"  # the agent is ending with --stop-servers-on-exit
+    NODE = "node"  # on the node's own: the agent ending (--stop-servers-on-exit), a restore
     FAIL = "fail"  # no ready line in time
 
 

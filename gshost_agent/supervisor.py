@@ -117,6 +117,9 @@ class Supervisor:
     async def stop(self) -> None:
         async with self._lock:
             if self.state == ServerState.STOPPING:
+                if self.intent is not None and self.intent.stop == StopReason.NODE:
+                    self.intent.stop = StopReason.HALT  # asked for now: not started again after
+                    self.intent.save(self.run_dir)  # a restore, and its exit is `halted`
                 return
             if not self.running:
                 raise InvalidState(self.state)
@@ -160,7 +163,25 @@ class Supervisor:
         async with self._lock:  # not while a start or a stop is under way
             if self.transferring:
                 raise Busy(self.state, "transfer")
-            self.data.start_job(request, self.state)
+            self.data.start_job(request, self.state, game=self)
+
+    async def stop_for_job(self) -> None:
+        """The game stopped by the node (`stopped_by_node`, as when the agent ends with its
+        games), and its exit awaited."""
+        async with self._lock:
+            if self.state == ServerState.RUNNING:
+                await self._ask_to_stop(StopReason.NODE, ServerState.STOPPING)
+        await self.ended.wait()
+
+    async def start_after_job(self) -> None:
+        """The game, stopped by the job, started again as it last ran: `started_by_node`, then
+        `ready` (or `failed_to_start`) as for any start. A game that crashed meanwhile, or
+        that someone asked to stop, stays stopped."""
+        async with self._lock:
+            if self.running or self.intent is None or self.intent.stop != StopReason.NODE:
+                return  # it runs, or ended otherwise than by the job's stop (a crash, a stop)
+            self.report(self.server_id, ReportKind.STARTED_BY_NODE, {})
+            await self._relaunch(self.intent.request, ServerState.STARTING)
 
     async def send_to(
         self, transfers: Transfers, target_url: str, ca_pem: str, token: str
@@ -336,19 +357,26 @@ class Supervisor:
         self.state = ServerState.STOPPED
         self.tree = None
         self.roster.clear()
-        if intent.stop == StopReason.RESTART and intent.restart_with is not None:
-            try:
-                await self._launch(intent.restart_with, ServerState.RESTARTING)
-                return
-            except Exception as error:  # whatever stops it: a failed start
-                logger.error("%s: restart failed: %s", self.server_id, error)
-                self.state = ServerState.STOPPED
-                self.report(
-                    self.server_id,
-                    ReportKind.FAILED_TO_START,
-                    {"last_output": [f"gshost-agent: {error}"[:200]]},
-                )
+        restart = intent.restart_with if intent.stop == StopReason.RESTART else None
+        if restart is not None and await self._relaunch(restart, ServerState.RESTARTING):
+            return
         self.ended.set()
+
+    async def _relaunch(self, request: StartRequest, state: ServerState) -> bool:
+        """A start the agent makes on its own (a restart's, a restore's); one that fails is
+        reported `failed_to_start`."""
+        try:
+            await self._launch(request, state)
+        except Exception as error:  # whatever stops it: a failed start
+            logger.error("%s: start failed: %s", self.server_id, error)
+            self.state = ServerState.STOPPED
+            self.report(
+                self.server_id,
+                ReportKind.FAILED_TO_START,
+                {"last_output": [f"gshost-agent: {error}"[:200]]},
+            )
+            return False
+        return True
 
     def _vanished_record(self) -> dict[str, Any]:
         """The keeper died without recording the exit (it was killed): the game, held by

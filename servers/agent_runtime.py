@@ -28,6 +28,7 @@ from servers.errors import (
     NodeUnavailable,
     NotOnAgentNodes,
 )
+from servers.jobs import jobs_fail_unreported
 from servers.lifecycle import Trigger
 from servers.models import Job, JobKind, Node, NodeState, Server, ServerMigration, ServerState
 from servers.nodes import node_token
@@ -316,7 +317,8 @@ class AgentRuntime:
             raise _garbled(server) from None
 
     def sweep(self, now: datetime) -> None:
-        """Nothing to finish: agents report what their processes do."""
+        """Agents report what their processes do; only jobs of silent nodes time out."""
+        jobs_fail_unreported(now)
 
 
 def _moment(value: Any) -> datetime:

@@ -1,22 +1,40 @@
 """Backups, restores, wipes and reinstalls: jobs the runtime carries out on a server's data.
 
-No event fires for any of them (a job is no state change): clients poll the job or backups.
+No event fires for a job itself: clients poll the job or backups. A restore of a running server
+makes state changes of its own (the node stops the server and starts it again), with their
+events.
 """
 
+from datetime import datetime, timedelta
+
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from audit.actors import Actor
 from audit.services import PanelAction
 from servers.errors import InvalidState
-from servers.models import Backup, BackupState, Job, JobKind, JobState, Server, ServerState
+from servers.models import (
+    Backup,
+    BackupState,
+    Job,
+    JobKind,
+    JobState,
+    NodeKind,
+    Server,
+    ServerState,
+)
 from servers.runtime import get_runtime
 from servers.selectors import server_busy_job
 
 UNFINISHED = (JobState.QUEUED, JobState.RUNNING)
+# An agent's job reports come while its node heartbeats (every 10 s). A node silent this long
+# has gone: its unfinished jobs fail rather than stay `running` for ever.
+SILENT_NODE_DEADLINE = timedelta(minutes=10)
 MAINTENANCE_KINDS = (JobKind.WIPE, JobKind.REINSTALL)
+RESTORABLE = (ServerState.STOPPED, ServerState.RUNNING)
+RESTORE_REFUSAL = "Wait until the server is running or stopped to restore a backup."
 
 
 def backup_create(*, server: Server, actor: Actor, name: str = "") -> tuple[Backup, Job]:
@@ -33,9 +51,11 @@ def backup_create(*, server: Server, actor: Actor, name: str = "") -> tuple[Back
 
 
 def backup_restore(*, server: Server, backup: Backup, actor: Actor) -> Job:
-    """Put the backup's data back on the server. The server must be stopped."""
+    """Put the backup's data back on the server, stopped or running. The node stops a running
+    server for it and starts it again after, even when the restore fails (server.stopped,
+    then server.started); a server on its way up or down is refused."""
     with transaction.atomic():
-        server = _stopped_and_idle(server, "restore a backup")
+        server = _idle(server, RESTORABLE, RESTORE_REFUSAL)
         if backup.state != BackupState.AVAILABLE:
             raise InvalidState(server.state, f"The backup is {backup.state}, not available.")
         return _job_create(server, JobKind.RESTORE, actor, backup=backup)
@@ -46,15 +66,15 @@ def maintenance_start(*, server: Server, kind: JobKind, actor: Actor) -> Job:
     if kind not in MAINTENANCE_KINDS:
         raise ValueError(f"Not a maintenance action: {kind}")
     with transaction.atomic():
-        server = _stopped_and_idle(server, kind.value)
+        server = _idle(server, (ServerState.STOPPED,), f"Stop the server to {kind.value}.")
         return _job_create(server, kind, actor)
 
 
-def _stopped_and_idle(server: Server, what: str) -> Server:
-    """The server, locked; refused unless stopped and free of another data job."""
+def _idle(server: Server, states: tuple[ServerState, ...], refusal: str) -> Server:
+    """The server, locked; refused unless in one of `states` and free of another data job."""
     server = Server.objects.select_for_update().get(id=server.id)
-    if server.state != ServerState.STOPPED:
-        raise InvalidState(server.state, f"Stop the server to {what}.")
+    if server.state not in states:
+        raise InvalidState(server.state, refusal)
     busy = server_busy_job(server)
     if busy is not None:
         raise InvalidState(server.state, f"A {busy.kind} job ({busy.id}) is still {busy.state}.")
@@ -120,3 +140,23 @@ def job_finish(
                 completed_at=now,
             )
     return True
+
+
+def jobs_fail_unreported(now: datetime) -> list[str]:
+    """Unfinished jobs on agent nodes that have sent no heartbeat for SILENT_NODE_DEADLINE
+    (and are at least that old): failed, their backups too. A report the node makes of one
+    later finds it finished and is acknowledged and ignored. The ids of the jobs failed."""
+    cutoff = now - SILENT_NODE_DEADLINE
+    silent = Q(server__node__last_heartbeat_at__lt=cutoff) | Q(
+        server__node__last_heartbeat_at__isnull=True
+    )
+    overdue = Job.objects.filter(
+        silent, server__node__kind=NodeKind.AGENT, state__in=UNFINISHED, created_at__lte=cutoff
+    ).values_list("id", "server__node__name")
+    minutes = int(SILENT_NODE_DEADLINE.total_seconds() // 60)
+    failed = []
+    for job_id, node_name in overdue:
+        error = f"The node {node_name} stopped reporting: no word from it for {minutes} minutes."
+        if job_finish(job_id=job_id, succeeded=False, error=error):
+            failed.append(job_id)
+    return failed

@@ -21,7 +21,8 @@ class Trigger(StrEnum):
     HALTED = "halted"  # the host reports a requested stop has finished
     FAILED_TO_START = "failed_to_start"  # the host gave up starting the game
     CRASH = "crash"  # the game exited without being asked to
-    NODE_STOP = "node_stop"  # the node stops the game on its own (its agent shutting down)
+    NODE_STOP = "node_stop"  # the node stops the game on its own (agent shutting down, restore)
+    NODE_START = "node_start"  # the node starts it again on its own (after a restore)
 
 
 REQUESTS: frozenset[Trigger] = frozenset({Trigger.START, Trigger.STOP, Trigger.RESTART})
@@ -43,6 +44,7 @@ TABLE: dict[tuple[ServerState, Trigger], tuple[ServerState, Event | None]] = {
     (S.RUNNING, Trigger.NODE_STOP): (S.STOPPING, None),
     (S.STARTING, Trigger.NODE_STOP): (S.STOPPING, None),
     (S.RESTARTING, Trigger.NODE_STOP): (S.STOPPING, None),
+    (S.STOPPED, Trigger.NODE_START): (S.STARTING, None),
 }
 
 MAX_OUTPUT_LINES = 10

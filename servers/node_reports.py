@@ -153,6 +153,8 @@ def _move(report: Report, cause: str) -> None:
             exit_code=exit_code,
             crash=report.crash,
         )
+    elif report.kind == ReportKind.STARTED_BY_NODE:  # after a restore: `ready` follows
+        server_transition(server_id=server_id, trigger=Trigger.NODE_START, cause=cause)
     else:  # stopped by the node: stopping (when it was not already), then stopped
         state = Server.objects.get(id=server_id).state
         if state != ServerState.STOPPING:

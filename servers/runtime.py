@@ -127,6 +127,7 @@ def get_runtime(server: Server) -> Runtime:
 
 
 def runtime_sweep(now: datetime) -> None:
-    """Called every minute and by follow-ups: the simulated node finishes what is due (agent
-    nodes report by themselves)."""
+    """Called every minute and by follow-ups: the simulated node finishes what is due; agent
+    nodes report by themselves, and their jobs fail once their node has been silent too long."""
     simulated_runtime().sweep(now)
+    _load(AGENT_RUNTIME).sweep(now)

@@ -5,6 +5,7 @@ tick, a test) can finish it, twice is harmless (each report is a compare-and-set
 lost task costs at most a minute.
 """
 
+import contextlib
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -20,9 +21,11 @@ from servers.models import (
     JobKind,
     JobState,
     MigrationState,
+    NodeKind,
     Server,
     ServerMigration,
     ServerState,
+    ServerTransition,
 )
 from servers.runtime import get_runtime
 from servers.services import server_transition
@@ -42,7 +45,9 @@ def finish_due_work(now: datetime, delay: timedelta) -> None:
 
 
 def _finish_transitions(cutoff: datetime) -> None:
-    due = Server.objects.filter(state__in=list(COMPLETION), state_changed_at__lte=cutoff)
+    due = Server.objects.filter(
+        node__kind=NodeKind.SIMULATED, state__in=list(COMPLETION), state_changed_at__lte=cutoff
+    )
     for server_id, state in due.values_list("id", "state"):
         try:
             server = server_transition(
@@ -55,15 +60,46 @@ def _finish_transitions(cutoff: datetime) -> None:
 
 
 def _advance_jobs(now: datetime, delay: timedelta) -> None:
-    unfinished = Job.objects.filter(state__in=(JobState.QUEUED, JobState.RUNNING))
+    unfinished = Job.objects.filter(
+        server__node__kind=NodeKind.SIMULATED, state__in=(JobState.QUEUED, JobState.RUNNING)
+    )
     for job in unfinished.order_by("created_at"):
         elapsed = now - job.created_at
         if elapsed >= delay:
-            job_finish(job_id=job.id, succeeded=True, size_bytes=_backup_size(job, now))
+            if job_finish(job_id=job.id, succeeded=True, size_bytes=_backup_size(job, now)):
+                _start_after_restore(job)
         elif job.state == JobState.QUEUED:
             job_begin(job_id=job.id)
         else:
             job_progress(job_id=job.id, progress=int(100 * elapsed / delay))
+
+
+def host_stop_for_restore(job: Job) -> None:
+    """A restore of a running server stops it first, as a node does (server.stopped)."""
+    if job.kind == JobKind.RESTORE and job.server.state == ServerState.RUNNING:
+        server_transition(server_id=job.server_id, trigger=Trigger.NODE_STOP, cause=_cause(job))
+
+
+def _start_after_restore(job: Job) -> None:
+    """...and starts it again once the restore is over (server.started, a delay later)."""
+    stopped = ServerTransition.objects.filter(
+        server_id=job.server_id, trigger=Trigger.NODE_STOP, cause=_cause(job)
+    )
+    if job.kind != JobKind.RESTORE or not stopped.exists():
+        return
+    with contextlib.suppress(InvalidState):  # its stop is over before its restore is
+        server_transition(server_id=job.server_id, trigger=Trigger.HALTED, cause="runtime")
+    try:
+        server = server_transition(
+            server_id=job.server_id, trigger=Trigger.NODE_START, cause=_cause(job)
+        )
+    except InvalidState:
+        return  # someone else moved it first
+    get_runtime(server).start(server)
+
+
+def _cause(job: Job) -> str:
+    return f"{job.kind} {job.id}"
 
 
 def _backup_size(job: Job, now: datetime) -> int | None:

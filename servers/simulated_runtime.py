@@ -53,6 +53,7 @@ class SimulatedRuntime:
         self._follow_up()
 
     def run_job(self, job: Job) -> None:
+        simulated_host.host_stop_for_restore(job)
         self._follow_up()
 
     def migrate(self, migration: ServerMigration) -> None:

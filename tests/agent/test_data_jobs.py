@@ -231,17 +231,81 @@ def test_an_archive_with_paths_leading_out_is_refused(agent, control_plane):
     assert tree(directory) == before
 
 
-def test_it_refuses_a_restore_wipe_or_reinstall_while_the_game_runs(agent, control_plane):
+def test_it_refuses_a_wipe_or_reinstall_while_the_game_runs(agent, control_plane):
     server_id, _ = agent.start_server()
     control_plane.wait_for_report(server_id, "ready")
-    for kind, fields in (
-        ("restore", {"backup_id": new_id("bkp"), "sha256": "0" * 64}),
-        ("wipe", {}),
-        ("reinstall", {}),
-    ):
-        status, body = job(agent, server_id, kind, **fields)
+    for kind in ("wipe", "reinstall"):
+        status, body = job(agent, server_id, kind)
         assert status == 409 and body["error"]["code"] == "invalid_state", kind
     assert backup(agent, control_plane, server_id)["succeeded"] is True  # a backup may
+
+
+def running_demo(agent: Any, control_plane: Any) -> tuple[str, int]:
+    """A demo server running with a few files of its own; its id and its game's pid."""
+    server_id, _ = agent.start_server(settings={"motd": "Hello"})
+    control_plane.wait_for_report(server_id, "ready")
+    populate(server_dir(agent, server_id))
+    return server_id, agent.game_pid(server_id)
+
+
+def kinds_after(control_plane: Any, server_id: str, job_id: str) -> list[str]:
+    """The kinds of the server's reports from the job's first one on, its progress left out."""
+    reports = control_plane.reports_of(server_id)
+    first = next(i for i, r in enumerate(reports) if r.get("job_id") == job_id)
+    return [r["kind"] for r in reports[first + 1 :] if r["kind"] != "job_progress"]
+
+
+def test_a_restore_of_a_running_game_stops_it_restores_and_starts_it_again(agent, control_plane):
+    server_id, pid = running_demo(agent, control_plane)
+    directory = server_dir(agent, server_id)
+    made = backup(agent, control_plane, server_id)
+    before = tree(directory)
+    (directory / "maps" / "notes.txt").write_text("rewritten")
+    (directory / "maps" / "deep" / "level.bin").unlink()
+    (directory / "intruder.txt").write_text("new")
+
+    body = started_job(
+        agent, server_id, "restore", backup_id=made["backup_id"], sha256=made["sha256"]
+    )
+
+    assert finished_report(control_plane, server_id, body["job_id"])["succeeded"] is True
+    ready = wait_until(lambda: control_plane.reports_of(server_id)[-1]["kind"] == "ready", 20)
+    assert ready
+    assert tree(directory) == before
+    assert agent.state_of(server_id) == "running"
+    assert agent.game_pid(server_id) != pid and not psutil.pid_exists(pid)
+    assert kinds_after(control_plane, server_id, body["job_id"]) == [
+        "stopped_by_node", "job_finished", "started_by_node", "ready"
+    ]  # fmt: skip
+
+
+def test_a_corrupt_archive_on_a_running_game_leaves_its_files_and_starts_it_again(
+    agent, control_plane
+):
+    server_id, pid = running_demo(agent, control_plane)
+    directory = server_dir(agent, server_id)
+    made = backup(agent, control_plane, server_id)
+    archive = archive_of(agent, server_id, made["backup_id"])
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2 :] = os.urandom(len(data) - len(data) // 2)
+    archive.write_bytes(bytes(data))
+    (directory / "keep.txt").write_text("as it was")
+
+    body = started_job(
+        agent, server_id, "restore", backup_id=made["backup_id"],
+        sha256=hashlib.sha256(data).hexdigest(),
+    )  # fmt: skip
+
+    report = finished_report(control_plane, server_id, body["job_id"])
+    assert report["succeeded"] is False and "cannot be extracted" in report["error"]
+    ready = wait_until(lambda: control_plane.reports_of(server_id)[-1]["kind"] == "ready", 20)
+    assert ready
+    assert (directory / "keep.txt").read_text() == "as it was"
+    assert (directory / "maps" / "notes.txt").read_text() == "north is up\n" * 1000
+    assert agent.state_of(server_id) == "running" and agent.game_pid(server_id) != pid
+    assert kinds_after(control_plane, server_id, body["job_id"]) == [
+        "stopped_by_node", "job_finished", "started_by_node", "ready"
+    ]  # fmt: skip
 
 
 def test_it_refuses_a_second_job_and_a_start_while_a_restore_runs(agent, control_plane):
@@ -309,6 +373,47 @@ def test_a_restore_killed_with_the_agent_leaves_the_old_directory_in_use(agent, 
     assert report["succeeded"] is False
     assert tree(directory) == before
     assert not staging.exists()
+
+
+def test_a_stop_asked_for_while_a_restore_stops_the_game_keeps_it_stopped(agent, control_plane):
+    server_id, _ = agent.start_server(game="stubborn")  # ignores its stop command: 2 s to kill
+    control_plane.wait_for_report(server_id, "ready")
+    made = backup(agent, control_plane, server_id)
+    body = started_job(agent, server_id, "restore", game="stubborn",
+                       backup_id=made["backup_id"], sha256=made["sha256"])  # fmt: skip
+    wait_until(lambda: agent.state_of(server_id) == "stopping", 10)
+
+    assert agent.request("POST", f"/v1/servers/{server_id}/stop").status_code == 202
+
+    assert finished_report(control_plane, server_id, body["job_id"])["succeeded"] is True
+    assert kinds_after(control_plane, server_id, body["job_id"]) == ["halted", "job_finished"]
+    assert agent.state_of(server_id) == "stopped"
+
+
+def test_a_restore_of_a_running_game_killed_with_the_agent_starts_the_old_one_again(
+    agent, control_plane
+):
+    server_id, pid = running_demo(agent, control_plane)
+    directory = server_dir(agent, server_id)
+    populate_big(directory)
+    made = backup(agent, control_plane, server_id)
+    (directory / "big" / "chunk-1.bin").unlink()
+    staging = directory.with_name(f".{server_id}.staging")
+    body = started_job(
+        agent, server_id, "restore", backup_id=made["backup_id"], sha256=made["sha256"]
+    )
+    wait_until(lambda: staging.exists() and (staging / "big").exists(), timeout=30)
+
+    agent.end(signal.SIGKILL)
+    agent.start()
+
+    assert finished_report(control_plane, server_id, body["job_id"])["succeeded"] is False
+    wait_until(lambda: control_plane.reports_of(server_id)[-1]["kind"] == "ready", 20)
+    assert not (directory / "big" / "chunk-1.bin").exists() and not staging.exists()
+    assert agent.state_of(server_id) == "running" and agent.game_pid(server_id) != pid
+    assert kinds_after(control_plane, server_id, body["job_id"]) == [
+        "stopped_by_node", "job_finished", "started_by_node", "ready"
+    ]  # fmt: skip
 
 
 def test_wipe_removes_the_templates_wipe_paths_and_keeps_the_rest_and_the_backups(

@@ -27,7 +27,7 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.models import Membership, Organization
-from servers.models import Node, Server
+from servers.models import Node, Server, ServerTransition
 from servers.services import server_create
 from tests.agent.conftest import Agent, AgentFactory, certificates, games_dir, wait_for_exit
 from tests.processes import resident_kib
@@ -384,3 +384,38 @@ def test_an_agent_away_answers_503_and_a_crash_meanwhile_arrives_once_when_it_is
     assert len(events_at(receiver, running.id, "server.crashed")) == 1
     assert Delivery.objects.filter(server_id=running.id, event="server.crashed").count() == 1
     assert Server.objects.get(id=running.id).state == "stopped"
+
+
+def test_a_restore_of_a_running_server_stops_it_restores_and_starts_it_again(
+    make_key: Any, agent: Agent, running: Server, web: Web, receiver: HttpsReceiver
+) -> None:
+    scopes = ["servers:read", "backups:create", "backups:read", "backups:restore"]
+    api = Api(web, make_key(scopes).full_key)
+    made = api.post(f"/servers/{running.id}/backups", {})
+    assert made.status_code == 202, made.text
+    backups = f"/servers/{running.id}/backups"
+    wait_until(lambda: api.get(backups).json()["results"][0]["state"] == "available", 30, "backup")
+    directory = agent.data_dir / "servers" / running.id
+    world = (directory / "world.dat").read_bytes()
+    (directory / "intruder.txt").write_text("not in the backup")
+    pid = agent.game_pid(running.id)
+
+    restore = api.post(f"{backups}/{made.json()['backup']['id']}/restore", {})
+
+    assert restore.status_code == 202, restore.text
+    wait_until(
+        lambda: len(events_at(receiver, running.id, "server.started")) == 2,
+        EVENT_TIMEOUT,
+        "server.started again",
+    )
+    job = api.get(f"{backups}/restore-jobs/{restore.json()['id']}").json()
+    assert job["state"] == "succeeded"
+    assert len(events_at(receiver, running.id, "server.stopped")) == 1
+    moves = ServerTransition.objects.filter(server=running).order_by("at", "id")
+    assert [m.to_state for m in moves] == [
+        "starting", "running", "stopping", "stopped", "starting", "running"
+    ]  # fmt: skip
+    assert not (directory / "intruder.txt").exists()
+    assert (directory / "world.dat").read_bytes() == world
+    assert agent.game_pid(running.id) != pid
+    assert api.get(f"/servers/{running.id}").json()["state"] == "running"

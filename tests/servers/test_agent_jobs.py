@@ -12,6 +12,7 @@ from servers.jobs import backup_create
 from servers.models import Backup, BackupState, Job, JobState, Node, Server
 from servers.services import server_create
 from tests.conftest import API, client_for, error_of
+from tests.servers.conftest import events_of
 from tests.servers.node_fixtures import register
 
 REPORTS = "/internal/nodes/reports"
@@ -102,6 +103,31 @@ def test_a_restore_sends_the_backups_checksum(key, demo_server, stand_in_agent, 
         "backup_id": backup.id,
         "sha256": SHA,
     }
+
+
+def test_a_restore_of_a_running_server_is_sent_and_the_server_moves_only_on_reports(
+    key, demo_server, stand_in_agent, node_token, put_in_state, published
+):
+    backup = made_backup(demo_server, node_token)
+    put_in_state(demo_server, "running")
+    published.clear()
+    response = api_post(key, demo_server, f"backups/{backup.id}/restore")
+    assert response.status_code == 202
+    assert stand_in_agent.calls("POST")[-1].body["kind"] == "restore"
+    states = [Server.objects.get(id=demo_server.id).state]
+    job_id = response.json()["id"]
+    for body in (
+        report(demo_server, "stopped_by_node", job_id=None, exit_code=0),
+        report(demo_server, "job_progress", job_id, progress=0),
+        finished(demo_server, job_id, size_bytes=None, sha256=None),
+        report(demo_server, "started_by_node", job_id=None),
+        report(demo_server, "ready", job_id=None, pid=4243),
+    ):
+        assert post_report(body, node_token).status_code == 200
+        states.append(Server.objects.get(id=demo_server.id).state)
+    assert states == ["running", "stopped", "stopped", "stopped", "starting", "running"]
+    assert events_of(published) == ["server.stopped", "server.started"]
+    assert Job.objects.get(id=job_id).state == JobState.SUCCEEDED
 
 
 @pytest.mark.parametrize("action", ["wipe", "reinstall"])

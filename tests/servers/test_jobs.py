@@ -8,7 +8,7 @@ from freezegun import freeze_time
 
 from audit.actors import Actor
 from servers.jobs import backup_create
-from servers.models import Backup, Job
+from servers.models import Backup, Job, Server
 from servers.runtime import runtime_sweep
 from tests.conftest import API, client_for, error_of
 
@@ -104,15 +104,55 @@ def test_it_restores_an_available_backup_on_a_stopped_server(
     assert polled.status_code == 200 and polled.json()["id"] == job["id"]
 
 
-def test_a_restore_on_a_running_server_is_409(
+def test_a_restore_on_a_server_on_its_way_up_is_409(
     make_key, acme_server, available_backup, put_in_state
 ):
-    put_in_state(acme_server, "running")
+    put_in_state(acme_server, "starting")
     response = client_for(make_key(["backups:restore"])).post(
         f"{API}/servers/{acme_server.id}/backups/{available_backup.id}/restore"
     )
     assert response.status_code == 409
-    assert error_of(response)["state"] == "running"
+    assert error_of(response)["state"] == "starting"
+
+
+def test_a_restore_of_a_running_server_stops_it_restores_and_starts_it_again(
+    make_key, acme_server, available_backup, put_in_state, published
+):
+    put_in_state(acme_server, "running")
+    published.clear()
+    client = client_for(make_key(["backups:restore", "backups:read", "servers:read"]))
+    with freeze_time(timezone.now()) as frozen:
+        response = client.post(
+            f"{API}/servers/{acme_server.id}/backups/{available_backup.id}/restore"
+        )
+        assert response.status_code == 202
+        states = [client.get(f"{API}/servers/{acme_server.id}").json()["state"]]
+        for _ in range(2):
+            frozen.tick(3)
+            sweep()
+            states.append(client.get(f"{API}/servers/{acme_server.id}").json()["state"])
+    job = client.get(f"{API}/servers/{acme_server.id}/backups/restore-jobs/{response.json()['id']}")
+    assert job.json()["state"] == "succeeded"
+    assert states == ["stopping", "starting", "running"]
+    assert [(p.event, p.data["previous_state"]) for p in published] == [
+        ("server.stopped", "stopping"),
+        ("server.started", "starting"),
+    ]
+
+
+def test_a_restore_of_a_stopped_server_leaves_it_stopped(
+    make_key, acme_server, available_backup, published
+):
+    with freeze_time(timezone.now()) as frozen:
+        client_for(make_key(["backups:restore"])).post(
+            f"{API}/servers/{acme_server.id}/backups/{available_backup.id}/restore"
+        )
+        for _ in range(2):
+            frozen.tick(3)
+            sweep()
+    assert Job.objects.get(kind="restore").state == "succeeded"
+    assert Server.objects.get(id=acme_server.id).state == "stopped"
+    assert published == []
 
 
 def test_a_backup_still_being_made_cannot_be_restored(make_key, acme_server):

@@ -17,10 +17,12 @@ EXPECTED = {
     ("restarting", "ready"): ("running", "server.restarted"),
     ("running", "crash"): ("stopped", "server.crashed"),
     ("restarting", "crash"): ("stopped", "server.crashed"),
-    # An agent stopping its games as it shuts down (docs/agent-protocol.md, stopped_by_node).
+    # A node stopping a game on its own: its agent shutting down, a restore (stopped_by_node).
     ("running", "node_stop"): ("stopping", None),
     ("starting", "node_stop"): ("stopping", None),
     ("restarting", "node_stop"): ("stopping", None),
+    # A node starting a game again after a restore stopped it (started_by_node).
+    ("stopped", "node_start"): ("starting", None),
 }
 
 

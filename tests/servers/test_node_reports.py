@@ -225,6 +225,16 @@ def test_stopped_by_node_stops_the_server_with_stopped(
     assert last.cause == "node node-1: stopped_by_node"
 
 
+def test_started_by_node_makes_a_stopped_server_starting_without_an_event(
+    demo_server, node_token, published
+):
+    post(REPORTS, report(demo_server, "started_by_node", pid=None), node_token)
+    assert state_of(demo_server) == "starting"
+    assert published == []
+    last = ServerTransition.objects.filter(server=demo_server).order_by("-at", "-id").first()
+    assert (last.trigger, last.cause) == ("node_start", "node node-1: started_by_node")
+
+
 def test_a_report_whose_move_does_not_apply_is_acknowledged_and_ignored(
     demo_server, node_token, published
 ):

@@ -230,6 +230,20 @@ def test_a_person_restores_a_backup(alice_client, acme_server):
     assert Job.objects.filter(kind="restore").exists()
 
 
+def test_a_person_restores_a_backup_of_a_running_server_from_an_enabled_button(
+    alice_client, acme_server, put_in_state
+):
+    with freeze_time(timezone.now()) as frozen:
+        backup, _job = backup_create(server=acme_server, actor=Actor.system("t"))
+        frozen.tick(5)
+        runtime_sweep(timezone.now())
+    put_in_state(acme_server, "running")
+    html = page(alice_client, f"{PANEL}{acme_server.id}/backups/")
+    assert 'class="button small secondary">Restore</button>' in html
+    alice_client.post(f"{PANEL}{acme_server.id}/backups/{backup.id}/restore")
+    assert Server.objects.get(id=acme_server.id).state == "stopping"  # the node stops it first
+
+
 def test_maintenance_on_a_running_server_is_refused_with_a_message(
     alice_client, acme_server, put_in_state
 ):

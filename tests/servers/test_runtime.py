@@ -175,3 +175,13 @@ def test_an_unknown_minecraft_command_is_refused_by_the_game(long_running):
 
 def test_a_custom_game_accepts_any_command(acme_other_server):
     assert SimulatedRuntime().send_command(acme_other_server, "anything at all").accepted
+
+
+def test_the_simulated_nodes_sweep_leaves_a_server_on_an_agent_node_alone(
+    demo_server, put_in_state
+):
+    with freeze_time(timezone.now()) as frozen:
+        put_in_state(demo_server, "starting")
+        frozen.tick(20)  # long past SIMULATED_RUNTIME_DELAY_SECONDS: only its agent says ready
+        sweep()
+    assert state_of(demo_server) == "starting"
