@@ -114,7 +114,7 @@ def test_a_template_game_has_its_templates_capabilities(acme):
     assert is_supported(server, Capability.CONSOLE)
     assert is_supported(server, Capability.PLAYERS)
     assert is_supported(server, Capability.BACKUPS)
-    assert not is_supported(server, Capability.MIGRATION)
+    assert is_supported(server, Capability.MIGRATION)
 
 
 def test_a_template_game_has_its_templates_settings(acme):
