@@ -3,7 +3,7 @@ in one place (`gshost.api.errors`, `gshost.panel_errors`)."""
 
 from collections.abc import Sequence
 
-from gshost.errors import InvalidInput, NotEnabled, NotFound, NotSupported, Unavailable
+from gshost.errors import DomainError, InvalidInput, NotEnabled, NotFound, NotSupported, Unavailable
 from gshost.errors import InvalidState as InvalidStateKind
 
 
@@ -112,3 +112,15 @@ class InvalidSetting(InvalidInput):
 
 class InvalidConfigEvent(InvalidInput):
     """A config event without a name or changes, or reverting before it applies."""
+
+
+class ServerNotOnNode(DomainError):
+    """A node's report (to the node API, not the Customer API) about a server elsewhere."""
+
+    code = "server_not_on_node"
+    default_message = "The report names a server that is not on this node."
+
+
+class JobNotOnNode(ServerNotOnNode):
+    code = "job_not_on_node"
+    default_message = "The report names a job that is not of this server."

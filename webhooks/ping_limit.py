@@ -20,18 +20,12 @@ from functools import partial
 from django.conf import settings
 from django.core.cache import cache
 
+from webhooks.errors import PingLimitReached
+
 logger = logging.getLogger(__name__)
 
 PING_CONCURRENCY = 2
 LEASE_MARGIN_SECONDS = 5.0
-
-
-class PingLimitReached(Exception):
-    """Every slot of the organization is taken; try again in `retry_after` seconds."""
-
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(f"{PING_CONCURRENCY} test pings are already under way; retry later.")
-        self.retry_after = retry_after
 
 
 def _lease_seconds() -> float:
