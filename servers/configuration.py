@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from audit.actors import Actor
 from audit.services import PanelAction
+from gshost import process_state
 from gshost_agent.templates import load_template
 from servers.errors import InvalidSetting
 from servers.models import (
@@ -195,3 +196,10 @@ def _history_rows(
         )
         for key, value in changed.items()
     ]
+
+
+process_state.register(
+    "servers.configuration",
+    bound="the settings of each template game (gshost_agent/games/): a handful",
+    reset=_template_specs.cache_clear,
+)

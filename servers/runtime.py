@@ -24,6 +24,7 @@ from typing import Protocol
 from django.conf import settings
 from django.utils.module_loading import import_string
 
+from gshost import process_state
 from servers.models import Job, Server, ServerMigration
 
 DEFAULT_RUNTIME = "servers.simulated_runtime.SimulatedRuntime"
@@ -130,3 +131,10 @@ def runtime_sweep(now: datetime) -> None:
     """Called every minute and by follow-ups: the simulated node finishes what is due (agent
     nodes report by themselves)."""
     simulated_runtime().sweep(now)
+
+
+process_state.register(
+    "servers.runtime",
+    bound="one runtime object per SERVER_RUNTIME path in use: one",
+    reset=_load.cache_clear,
+)
