@@ -10,7 +10,7 @@ V = TypeVar("V")
 
 
 class LruDict(Generic[K, V]):
-    """Thread-safe: every read and write holds the lock (a read moves its entry to the end)."""
+    """Thread-safe: writes hold the lock; a read moves its entry to the end."""
 
     def __init__(self, max_size: int) -> None:
         if max_size < 1:
@@ -20,11 +20,14 @@ class LruDict(Generic[K, V]):
         self._lock = threading.Lock()
 
     def get(self, key: K) -> V | None:
-        with self._lock:
-            if key not in self._entries:
-                return None
+        # Without the lock: each OrderedDict operation is atomic, and an entry dropped by
+        # another thread in between is simply a miss. Reads are the hot path (every API call).
+        try:
+            value = self._entries[key]
             self._entries.move_to_end(key)
-            return self._entries[key]
+        except KeyError:  # absent (a miss costs a database read anyway)
+            return None
+        return value
 
     def put(self, key: K, value: V) -> None:
         with self._lock:
