@@ -18,10 +18,10 @@ from accounts.authentication import calling_key
 from accounts.key_records import KeyRecord, record_from_key
 from accounts.leaks import MAX_URL_LENGTH, leak_context, leaked_token_handle
 from accounts.models import ApiKey, LeakSource
-from accounts.permissions import NO_SCOPE_REQUIRED, insufficient_scope
+from accounts.permissions import NO_SCOPE_REQUIRED
 from accounts.scopes import Scope
-from accounts.selectors import api_key_get, api_key_list_live
-from accounts.services import api_key_revoke
+from accounts.selectors import api_key_list_live
+from accounts.services import api_key_revoke_own
 from accounts.usage import last_use
 from audit.actors import Actor
 from gshost.api import rate_limits
@@ -83,15 +83,7 @@ class KeyViewSet(viewsets.GenericViewSet[ApiKey]):
     @extend_schema(responses={200: KeyRecordSerializer})
     def destroy(self, request: Request, key_id: str) -> Response:
         caller = calling_key(request)
-        if key_id != caller.key_id:
-            raise insufficient_scope(
-                Scope.KEYS_REVOKE,
-                "A key can revoke only itself; revoke other keys in the panel.",
-                rule="self_revocation_only",
-            )
-        key = api_key_revoke(
-            key=api_key_get(caller.organization_id, caller.key_id), actor=Actor.api(caller)
-        )
+        key = api_key_revoke_own(caller=caller, key_id=key_id, actor=Actor.api(caller))
         return Response(key_record_json(record_from_key(key)))
 
 

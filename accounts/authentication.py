@@ -18,6 +18,7 @@ from accounts import key_records, keys
 from accounts.key_records import KeyRecord
 from accounts.models import KeyStatus
 from accounts.usage import note_key_used
+from gshost import process_state
 from gshost.api import rate_limits
 from gshost.api.client_ip import client_ip
 from gshost.api.errors import WWW_AUTHENTICATE, ApiError, ErrorCode, rate_limited
@@ -33,6 +34,13 @@ def _pepper() -> bytes:
 @cache
 def _derive_pepper(configured: str, secret_key: str) -> bytes:
     return (configured or f"gshost-api-key-pepper:{secret_key}").encode()
+
+
+process_state.register(
+    "accounts.authentication",
+    bound="the pepper of each (API_KEY_PEPPER, SECRET_KEY) pair in use: one",
+    reset=_derive_pepper.cache_clear,
+)
 
 
 def hash_key_secret(secret: str) -> str:

@@ -1,9 +1,55 @@
-"""The errors key reads refuse with; the API and the panel each answer them in one place."""
+"""The errors account code refuses with; the API and the panel each answer them in one place."""
 
-from gshost.errors import NotFound
+from gshost.errors import InvalidInput, InvalidState, NotFound, NotPermitted, RefusedValue
 
 
 class KeyNotFound(NotFound):
     """The same for a key that never existed and another organization's."""
 
     default_message = "No such key in this organization."
+
+
+class KeyRequestRefused(InvalidInput):
+    """A key request the rules refuse; `field` names the form field at fault, if any."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ScopeExceedsPermissions(RefusedValue):
+    """A person granting (or, by rotating, re-granting) scopes they do not hold."""
+
+    code = "scope_exceeds_permissions"
+    field = "scopes"
+
+    def __init__(self, scopes: list[str]) -> None:
+        super().__init__("You cannot grant scopes you do not hold: " + ", ".join(scopes))
+        self.scopes = scopes
+
+
+class KeyNotRotatable(InvalidState):
+    default_message = "Only an active key that has not been rotated can be rotated."
+    field = None
+
+
+class KeyDeletionRefused(NotPermitted):
+    """Only a key's creator, or a person holding every recognised scope on it, may delete it."""
+
+    def __init__(self, scopes: list[str]) -> None:
+        super().__init__(
+            "Only the key's creator or a person holding all of its scopes can delete it; "
+            "you do not hold: " + ", ".join(scopes)
+        )
+        self.scopes = scopes
+
+
+class SelfRevocationOnly(NotPermitted):
+    """Through the API a key revokes only itself; other keys are deleted in the panel."""
+
+    def __init__(self, required_scope: str) -> None:
+        super().__init__(
+            "A key can revoke only itself; revoke other keys in the panel.",
+            required_scope=required_scope,
+            rule="self_revocation_only",
+        )

@@ -5,7 +5,6 @@ contract's revocation bound); the process that revokes or rotates drops it at on
 """
 
 import ipaddress
-import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache, cached_property
@@ -16,7 +15,9 @@ from django.utils import timezone
 
 from accounts import scopes as scope_catalogue
 from accounts.models import ApiKey, KeyStatus, key_status_at
+from gshost import process_state
 from gshost.ids import format_timestamp
+from gshost.lru import LruDict
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 MAX_CACHE_SECONDS = 60
@@ -106,12 +107,12 @@ def record_from_key(key: ApiKey) -> KeyRecord:
     )
 
 
-_cache: dict[str, KeyRecord] = {}
+MAX_CACHED_KEYS = 10_000
+MAX_MISSING = 10_000
+_cache: LruDict[str, KeyRecord] = LruDict(MAX_CACHED_KEYS)
 # Key ids found in no row, and when: an unknown id is answered from memory like a known one,
 # so the time of an answer does not tell whether a key id exists.
-_missing: dict[str, datetime] = {}
-MAX_MISSING = 10_000
-_lock = threading.Lock()
+_missing: LruDict[str, datetime] = LruDict(MAX_MISSING)
 
 
 @cache
@@ -130,25 +131,28 @@ def get_key_record(key_id: str, now: datetime) -> KeyRecord | None:
         return None
     key = ApiKey.objects.select_related("created_by").filter(key_id=key_id).first()
     if key is None:
-        with _lock:
-            if len(_missing) >= MAX_MISSING:  # a flood of random ids: start afresh
-                _missing.clear()
-            _missing[key_id] = now
+        _missing.put(key_id, now)
         return None
     record = record_from_key(key)
-    with _lock:
-        _cache[key_id] = record
+    _cache.put(key_id, record)
     return record
 
 
 def forget(*key_ids: str) -> None:
-    with _lock:
-        for key_id in key_ids:
-            _cache.pop(key_id, None)
-            _missing.pop(key_id, None)
+    for key_id in key_ids:
+        _cache.pop(key_id)
+        _missing.pop(key_id)
 
 
 def forget_all() -> None:
-    with _lock:
-        _cache.clear()
-        _missing.clear()
+    _cache.clear()
+    _missing.clear()
+    _ttl.cache_clear()
+
+
+process_state.register(
+    "accounts.key_records",
+    bound=f"at most {MAX_CACHED_KEYS:,} key records and {MAX_MISSING:,} unknown key ids, "
+    "least recently used dropped; each trusted for API_KEY_CACHE_SECONDS (at most 60 s)",
+    reset=forget_all,
+)

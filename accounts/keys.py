@@ -11,6 +11,7 @@ import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from gshost import process_state
 from gshost.ids import BASE62, random_base62, to_base62
 
 PREFIX = "gsk_"
@@ -64,6 +65,13 @@ def hash_secret(secret: str, pepper: bytes) -> str:
 def _keyed_hmac(pepper: bytes) -> hmac.HMAC:
     """The HMAC with the pepper already mixed in; copying it is cheaper than keying anew."""
     return hmac.new(pepper, digestmod=hashlib.sha256)
+
+
+process_state.register(
+    "accounts.keys",
+    bound="the keyed HMAC of at most 8 peppers (one is in use)",
+    reset=_keyed_hmac.cache_clear,
+)
 
 
 def secret_matches(secret: str, stored_hash: str, pepper: bytes) -> bool:

@@ -12,6 +12,15 @@ from django.utils import timezone
 from accounts import key_records, keys
 from accounts import scopes as scope_catalogue
 from accounts.authentication import hash_key_secret
+from accounts.errors import (
+    KeyDeletionRefused,
+    KeyNotFound,
+    KeyNotRotatable,
+    KeyRequestRefused,
+    ScopeExceedsPermissions,
+    SelfRevocationOnly,
+)
+from accounts.key_records import KeyRecord
 from accounts.models import (
     ApiKey,
     KeyStatus,
@@ -22,6 +31,8 @@ from accounts.models import (
     Role,
     User,
 )
+from accounts.scopes import Scope
+from accounts.selectors import api_key_get
 from audit.actors import Actor
 from audit.services import PanelAction
 from servers.selectors import server_ids_in_organization
@@ -30,37 +41,6 @@ DEFAULT_EXPIRY_DAYS = 90
 MAX_EXPIRY_DAYS = 365
 DEFAULT_GRACE_HOURS = 24
 MAX_GRACE_HOURS = 168
-
-
-class KeyRequestRefused(Exception):
-    """A key request the rules refuse; `field` names the form field at fault, if any."""
-
-    field: str | None = None
-
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-class ScopeExceedsPermissions(KeyRequestRefused):
-    code = "scope_exceeds_permissions"
-
-    def __init__(self, scopes: list[str]) -> None:
-        super().__init__(
-            "You cannot grant scopes you do not hold: " + ", ".join(scopes), field="scopes"
-        )
-        self.scopes = scopes
-
-
-class KeyDeletionRefused(Exception):
-    """Only a key's creator, or a person holding every recognised scope on it, may delete it."""
-
-    def __init__(self, scopes: list[str]) -> None:
-        super().__init__(
-            "Only the key's creator or a person holding all of its scopes can delete it; "
-            "you do not hold: " + ", ".join(scopes)
-        )
-        self.scopes = scopes
 
 
 @dataclass(frozen=True)
@@ -131,7 +111,7 @@ def _check_grantable(membership: Membership, requested: list[str]) -> None:
 
 def _check_acting_in(membership: Membership, key: ApiKey) -> None:
     if membership.organization_id != key.organization_id:
-        raise ApiKey.DoesNotExist("No such key in this organization.")
+        raise KeyNotFound()
 
 
 def api_key_check_rotatable(*, membership: Membership, key: ApiKey) -> None:
@@ -249,7 +229,7 @@ def api_key_rotate(
         original_expiry = old.expires_at
         api_key_check_rotatable(membership=membership, key=old)
         if old.status_at(now) != KeyStatus.ACTIVE or old.replaced_by is not None:
-            raise KeyRequestRefused("Only an active key that has not been rotated can be rotated.")
+            raise KeyNotRotatable()
         grace_end = now + timedelta(hours=grace_hours)
         old.expires_at = min(old.expires_at, grace_end) if old.expires_at else grace_end
         # The successor's id is drawn first: naming it on the old key frees the name for it.
@@ -278,6 +258,14 @@ def api_key_revoke(*, key: ApiKey, actor: Actor) -> ApiKey:
     _revoke(key, actor, PanelAction.KEY_REVOKE, ApiKey.objects.filter(revoked_at__isnull=True))
     key.refresh_from_db()
     return key
+
+
+def api_key_revoke_own(*, caller: KeyRecord, key_id: str, actor: Actor) -> ApiKey:
+    """A key revoking itself through the API: any other key id is refused alike, existing or
+    not (SelfRevocationOnly), so the answer tells nothing about other keys."""
+    if key_id != caller.key_id:
+        raise SelfRevocationOnly(required_scope=Scope.KEYS_REVOKE)
+    return api_key_revoke(key=api_key_get(caller.organization_id, caller.key_id), actor=actor)
 
 
 def api_key_revoke_leaked(*, key: ApiKey, source: LeakSource, url: str, actor: Actor) -> bool:

@@ -1,17 +1,20 @@
 """Coalesced `last_used_at` / `last_used_ip`: one write a minute per key, or at once on a new IP."""
 
-import threading
 from datetime import datetime, timedelta
 
 from django.db.models import Q
 
 from accounts.key_records import KeyRecord
 from accounts.models import ApiKey
+from gshost import process_state
+from gshost.lru import LruDict
 
 COALESCE = timedelta(minutes=1)
 
-_last_written: dict[str, tuple[datetime, str | None]] = {}
-_lock = threading.Lock()
+MAX_KEYS_TRACKED = 10_000
+# When this process last wrote each key's use, and from which address. A key dropped from
+# here only costs one more conditional UPDATE (the database makes the final call).
+_last_written: LruDict[str, tuple[datetime, str | None]] = LruDict(MAX_KEYS_TRACKED)
 
 
 def _due(record: KeyRecord, ip: str | None, now: datetime) -> bool:
@@ -27,8 +30,7 @@ def _due(record: KeyRecord, ip: str | None, now: datetime) -> bool:
 def note_key_used(record: KeyRecord, ip: str | None, now: datetime) -> None:
     if not _due(record, ip, now):
         return
-    with _lock:
-        _last_written[record.key_id] = (now, ip)
+    _last_written.put(record.key_id, (now, ip))
     # Other processes may have written meanwhile: the database makes the final call.
     stale = Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - COALESCE)
     new_ip = ~Q(last_used_ip=ip) if ip is not None else Q(last_used_ip__isnull=False)
@@ -46,5 +48,11 @@ def last_use(record: KeyRecord) -> tuple[datetime | None, str | None]:
 
 
 def forget_usage() -> None:
-    with _lock:
-        _last_written.clear()
+    _last_written.clear()
+
+
+process_state.register(
+    "accounts.usage",
+    bound=f"the last write of at most {MAX_KEYS_TRACKED:,} keys, least recently used dropped",
+    reset=forget_usage,
+)

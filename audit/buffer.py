@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 
 from audit.models import AuditRecord, new_audit_ids
+from gshost import process_state
 from gshost.pg_copy import copy_into
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,11 @@ class AuditBuffer:
                 self._rows = (rows + self._rows)[-MAX_PENDING:]
             return 0
         return len(rows)
+
+    def reset(self) -> None:
+        """Drop the rows not written yet (tests); a running flusher keeps running."""
+        with self._lock:
+            self._rows = []
 
     def adopt_after_fork(self) -> None:
         """A forked worker starts with its own, empty buffer and no flusher thread yet."""
@@ -169,3 +175,11 @@ def _insert_values(fields: list[Any], values: list[list[Any]]) -> None:
 audit_buffer = AuditBuffer()
 atexit.register(audit_buffer.flush)
 os.register_at_fork(after_in_child=audit_buffer.adopt_after_fork)
+
+
+process_state.register(
+    "audit.buffer",
+    bound=f"rows of at most a flush interval, {BATCH_SIZE} at a time; after a failed write "
+    f"at most {MAX_PENDING:,} kept; one flusher thread",
+    reset=audit_buffer.reset,
+)

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from accounts.key_records import KeyRecord
 from audit.buffer import audit_buffer
 from audit.models import ActorType, Source
+from gshost import process_state
 from gshost.api import rate_limits
 
 FAILED_AUTH_ROWS_PER_MINUTE = 60
@@ -121,3 +122,11 @@ def reset() -> None:
 
 
 atexit.register(write_due_summaries, all_of_them=True)
+
+
+process_state.register(
+    "audit.failed_auth",
+    bound="one summary per key past FAILED_AUTH_ROWS_PER_MINUTE in a minute, written and "
+    "dropped a second after that minute ends; one sweeper thread",
+    reset=reset,
+)

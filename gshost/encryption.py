@@ -12,6 +12,8 @@ from functools import cache
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
+from gshost import process_state
+
 
 @cache
 def _fernet(keys: tuple[str, ...], secret_key: str) -> MultiFernet:
@@ -38,3 +40,10 @@ def decrypt_secret(token: str) -> str | None:
         return _cipher().decrypt(token.encode()).decode()
     except (InvalidToken, ValueError):
         return None
+
+
+process_state.register(
+    "gshost.encryption",
+    bound="the cipher of each (WEBHOOK_SECRET_KEYS, SECRET_KEY) pair in use: one",
+    reset=_fernet.cache_clear,
+)

@@ -61,6 +61,21 @@ class LimitReached(DomainError):
     code = "limit_reached"
 
 
+class NotPermitted(DomainError):
+    """The caller may not do this; `required_scope` and `rule` (in `extra`) say why."""
+
+    code = "insufficient_scope"
+    default_message = "Not permitted."
+
+
+class RateLimited(DomainError):
+    """Too many of these are under way at once; `retry_after` (in `extra`) says when to try
+    again."""
+
+    code = "rate_limited"
+    default_message = "Too many requests; retry after the time given in Retry-After."
+
+
 class InvalidInput(DomainError):
     """A value given by the caller is not acceptable; `fields` (in `extra`) says which."""
 

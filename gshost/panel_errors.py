@@ -23,5 +23,5 @@ def found_or_404(get: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         raise Http404(missing.message) from None
 
 
-def refusal_message(refusal: DomainError | ValueError) -> str:
-    return refusal.message if isinstance(refusal, DomainError) else str(refusal)
+def refusal_message(refusal: DomainError) -> str:
+    return refusal.message

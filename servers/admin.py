@@ -71,7 +71,7 @@ def _each(
     for server in servers:
         try:
             messages.success(request, f"{server.name}: {act(server)}")
-        except (DomainError, ValueError) as refused:
+        except DomainError as refused:
             messages.error(request, f"{server.name}: {refusal_message(refused)}")
 
 

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import requests
 from requests.adapters import HTTPAdapter
 
+from gshost import process_state
 from gshost.errors import InvalidInput
 from gshost.ids import format_timestamp
 from gshost_agent.templates import load_template
@@ -79,6 +80,13 @@ def _session(ca_pem: str) -> requests.Session:
 
 def reset_sessions() -> None:
     _session.cache_clear()
+
+
+process_state.register(
+    "servers.agent_runtime",
+    bound=f"at most {SESSIONS_KEPT} HTTPS sessions, one per node CA, least recently used dropped",
+    reset=reset_sessions,
+)
 
 
 class AgentError(Exception):

@@ -13,6 +13,7 @@ from accounts.models import User
 from audit.actors import Actor
 from audit.services import PanelAction
 from servers.configuration import clean_values, desired_settings, settings_update
+from servers.errors import InvalidConfigEvent
 from servers.models import ConfigEvent, ConfigEventState, Server, SettingSource
 
 STATUS_WINDOW = timedelta(hours=24)  # settled events stay on the status route this long
@@ -30,11 +31,11 @@ def config_event_create(
 ) -> ConfigEvent:
     name = name.strip()
     if not name or len(name) > 100:
-        raise ValueError("A config event needs a name of at most 100 characters.")
+        raise InvalidConfigEvent("A config event needs a name of at most 100 characters.")
     if not changes:
-        raise ValueError("A config event changes at least one setting.")
+        raise InvalidConfigEvent("A config event changes at least one setting.")
     if revert_at is not None and revert_at <= apply_at:
-        raise ValueError("The revert time must come after the apply time.")
+        raise InvalidConfigEvent("The revert time must come after the apply time.")
     with transaction.atomic():
         event = ConfigEvent.objects.create(
             server=server,

@@ -10,7 +10,9 @@ from django.utils import timezone
 
 from audit.actors import Actor
 from audit.services import PanelAction
+from gshost import process_state
 from gshost_agent.templates import load_template
+from servers.errors import InvalidSetting
 from servers.models import (
     TEMPLATE_GAMES,
     ConfigEvent,
@@ -40,22 +42,22 @@ class SettingSpec:
     maximum: int = 0
 
     def clean(self, value: str) -> str:
-        """The value in its stored form, or ValueError saying what is wrong with it."""
+        """The value in its stored form, or InvalidSetting saying what is wrong with it."""
         value = value.strip()
         if self.kind == Kind.INTEGER:
             if not value.lstrip("-").isdigit() or not self.minimum <= int(value) <= self.maximum:
-                raise ValueError(
+                raise InvalidSetting(
                     f"{self.key} must be a whole number from {self.minimum} to {self.maximum}."
                 )
             return str(int(value))
         if self.kind == Kind.BOOLEAN:
             if value.lower() not in ("true", "false"):
-                raise ValueError(f"{self.key} must be true or false.")
+                raise InvalidSetting(f"{self.key} must be true or false.")
             return value.lower()
         if self.kind == Kind.CHOICE and value not in self.choices:
-            raise ValueError(f"{self.key} must be one of {', '.join(self.choices)}.")
+            raise InvalidSetting(f"{self.key} must be one of {', '.join(self.choices)}.")
         if self.kind == Kind.TEXT and len(value) > self.maximum:
-            raise ValueError(f"{self.key} must be at most {self.maximum} characters.")
+            raise InvalidSetting(f"{self.key} must be at most {self.maximum} characters.")
         return value
 
 
@@ -132,11 +134,11 @@ def settings_report_applied(*, server: Server) -> None:
 
 
 def clean_values(game: str, values: dict[str, Any]) -> dict[str, str]:
-    """Values in their stored form, or ValueError naming the first bad one."""
+    """Values in their stored form, or InvalidSetting naming the first bad one."""
     specs = {spec.key: spec for spec in specs_for(game)}
     unknown = sorted(set(values) - set(specs))
     if unknown:
-        raise ValueError(f"Unknown setting for this game: {', '.join(unknown)}.")
+        raise InvalidSetting(f"Unknown setting for this game: {', '.join(unknown)}.")
     return {key: specs[key].clean(str(value)) for key, value in values.items()}
 
 
@@ -194,3 +196,10 @@ def _history_rows(
         )
         for key, value in changed.items()
     ]
+
+
+process_state.register(
+    "servers.configuration",
+    bound="the settings of each template game (gshost_agent/games/): a handful",
+    reset=_template_specs.cache_clear,
+)

@@ -1,8 +1,10 @@
 """The errors server code refuses with. The API and the panel each turn them into an answer
 in one place (`gshost.api.errors`, `gshost.panel_errors`)."""
 
+from collections.abc import Sequence
+
+from gshost.errors import DomainError, InvalidInput, NotEnabled, NotFound, NotSupported, Unavailable
 from gshost.errors import InvalidState as InvalidStateKind
-from gshost.errors import NotEnabled, NotFound, NotSupported, Unavailable
 
 
 class ServerNotFound(NotFound):
@@ -73,3 +75,63 @@ class MigrationRefused(InvalidStateKind):
     node with the game and a free port, or the server is not on an agent node."""
 
     code = "migration_refused"
+
+
+class UnknownGame(InvalidInput):
+    def __init__(self, game: str, games: Sequence[str]) -> None:
+        super().__init__(f"Unknown game {game!r}; choose from {', '.join(games)}.")
+
+
+class GameNotOnNode(NotSupported):
+    def __init__(self, node_name: str, game: str, games: Sequence[str]) -> None:
+        runs = ", ".join(games) or "none"
+        super().__init__(f"Node {node_name!r} does not run {game!r}; it runs: {runs}.")
+
+
+class NodeFull(InvalidStateKind):
+    """Every port of the node's range is taken by a server."""
+
+    def __init__(self, node_name: str, first_port: int, last_port: int) -> None:
+        super().__init__(
+            f"Node {node_name!r} has no free port: {first_port}-{last_port} are all taken."
+        )
+
+
+class InvalidAddress(InvalidInput):
+    """A server address that is not IP:PORT, or the one it already has."""
+
+
+class InvalidNodeInput(InvalidInput):
+    """A node's name, URL, address, ports or CA certificate that cannot be used."""
+
+
+class SimulatedNodeHasNoToken(NotSupported):
+    default_message = "The simulated node has no token."
+
+
+class InvalidCommand(InvalidInput):
+    """A console command that is empty, too long, or not one line of printable text."""
+
+
+class InvalidSchedule(InvalidInput):
+    """A schedule's name, cron expression, alerts or command that cannot be used."""
+
+
+class InvalidSetting(InvalidInput):
+    """A game setting this game does not have, or a value it does not accept."""
+
+
+class InvalidConfigEvent(InvalidInput):
+    """A config event without a name or changes, or reverting before it applies."""
+
+
+class ServerNotOnNode(DomainError):
+    """A node's report (to the node API, not the Customer API) about a server elsewhere."""
+
+    code = "server_not_on_node"
+    default_message = "The report names a server that is not on this node."
+
+
+class JobNotOnNode(ServerNotOnNode):
+    code = "job_not_on_node"
+    default_message = "The report names a job that is not of this server."

@@ -18,6 +18,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from gshost.api import rate_limits
 from gshost.api.client_ip import client_ip
+from servers.errors import ServerNotOnNode
 from servers.lifecycle import MAX_OUTPUT_LINE_LENGTH, MAX_OUTPUT_LINES, CrashDetails
 from servers.models import Node
 from servers.node_reports import (
@@ -25,7 +26,6 @@ from servers.node_reports import (
     JobReport,
     Report,
     ReportKind,
-    ServerNotOnNode,
     node_heartbeat,
     node_report_apply,
 )

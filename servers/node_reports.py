@@ -9,10 +9,9 @@ from enum import StrEnum
 from django.db import transaction
 from django.utils import timezone
 
-from gshost.errors import DomainError
 from gshost_agent.server_state import ReportKind  # the protocol's names, defined once
 from servers.configuration import settings_report_applied
-from servers.errors import InvalidState
+from servers.errors import InvalidState, JobNotOnNode, ServerNotOnNode
 from servers.jobs import job_begin, job_finish, job_progress
 from servers.lifecycle import CrashDetails, Trigger
 from servers.models import Job, JobKind, Node, Server, ServerState
@@ -28,16 +27,6 @@ class ReportOutcome(StrEnum):
     APPLIED = "applied"
     IGNORED = "ignored"  # the move does not apply in the server's state now
     REPEAT = "repeat"  # this seq (or a later one) of this outbox was applied already
-
-
-class ServerNotOnNode(DomainError):
-    code = "server_not_on_node"
-    default_message = "The report names a server that is not on this node."
-
-
-class JobNotOnNode(ServerNotOnNode):
-    code = "job_not_on_node"
-    default_message = "The report names a job that is not of this server."
 
 
 @dataclass(frozen=True)

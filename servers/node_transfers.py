@@ -52,8 +52,8 @@ def migration_to_node_begin(*, server: Server, target: Node, actor: Actor) -> Se
         raise MigrationRefused(f"Node {target.name} is unreachable.")
     try:
         check_game_on_node(target, server.game)
-    except ValueError as refused:
-        raise MigrationRefused(str(refused)) from None
+    except DomainError as refused:
+        raise MigrationRefused(refused.message) from None
     if not free_port_count(target):
         raise MigrationRefused(f"Node {target.name} has no free port.")
     with transaction.atomic():
@@ -93,7 +93,7 @@ def migration_to_node_run(*, migration_id: int) -> ServerMigration:
         return _failed(migration, str(failure), restart=was_running)
     try:
         completed = _complete_on_node(migration, target)
-    except (IntegrityError, ValueError) as error:
+    except (IntegrityError, DomainError) as error:
         _call_quietly(target, "DELETE", _server_path(server.id))
         return _failed(migration, f"the move could not be recorded: {error}", restart=was_running)
     _call_quietly(migration.server.node, "DELETE", _server_path(server.id))
@@ -162,14 +162,14 @@ def _complete_on_node(migration: ServerMigration, target: Node) -> ServerMigrati
     with transaction.atomic():
         server = Server.objects.select_for_update().get(id=migration.server_id)
         if server.state != ServerState.STOPPED:  # started meanwhile, on the source
-            raise ValueError(f"the server was started meanwhile (it is {server.state})")
+            raise MigrationRefused(f"the server was started meanwhile (it is {server.state})")
         port = allocate_port(target)
         new_address = format_address(target.address, port)
         ServerMigration.objects.filter(id=migration.id).update(new_address=new_address)
         Server.objects.filter(id=migration.server_id).update(node=target, port=port)
         completed = migration_complete(migration_id=migration.id)
         if completed is None:
-            raise ValueError("the migration is no longer under way")
+            raise MigrationRefused("the migration is no longer under way")
     return completed
 
 

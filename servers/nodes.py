@@ -16,6 +16,12 @@ from django.db.models import Count, Q, QuerySet
 from gshost.encryption import decrypt_secret, encrypt_secret
 from gshost.ids import random_base62
 from gshost_agent.templates import available_games
+from servers.errors import (
+    GameNotOnNode,
+    InvalidNodeInput,
+    NodeFull,
+    SimulatedNodeHasNoToken,
+)
 from servers.models import (
     DEFAULT_FIRST_PORT,
     DEFAULT_LAST_PORT,
@@ -79,12 +85,12 @@ class NodeInput:
 def clean_node_name(name: str) -> str:
     name = name.strip()
     if not _NODE_NAME.fullmatch(name):
-        raise ValueError(
+        raise InvalidNodeInput(
             "A node name is 1-50 lowercase letters, digits and dashes, starting with a "
             "letter or digit."
         )
     if name == SIMULATED_NODE_NAME:
-        raise ValueError(f"{SIMULATED_NODE_NAME!r} is the built-in simulated node's name.")
+        raise InvalidNodeInput(f"{SIMULATED_NODE_NAME!r} is the built-in simulated node's name.")
     return name
 
 
@@ -94,15 +100,15 @@ def clean_url(url: str) -> str:
         parts = urlsplit(url.strip())
         port = parts.port
     except ValueError:
-        raise ValueError("The URL is not valid: use https://HOST:PORT.") from None
+        raise InvalidNodeInput("The URL is not valid: use https://HOST:PORT.") from None
     if parts.scheme != "https":
-        raise ValueError("The agent speaks HTTPS only: the URL must start with https://.")
+        raise InvalidNodeInput("The agent speaks HTTPS only: the URL must start with https://.")
     if not parts.hostname:
-        raise ValueError("The URL has no host: use https://HOST:PORT.")
+        raise InvalidNodeInput("The URL has no host: use https://HOST:PORT.")
     if parts.username or parts.password or parts.path not in ("", "/"):
-        raise ValueError("The URL is https://HOST:PORT, without a user, path or query.")
+        raise InvalidNodeInput("The URL is https://HOST:PORT, without a user, path or query.")
     if parts.query or parts.fragment:
-        raise ValueError("The URL is https://HOST:PORT, without a user, path or query.")
+        raise InvalidNodeInput("The URL is https://HOST:PORT, without a user, path or query.")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     return f"https://{host}" + (f":{port}" if port is not None else "")
 
@@ -111,16 +117,20 @@ def clean_address(address: str) -> str:
     try:
         return str(ipaddress.ip_address(address.strip()))
     except ValueError:
-        raise ValueError(f"{address!r} is not an IP address (the node's public IP).") from None
+        raise InvalidNodeInput(
+            f"{address!r} is not an IP address (the node's public IP)."
+        ) from None
 
 
 def clean_ports(ports: str) -> tuple[int, int]:
     first, sep, last = ports.strip().partition("-")
     if not sep or not first.isdigit() or not last.isdigit():
-        raise ValueError("Ports are a range FIRST-LAST, like 27000-27099.")
+        raise InvalidNodeInput("Ports are a range FIRST-LAST, like 27000-27099.")
     low, high = int(first), int(last)
     if not LOWEST_PORT <= low <= high <= 65535:
-        raise ValueError(f"Ports are from {LOWEST_PORT} to 65535, the first not above the last.")
+        raise InvalidNodeInput(
+            f"Ports are from {LOWEST_PORT} to 65535, the first not above the last."
+        )
     return low, high
 
 
@@ -129,11 +139,11 @@ def clean_ca_pem(pem: str) -> str:
     if not pem.strip():
         return ""
     if "-----BEGIN CERTIFICATE-----" not in pem:
-        raise ValueError("The CA file holds no PEM certificate.")
+        raise InvalidNodeInput("The CA file holds no PEM certificate.")
     try:
         ssl.create_default_context(cadata=pem)
     except (ssl.SSLError, ValueError):
-        raise ValueError("The CA file is not a valid PEM certificate.") from None
+        raise InvalidNodeInput("The CA file is not a valid PEM certificate.") from None
     return pem.strip() + "\n"
 
 
@@ -153,7 +163,7 @@ def node_create(*, data: NodeInput) -> NewNode:
     token = new_node_token()
     with transaction.atomic():
         if Node.objects.filter(name=name).exists():
-            raise ValueError(f"There is already a node named {name!r}.")
+            raise InvalidNodeInput(f"There is already a node named {name!r}.")
         node = Node.objects.create(
             name=name,
             kind=NodeKind.AGENT,
@@ -172,7 +182,7 @@ def node_create(*, data: NodeInput) -> NewNode:
 def node_rotate_token(*, node: Node) -> str:
     """A new token for an agent node; the old one stops working at once."""
     if not node.is_agent:
-        raise ValueError("The simulated node has no token.")
+        raise SimulatedNodeHasNoToken()
     token = new_node_token()
     Node.objects.filter(id=node.id).update(
         encrypted_token=encrypt_secret(token), token_hash=token_hash(token)
@@ -231,9 +241,7 @@ def default_game(node: Node) -> str:
 def check_game_on_node(node: Node, game: str) -> None:
     games = games_of(node)
     if game not in games:
-        raise ValueError(
-            f"Node {node.name!r} does not run {game!r}; it runs: {', '.join(games) or 'none'}."
-        )
+        raise GameNotOnNode(node.name, game, games)
 
 
 def allocate_port(node: Node) -> int:
@@ -244,6 +252,4 @@ def allocate_port(node: Node) -> int:
     for port in range(node.first_port, node.last_port + 1):
         if port not in used:
             return port
-    raise ValueError(
-        f"Node {node.name!r} has no free port: {node.first_port}-{node.last_port} are all taken."
-    )
+    raise NodeFull(node.name, node.first_port, node.last_port)

@@ -24,6 +24,7 @@ from typing import Protocol
 from django.conf import settings
 from django.utils.module_loading import import_string
 
+from gshost import process_state
 from servers.models import Job, Server, ServerMigration
 
 DEFAULT_RUNTIME = "servers.simulated_runtime.SimulatedRuntime"
@@ -131,3 +132,10 @@ def runtime_sweep(now: datetime) -> None:
     nodes report by themselves, and their jobs fail once their node has been silent too long."""
     simulated_runtime().sweep(now)
     _load(AGENT_RUNTIME).sweep(now)
+
+
+process_state.register(
+    "servers.runtime",
+    bound="one runtime object per SERVER_RUNTIME path in use: one",
+    reset=_load.cache_clear,
+)

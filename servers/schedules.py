@@ -22,7 +22,7 @@ from audit.actors import Actor
 from audit.services import PanelAction
 from gshost.errors import InvalidInput
 from servers import events
-from servers.errors import InvalidState, NodeRefused, NodeUnavailable
+from servers.errors import InvalidSchedule, InvalidState, NodeRefused, NodeUnavailable
 from servers.models import (
     ALERTABLE_STATUSES,
     RunStatus,
@@ -44,7 +44,7 @@ def clean_cron(cron: str) -> str:
     """Five fields (minute hour day-of-month month day-of-week), evaluated in UTC."""
     cron = " ".join(cron.split())
     if len(cron.split(" ")) != 5 or not croniter.is_valid(cron):
-        raise ValueError("A cron expression has five fields, like '*/15 * * * *'.")
+        raise InvalidSchedule("A cron expression has five fields, like '*/15 * * * *'.")
     return cron
 
 
@@ -65,11 +65,11 @@ class ScheduleInput:
     def cleaned(self) -> "ScheduleInput":
         name = self.name.strip()
         if not name or len(name) > 100:
-            raise ValueError("A schedule needs a name of at most 100 characters.")
+            raise InvalidSchedule("A schedule needs a name of at most 100 characters.")
         if not set(self.alert_on) <= set(ALERTABLE_STATUSES):
-            raise ValueError(f"alert_on is a subset of {', '.join(ALERTABLE_STATUSES)}.")
+            raise InvalidSchedule(f"alert_on is a subset of {', '.join(ALERTABLE_STATUSES)}.")
         if not 1 <= self.alert_after_missed <= MAX_ALERT_AFTER_MISSED:
-            raise ValueError(f"alert_after_missed is from 1 to {MAX_ALERT_AFTER_MISSED}.")
+            raise InvalidSchedule(f"alert_after_missed is from 1 to {MAX_ALERT_AFTER_MISSED}.")
         return ScheduleInput(
             name=name,
             cron=clean_cron(self.cron),

@@ -10,7 +10,7 @@ from accounts.models import Organization
 from audit.actors import Actor
 from audit.services import PanelAction
 from servers import events
-from servers.errors import InvalidState
+from servers.errors import InvalidCommand, InvalidState, UnknownGame
 from servers.lifecycle import REQUESTS, CrashDetails, Move, Trigger, move
 from servers.models import ConsoleCommand, Game, Node, Server, ServerState, ServerTransition
 from servers.nodes import allocate_port, check_game_on_node, default_game, node_for_new_server
@@ -40,10 +40,11 @@ def server_create(
 
     Without `node`, on the agent node with the most free ports (for a template game), else
     the simulated node. A server on an agent node takes a free port of the node's range and
-    the node's address; ValueError when the game does not run there or no port is free.
+    the node's address; GameNotOnNode or NodeFull when the game does not run there or no
+    port is free.
     """
     if game is not None and game not in Game.values:
-        raise ValueError(f"Unknown game {game!r}; choose from {', '.join(Game.values)}.")
+        raise UnknownGame(game, Game.values)
     with transaction.atomic():
         node = node or node_for_new_server(game)
         game = game or default_game(node)
@@ -147,11 +148,11 @@ def clean_command(command: str) -> str:
     """A console command: one line of printable text, at most MAX_COMMAND_LENGTH characters."""
     command = command.strip()
     if not command:
-        raise ValueError("The command is empty.")
+        raise InvalidCommand("The command is empty.")
     if len(command) > MAX_COMMAND_LENGTH:
-        raise ValueError(f"The command is longer than {MAX_COMMAND_LENGTH} characters.")
+        raise InvalidCommand(f"The command is longer than {MAX_COMMAND_LENGTH} characters.")
     if not command.isprintable():
-        raise ValueError("The command must be one line without control characters.")
+        raise InvalidCommand("The command must be one line without control characters.")
     return command
 
 

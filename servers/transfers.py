@@ -10,21 +10,24 @@ from django.utils import timezone
 
 from audit.actors import Actor
 from servers import events
-from servers.errors import InvalidState
+from servers.errors import InvalidAddress, InvalidState
 from servers.models import MigrationState, Server, ServerMigration
 from servers.runtime import get_runtime
 from webhooks.events import Event
 
 
 def parse_address(address: str) -> tuple[str, int]:
-    """`ip:port` (IPv6 in brackets) -> (ip, port), or ValueError."""
+    """`ip:port` (IPv6 in brackets) -> (ip, port), or InvalidAddress."""
     host, sep, port = address.strip().rpartition(":")
     if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ValueError("An address is IP:PORT, with a port from 1 to 65535.")
+        raise InvalidAddress("An address is IP:PORT, with a port from 1 to 65535.")
     bracketed = host.startswith("[") and host.endswith("]")
-    ip = ipaddress.ip_address(host[1:-1] if bracketed else host)
+    try:
+        ip = ipaddress.ip_address(host[1:-1] if bracketed else host)
+    except ValueError:
+        raise InvalidAddress(f"{host!r} is not an IP address.") from None
     if ip.version == 6 and not bracketed:
-        raise ValueError("Write an IPv6 address in brackets: [2001:db8::1]:25565.")
+        raise InvalidAddress("Write an IPv6 address in brackets: [2001:db8::1]:25565.")
     return str(ip), int(port)
 
 
@@ -36,7 +39,7 @@ def suggest_new_address(current: str) -> str:
     """Another host in the documentation range, same port: the usual kind of move."""
     try:
         _, port = parse_address(current)
-    except ValueError:
+    except InvalidAddress:
         port = 25565
     while True:
         candidate = f"198.51.100.{random.randint(1, 254)}:{port}"
@@ -48,7 +51,7 @@ def new_migration_row(server: Server, new_address: str, actor: Actor) -> ServerM
     ip, port = parse_address(new_address)
     new_address = format_address(ip, port)
     if new_address == server.address:
-        raise ValueError("The server is already at that address.")
+        raise InvalidAddress("The server is already at that address.")
     try:
         with transaction.atomic():
             return ServerMigration.objects.create(

@@ -19,7 +19,7 @@ from accounts.models import Organization
 from accounts.permissions import insufficient_scope, required_scope
 from accounts.scopes import Scope
 from audit.actors import Actor
-from gshost.api.errors import ApiError, ErrorCode, invalid_request, rate_limited
+from gshost.api.errors import ApiError, ErrorCode, invalid_request
 from gshost.api.fields import StrictCharField, TimestampField, UsableDateTimeField
 from gshost.api.input import parse_input
 from gshost.api.query import choice_param, text_param
@@ -29,7 +29,6 @@ from webhooks.delivery.transport import AttemptResult
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Webhook
 from webhooks.payloads import parse_body
-from webhooks.ping_limit import PingLimitReached
 from webhooks.selectors import (
     delivery_get_for_webhook,
     delivery_list_for_webhook,
@@ -385,12 +384,9 @@ class WebhookViewSet(_WebhookRoutes):
     @extend_schema(operation_id="webhooks_test", request=None, responses=PingResultOutput)
     def test(self, request: Request, webhook_id: str) -> Response:
         self._require_unrestricted_key(request)
-        try:
-            result = webhook_send_test(
-                webhook=self._webhook(request, webhook_id), actor=_caller(request)
-            )
-        except PingLimitReached as busy:
-            raise rate_limited(busy.retry_after) from None
+        result = webhook_send_test(
+            webhook=self._webhook(request, webhook_id), actor=_caller(request)
+        )
         return Response(PingResultOutput(result).data)
 
     @extend_schema(

@@ -5,6 +5,13 @@ from typing import Any
 
 from django import forms
 
+from webhooks.errors import (
+    InvalidWebhookRequest,
+    UnknownEvents,
+    UnsafeWebhookUrl,
+    WebhookLimitReached,
+    WebhookRequestRefused,
+)
 from webhooks.events import Event
 from webhooks.models import DeliveryStatus
 from webhooks.services import (
@@ -12,11 +19,6 @@ from webhooks.services import (
     MAX_DESCRIPTION_LENGTH,
     MAX_GRACE_HOURS,
     MAX_URL_LENGTH,
-    InvalidWebhookRequest,
-    UnknownEvents,
-    WebhookLimitReached,
-    WebhookRequestRefused,
-    WebhookUrlRefused,
 )
 
 EVENT_CHOICES = [(event.value, event.value) for event in Event]
@@ -49,7 +51,7 @@ class WebhookForm(forms.Form):
 
     def add_refusal(self, refused: WebhookRequestRefused) -> str:
         """Put the service's refusal on the form; returns the contract's error code."""
-        if isinstance(refused, WebhookUrlRefused):
+        if isinstance(refused, UnsafeWebhookUrl):
             self.add_error("url", f"{refused.reason}: {refused}")
             return "invalid_webhook_url"
         if isinstance(refused, UnknownEvents):

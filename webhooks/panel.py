@@ -25,10 +25,10 @@ from audit.services import PanelContext
 from gshost.api.errors import domain_status
 from gshost.panel_errors import found_or_404
 from webhooks.chart import health_chart
+from webhooks.errors import PingLimitReached, WebhookRequestRefused
 from webhooks.forms import DeliveryFilterForm, SecretRollForm, WebhookForm
 from webhooks.models import Delivery, DeliveryStatus, Webhook
 from webhooks.payloads import parse_body
-from webhooks.ping_limit import PingLimitReached
 from webhooks.selectors import (
     delivery_get_for_webhook,
     delivery_list_for_webhook,
@@ -36,7 +36,6 @@ from webhooks.selectors import (
     webhook_list_for_org,
 )
 from webhooks.services import (
-    WebhookRequestRefused,
     deliveries_request_bulk_redelivery,
     delivery_request_redelivery,
     webhook_create,

@@ -20,18 +20,13 @@ from functools import partial
 from django.conf import settings
 from django.core.cache import cache
 
+from gshost import process_state
+from webhooks.errors import PingLimitReached
+
 logger = logging.getLogger(__name__)
 
 PING_CONCURRENCY = 2
 LEASE_MARGIN_SECONDS = 5.0
-
-
-class PingLimitReached(Exception):
-    """Every slot of the organization is taken; try again in `retry_after` seconds."""
-
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(f"{PING_CONCURRENCY} test pings are already under way; retry later.")
-        self.retry_after = retry_after
 
 
 def _lease_seconds() -> float:
@@ -141,3 +136,12 @@ def ping_slot(organization_id: str) -> Iterator[PingSlot]:
             _give_back_when_done(slot, partial(_give_back_shared, held))
         else:
             _give_back_when_done(slot, partial(_give_back_local, organization_id))
+
+
+process_state.register(
+    "webhooks.ping_limit",
+    bound=f"while the cache is unreachable, a count per organization with a test ping under "
+    f"way (at most {PING_CONCURRENCY} each); a thread per ping whose abandoned name lookup "
+    "holds its slot, ending within the slot's lease",
+    reset=reset,
+)

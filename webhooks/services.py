@@ -18,17 +18,17 @@ from django.utils import timezone
 from accounts.models import Organization
 from audit.actors import Actor
 from audit.services import PanelAction
-from gshost.errors import DomainError, InvalidInput, LimitReached, RefusedValue
 from webhooks import dispatch
 from webhooks.delivery.engine import send_test_ping
 from webhooks.delivery.transport import AttemptResult
+from webhooks.errors import InvalidWebhookRequest, UnknownEvents, WebhookLimitReached
 from webhooks.events import EVENT_NAMES, Event
 from webhooks.models import BulkRedelivery, Delivery, DeliveryStatus, Webhook, WebhookStatus
 from webhooks.payloads import event_body
 from webhooks.ping_limit import ping_slot
 from webhooks.secrets import encrypt_secret, new_signing_secret
 from webhooks.selectors import delivery_list_for_webhook
-from webhooks.url_safety import UnsafeWebhookUrl, UrlRejection, check_webhook_url
+from webhooks.url_safety import check_webhook_url
 
 MAX_URL_LENGTH = 2048
 MAX_DESCRIPTION_LENGTH = 500
@@ -37,53 +37,10 @@ DEFAULT_GRACE_HOURS = 24
 MAX_GRACE_HOURS = 168
 
 
-class WebhookRequestRefused(DomainError):
-    """A webhook request the rules refuse; each subclass is one kind of gshost.errors."""
-
-
-class InvalidWebhookRequest(WebhookRequestRefused, InvalidInput):
-    """invalid_request: `fields` maps each field at fault to its messages."""
-
-    def __init__(self, fields: dict[str, list[str]]) -> None:
-        super().__init__("The request is not valid.", fields=fields)
-        self.fields = fields
-
-
-class WebhookUrlRefused(WebhookRequestRefused, RefusedValue):
-    """invalid_webhook_url, naming the first rule the URL breaks."""
-
-    code = "invalid_webhook_url"
-
-    def __init__(self, reason: UrlRejection, message: str) -> None:
-        super().__init__(message, reason=reason, field="url")
-        self.reason = reason
-
-
-class UnknownEvents(WebhookRequestRefused, RefusedValue):
-    """unknown_event: `names` are the subscribed names outside the eight."""
-
-    code = "unknown_event"
-
-    def __init__(self, names: list[str]) -> None:
-        super().__init__("Unknown event names: " + ", ".join(names), fields={"events": names})
-        self.names = names
-
-
-class WebhookLimitReached(WebhookRequestRefused, LimitReached):
-    """limit_reached: the organization has WEBHOOKS_PER_ORGANIZATION webhooks already."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"An organization can have at most {limit} webhooks.", limit=limit)
-        self.limit = limit
-
-
 def _clean_url(url: str) -> str:
     if len(url) > MAX_URL_LENGTH:
         raise InvalidWebhookRequest({"url": [f"At most {MAX_URL_LENGTH} characters."]})
-    try:
-        check_webhook_url(url)
-    except UnsafeWebhookUrl as unsafe:
-        raise WebhookUrlRefused(unsafe.reason, unsafe.message) from None
+    check_webhook_url(url)
     return url  # stored exactly as given
 
 

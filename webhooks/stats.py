@@ -21,6 +21,7 @@ from typing import Final
 from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
+from webhooks.errors import InvalidWindow
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryOutcomeCount, DeliveryStatus
 from webhooks.rollup import interpolated_percentile, latency_bucket
 
@@ -31,10 +32,6 @@ DEFAULT_WINDOW: Final = "24h"
 HOURLY_UP_TO: Final = timedelta(hours=48)
 _WINDOW: Final = re.compile(r"([1-9][0-9]{0,3})([hd])")
 _OPEN: Final = (DeliveryStatus.PENDING, DeliveryStatus.RETRY_SCHEDULED)
-
-
-class InvalidWindow(ValueError):
-    """The window is not `<n>h` or `<n>d` between 1h and 7d."""
 
 
 @dataclass(frozen=True)

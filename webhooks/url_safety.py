@@ -40,6 +40,8 @@ from urllib.parse import quote, unquote_to_bytes
 
 import idna
 
+from webhooks.errors import UnsafeWebhookUrl
+
 __all__ = [
     "NON_PUBLIC_IPV4_NETWORKS",
     "NON_PUBLIC_IPV6_NETWORKS",
@@ -52,14 +54,15 @@ __all__ = [
     "parse_webhook_url",
 ]
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
 
 class UrlRejection(StrEnum):
     MALFORMED_URL = "malformed_url"
     HTTPS_REQUIRED = "https_required"
     EMPTY_HOST = "empty_host"
     PRIVATE_ADDRESS = "private_address"
+
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 @dataclass(frozen=True)
@@ -75,13 +78,6 @@ class CheckedUrl:
     def host_header(self) -> str:
         name = f"[{self.host}]" if ":" in self.host else self.host
         return name if self.port == _DEFAULT_PORT else f"{name}:{self.port}"
-
-
-class UnsafeWebhookUrl(Exception):
-    def __init__(self, reason: UrlRejection, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
 
 
 # Names under these suffixes (or equal to them) never reach a public server. Single-label

@@ -10,6 +10,12 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.errors import (
+    KeyDeletionRefused,
+    KeyNotRotatable,
+    KeyRequestRefused,
+    ScopeExceedsPermissions,
+)
 from accounts.models import ApiKey, Membership
 from accounts.panel.access import Open, member_required, open_to
 from accounts.panel.forms import KeyCreateForm, KeyRotateForm
@@ -17,10 +23,7 @@ from accounts.panel.organization import current_membership, switch_organization
 from accounts.panel.presenters import key_rows, scope_tags, unrecognized_tags
 from accounts.selectors import api_key_get, api_key_list_for_person
 from accounts.services import (
-    KeyDeletionRefused,
-    KeyRequestRefused,
     NewKey,
-    ScopeExceedsPermissions,
     api_key_check_deletable,
     api_key_check_rotatable,
     api_key_create,
@@ -29,6 +32,7 @@ from accounts.services import (
 )
 from audit.actors import Actor
 from audit.services import PanelContext
+from gshost.api.errors import domain_status
 from gshost.panel_errors import found_or_404
 from servers.selectors import server_list_for_organization
 
@@ -45,8 +49,13 @@ def _key_or_404(membership: Membership, key_id: str) -> ApiKey:
     return found_or_404(api_key_get, membership.organization_id, key_id)
 
 
-def _add_refusal(form: KeyCreateForm | KeyRotateForm, refused: KeyRequestRefused) -> None:
-    form.add_error(refused.field if refused.field in form.fields else None, str(refused))
+KeyFormRefusal = KeyRequestRefused | ScopeExceedsPermissions | KeyNotRotatable
+
+
+def _add_refusal(form: KeyCreateForm | KeyRotateForm, refused: KeyFormRefusal) -> str:
+    """The refusal on the form; its code when it names a rule rather than a bad value."""
+    form.add_error(refused.field if refused.field in form.fields else None, refused.message)
+    return "" if isinstance(refused, KeyRequestRefused) else refused.code
 
 
 def _render_new_key(
@@ -99,12 +108,9 @@ def key_create(request: HttpRequest, membership: Membership) -> HttpResponse:
             actor=Actor.person(PanelContext.from_request(request)),
             **form.key_request(),
         )
-    except ScopeExceedsPermissions as refused:
-        _add_refusal(form, refused)
-        return _render_create_form(request, form, 422, error_code=refused.code)
-    except KeyRequestRefused as refused:
-        _add_refusal(form, refused)
-        return _render_create_form(request, form, 400)
+    except (KeyRequestRefused, ScopeExceedsPermissions) as refused:
+        code = _add_refusal(form, refused)
+        return _render_create_form(request, form, domain_status(refused), error_code=code)
     return _render_new_key(request, new)
 
 
@@ -126,7 +132,7 @@ def key_rotate(request: HttpRequest, membership: Membership, key_id: str) -> Htt
         try:
             api_key_check_rotatable(membership=membership, key=key)
         except ScopeExceedsPermissions as refused:
-            return _rotation_refused(request, refused)
+            return _refused(request, refused)
         return _render_rotate_form(request, key, KeyRotateForm())
     form = KeyRotateForm(request.POST)
     if not form.is_valid():
@@ -139,24 +145,20 @@ def key_rotate(request: HttpRequest, membership: Membership, key_id: str) -> Htt
             actor=Actor.person(PanelContext.from_request(request)),
         )
     except ScopeExceedsPermissions as refused:
-        return _rotation_refused(request, refused)
-    except KeyRequestRefused as refused:
+        return _refused(request, refused)
+    except (KeyRequestRefused, KeyNotRotatable) as refused:
         _add_refusal(form, refused)
-        # A bad value is the form's fault; a key that can no longer be rotated is a conflict.
-        return _render_rotate_form(request, key, form, 400 if refused.field else 409)
+        return _render_rotate_form(request, key, form, domain_status(refused))
     key.refresh_from_db()
     return _render_new_key(request, new, replaced=key)
 
 
-def _rotation_refused(request: HttpRequest, refused: ScopeExceedsPermissions) -> HttpResponse:
-    """422, naming `scope_exceeds_permissions`; the key's details are not shown."""
-    context = {"error_code": refused.code, "message": str(refused)}
-    return render(request, "accounts/keys/refused.html", context, status=422)
-
-
-def _deletion_refused(request: HttpRequest, refused: KeyDeletionRefused) -> HttpResponse:
-    context = {"error_code": "insufficient_scope", "message": str(refused)}
-    return render(request, "accounts/keys/refused.html", context, status=403)
+def _refused(
+    request: HttpRequest, refused: ScopeExceedsPermissions | KeyDeletionRefused
+) -> HttpResponse:
+    """The refusal's code and message; the key's details are not shown."""
+    context = {"error_code": refused.code, "message": refused.message}
+    return render(request, "accounts/keys/refused.html", context, status=domain_status(refused))
 
 
 @require_http_methods(GET_OR_POST)
@@ -173,7 +175,7 @@ def key_delete(request: HttpRequest, membership: Membership, key_id: str) -> Htt
             key=key, membership=membership, actor=Actor.person(PanelContext.from_request(request))
         )
     except KeyDeletionRefused as refused:
-        return _deletion_refused(request, refused)
+        return _refused(request, refused)
     messages.success(request, f"Key “{key.name}” ({key.key_id}) is revoked for good.")
     return redirect("panel:key_list")
 

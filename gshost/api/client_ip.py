@@ -6,6 +6,8 @@ from functools import cache, lru_cache
 from django.conf import settings
 from django.http import HttpRequest
 
+from gshost import process_state
+
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -46,3 +48,16 @@ def client_ip(request: HttpRequest) -> str | None:
                 break
     request._client_ip = address  # type: ignore[attr-defined]
     return address
+
+
+def _forget() -> None:
+    _trusted_networks.cache_clear()
+    _valid.cache_clear()
+
+
+process_state.register(
+    "gshost.api.client_ip",
+    bound="at most 4,096 parsed addresses, least recently used dropped; one network list "
+    "per TRUSTED_PROXIES in use",
+    reset=_forget,
+)

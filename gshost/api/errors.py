@@ -16,7 +16,9 @@ from gshost.errors import (
     LimitReached,
     NotEnabled,
     NotFound,
+    NotPermitted,
     NotSupported,
+    RateLimited,
     RefusedValue,
     Unavailable,
 )
@@ -119,6 +121,8 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     RefusedValue: status.HTTP_422_UNPROCESSABLE_ENTITY,
     Unavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
     LimitReached: status.HTTP_422_UNPROCESSABLE_ENTITY,
+    NotPermitted: status.HTTP_403_FORBIDDEN,
+    RateLimited: status.HTTP_429_TOO_MANY_REQUESTS,
 }
 
 

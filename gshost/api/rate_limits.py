@@ -19,6 +19,8 @@ from functools import cache
 import redis
 from django.conf import settings
 
+from gshost import process_state
+
 logger = logging.getLogger(__name__)
 
 WINDOW_SECONDS = 60
@@ -191,3 +193,17 @@ hit = counter.hit
 peek = counter.peek
 total = counter.total
 reset = counter.reset
+
+
+def _forget() -> None:
+    counter.reset()
+    parse_rate.cache_clear()
+    _redis.cache_clear()
+
+
+process_state.register(
+    "gshost.api.rate_limits",
+    bound="the current window of at most 100,001 buckets (all dropped past that); one Redis "
+    "connection per thread of the one REDIS_URL in use; one parsed number per rate setting",
+    reset=_forget,
+)

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
 from django.http import HttpRequest, HttpResponse
 
+from gshost import process_state
 from gshost.monitoring.metrics import AUTH_FAILURES, HTTP_LATENCY, HTTP_REQUESTS
 
 API_PREFIX = "/api/public/v1"
@@ -39,6 +40,19 @@ def _timer(route: str) -> Any:
         if len(_timers) < _MAX_CHILDREN:
             _timers[route] = child
     return child
+
+
+def forget_children() -> None:
+    _counters.clear()
+    _timers.clear()
+
+
+process_state.register(
+    "gshost.monitoring.middleware",
+    bound=f"at most {_MAX_CHILDREN:,} request counters and {_MAX_CHILDREN:,} timers "
+    "(routes x methods x statuses); past that, looked up each time",
+    reset=forget_children,
+)
 
 
 def route_of(request: HttpRequest) -> str:

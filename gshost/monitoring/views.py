@@ -17,6 +17,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from gshost import process_state
 from gshost.api.client_ip import client_ip
 from gshost.monitoring import metrics
 
@@ -92,3 +93,16 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     if not settings.METRICS_ENABLED or not metrics_allowed(request):
         return HttpResponse("Not found.\n", status=404, content_type="text/plain")
     return HttpResponse(metrics.render(), content_type=CONTENT_TYPE_LATEST)
+
+
+def _forget_clients() -> None:
+    _redis_client.cache_clear()
+    _allowed_networks.cache_clear()
+
+
+process_state.register(
+    "gshost.monitoring.views",
+    bound="one Redis client per REDIS_URL and one network list per METRICS_ALLOWED_NETWORKS "
+    "in use: one each",
+    reset=_forget_clients,
+)

@@ -5,6 +5,7 @@ from typing import Any
 from rest_framework import serializers
 
 from gshost.api.fields import StrictCharField, TimestampField
+from servers.errors import InvalidCommand
 from servers.models import (
     Backup,
     ConfigEvent,
@@ -29,8 +30,8 @@ class ConsoleInput(serializers.Serializer[Any]):
     def validate_command(self, value: str) -> str:
         try:
             return clean_command(value)
-        except ValueError as error:
-            raise serializers.ValidationError(str(error)) from None
+        except InvalidCommand as refused:
+            raise serializers.ValidationError(refused.message) from None
 
 
 class MaintenanceInput(serializers.Serializer[Any]):

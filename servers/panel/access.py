@@ -63,6 +63,6 @@ def back_to(name: str, server: Server) -> HttpResponse:
     return redirect(name, server_id=server.id)
 
 
-def refused(request: HttpRequest, refusal: DomainError | ValueError) -> None:
+def refused(request: HttpRequest, refusal: DomainError) -> None:
     """A service's refusal, shown as a message on the page the person goes back to."""
     messages.error(request, refusal_message(refusal))

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.models import Membership
 from accounts.panel.access import ReadAndChange
 from accounts.scopes import Scope
-from gshost.errors import DomainError
+from gshost.errors import DomainError, InvalidInput
 from gshost.panel_errors import found_or_404
 from servers.capabilities import Capability
 from servers.config_events import (
@@ -136,8 +136,8 @@ def _save_settings(request: HttpRequest, server: Server, form: SettingsForm) -> 
         return False
     try:
         changed = settings_update(server=server, values=form.values(), actor=person(request))
-    except ValueError as refusal:
-        form.add_error(None, str(refusal))
+    except InvalidInput as refusal:
+        form.add_error(None, refusal.message)
         return False
     messages.success(request, f"{len(changed)} setting(s) changed.")
     return True
@@ -177,8 +177,8 @@ def _create_event(
             created_by=membership.user,
             actor=person(request),
         )
-    except ValueError as refusal:
-        form.add_error(None, str(refusal))
+    except InvalidInput as refusal:
+        form.add_error(None, refusal.message)
         return False
     messages.success(request, f"Config event “{event.name}” is scheduled.")
     return True

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.models import Membership
 from accounts.panel.access import AllOf
 from accounts.scopes import Scope
+from gshost.errors import InvalidInput
 from gshost.panel_errors import found_or_404
 from servers.capabilities import Capability
 from servers.models import RunStatus, Schedule, ScheduleRun, Server
@@ -94,8 +95,8 @@ def _save(
                 )
             else:
                 saved = schedule_update(schedule=schedule, data=data, actor=actor)
-        except ValueError as refusal:
-            form.add_error(None, str(refusal))
+        except InvalidInput as refusal:
+            form.add_error(None, refusal.message)
         else:
             messages.success(request, f"Schedule “{saved.name}” is saved.")
             return back_to(LIST, server)

@@ -121,7 +121,7 @@ def server_console_page(
         sent = server_send_command(
             server=server, command=form.cleaned_data["command"], actor=person(request)
         )
-    except (DomainError, ValueError) as refusal:
+    except DomainError as refusal:
         refused(request, refusal)
     else:
         messages.success(request, f"Sent “{sent.command}”. {sent.output}")

@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from freezegun import freeze_time
 
+from accounts.errors import KeyRequestRefused
 from accounts.models import ApiKey
-from accounts.services import KeyRequestRefused, api_key_create, api_key_revoke
+from accounts.services import api_key_create, api_key_revoke
 from audit.actors import Actor
 from audit.services import PanelContext
 from tests.conftest import API, client_for, error_of

@@ -10,8 +10,9 @@ from django.utils import timezone
 from freezegun import freeze_time
 
 from accounts import keys
+from accounts.errors import ScopeExceedsPermissions
 from accounts.models import ApiKey
-from accounts.services import ScopeExceedsPermissions, api_key_create, api_key_revoke
+from accounts.services import api_key_create, api_key_revoke
 from audit.actors import Actor
 from audit.models import AuditRecord
 from audit.services import PanelContext

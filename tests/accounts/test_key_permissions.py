@@ -3,11 +3,10 @@ deletes only their own keys or keys whose scopes they all hold. Whoever calls ge
 
 import pytest
 
+from accounts.errors import KeyDeletionRefused, KeyNotFound, ScopeExceedsPermissions
 from accounts.models import ApiKey, Membership, Organization
 from accounts.selectors import api_key_list_for_person
 from accounts.services import (
-    KeyDeletionRefused,
-    ScopeExceedsPermissions,
     api_key_create,
     api_key_delete,
     api_key_rotate,
@@ -89,7 +88,7 @@ def test_it_lets_a_person_holding_every_scope_on_the_key_delete_it(alice, dora):
 
 def test_it_refuses_to_act_on_another_organizations_key(alice, charlie):
     key = mint(alice, [])
-    with pytest.raises(ApiKey.DoesNotExist):
+    with pytest.raises(KeyNotFound):
         api_key_rotate(key=key, membership=charlie, actor=Actor.person(context_of(charlie)))
 
 

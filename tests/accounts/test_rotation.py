@@ -7,8 +7,9 @@ import pytest
 from freezegun import freeze_time
 
 from accounts import keys
+from accounts.errors import KeyNotRotatable, KeyRequestRefused
 from accounts.models import ApiKey, Membership
-from accounts.services import KeyRequestRefused, NewKey, api_key_revoke, api_key_rotate
+from accounts.services import NewKey, api_key_revoke, api_key_rotate
 from audit.actors import Actor
 from audit.models import AuditRecord
 from audit.services import PanelContext
@@ -209,21 +210,21 @@ def test_it_refuses_a_grace_outside_0_to_168_hours(make_key, frozen, grace_hours
 def test_it_refuses_to_rotate_an_expired_key(make_key, frozen):
     old = make_key(expiry_days=1)
     frozen.tick(86400)
-    with pytest.raises(KeyRequestRefused):
+    with pytest.raises(KeyNotRotatable):
         rotate(old.key_id)
 
 
 def test_it_refuses_to_rotate_a_revoked_key(make_key, frozen):
     old = make_key()
     api_key_revoke(key=ApiKey.objects.get(key_id=old.key_id), actor=TEST_ACTOR)
-    with pytest.raises(KeyRequestRefused):
+    with pytest.raises(KeyNotRotatable):
         rotate(old.key_id)
 
 
 def test_it_refuses_to_rotate_a_key_twice(make_key, frozen):
     old = make_key()
     rotate(old.key_id)
-    with pytest.raises(KeyRequestRefused):
+    with pytest.raises(KeyNotRotatable):
         rotate(old.key_id)
     assert ApiKey.objects.filter(name=ApiKey.objects.get(key_id=old.key_id).name).count() == 2
 

@@ -124,6 +124,18 @@ def test_the_console_refuses_a_stopped_server_in_the_panel(alice_client, acme_se
     assert published == []
 
 
+def test_the_console_refuses_a_control_character_in_the_panel(
+    alice_client, acme_server, put_in_state, published
+):
+    put_in_state(acme_server, "running")
+    published.clear()
+    response = alice_client.post(
+        f"{PANEL}{acme_server.id}/console", {"command": "say a\u0007b"}, follow=True
+    )
+    assert "one line without control characters" in response.content.decode()
+    assert published == []
+
+
 def test_a_custom_game_shows_no_players(alice_client, acme_other_server):
     assert "does not report its players" in page(alice_client, f"{PANEL}{acme_other_server.id}/")
 

@@ -7,6 +7,7 @@ from freezegun import freeze_time
 
 from audit.actors import Actor
 from servers import tasks
+from servers.errors import InvalidSchedule
 from servers.models import Schedule, ScheduleRun
 from servers.schedules import ScheduleInput, schedule_create, schedule_set_enabled
 from tests.conftest import API, client_for, error_of
@@ -203,7 +204,7 @@ def test_enabling_again_plans_from_now_without_catching_up(running, alice, publi
 
 @pytest.mark.parametrize("cron", ["* * * *", "61 * * * *", "every minute", "* * * * * *"])
 def test_a_bad_cron_is_refused(running, alice, cron):
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidSchedule):
         make_schedule(running, alice.user, cron=cron)
 
 

@@ -15,6 +15,7 @@ from servers.config_events import (
     config_event_revert_now,
 )
 from servers.configuration import desired_settings, settings_update
+from servers.errors import InvalidConfigEvent, InvalidSetting
 from servers.models import ConfigEvent, Server
 from servers.runtime import runtime_sweep
 from servers.services import PowerAction, server_power
@@ -54,7 +55,7 @@ def test_a_change_is_recorded_once_per_setting_that_changed(acme_server):
     [{"max_players": "0"}, {"difficulty": "nightmare"}, {"pvp": "maybe"}, {"tick_rate": "64"}],
 )
 def test_a_bad_value_or_a_setting_the_game_lacks_is_refused(acme_server, values):
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidSetting):
         change(acme_server, **values)
 
 
@@ -193,7 +194,7 @@ def test_an_applied_event_can_be_reverted_early(acme_server):
 
 
 def test_a_revert_time_before_the_apply_time_is_refused(acme_server):
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidConfigEvent):
         make_event(acme_server, at("12:00:00"), at("10:00:00"))
 
 

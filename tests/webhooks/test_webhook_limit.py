@@ -8,8 +8,9 @@ from django.db import connection
 from accounts.models import Organization
 from tests.conftest import client_for, error_of
 from tests.webhooks.webhook_fixtures import TEST_ACTOR, URL, create
+from webhooks.errors import WebhookLimitReached
 from webhooks.models import Webhook
-from webhooks.services import WebhookLimitReached, webhook_create
+from webhooks.services import webhook_create
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 

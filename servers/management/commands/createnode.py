@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from gshost.errors import DomainError
 from servers.models import DEFAULT_FIRST_PORT, DEFAULT_LAST_PORT
 from servers.nodes import NodeInput, node_create
 
@@ -42,8 +43,8 @@ class Command(BaseCommand):
         )
         try:
             created = node_create(data=data)
-        except ValueError as error:
-            raise CommandError(str(error)) from None
+        except DomainError as refused:
+            raise CommandError(refused.message) from None
         self.stdout.write(created.token)
 
 

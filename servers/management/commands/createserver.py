@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from accounts.selectors import organization_get_by_slug
+from gshost.errors import DomainError
 from servers.models import Game, Node, Server
 from servers.services import server_create
 
@@ -39,8 +40,8 @@ class Command(BaseCommand):
                 server = server_create(
                     organization=organization, name=name, game=options["game"], node=node
                 )
-        except ValueError as error:  # a game the node does not run, no free port...
-            raise CommandError(str(error)) from None
+        except DomainError as refused:  # a game the node does not run, no free port...
+            raise CommandError(refused.message) from None
         self.stdout.write(server.id)
 
 

@@ -43,8 +43,6 @@ class Command(BaseCommand):
             self.stdout.write(_simulate(server, options))
         except DomainError as refused:  # the state does not allow it, or the node does not
             raise CommandError(refused.message) from None
-        except ValueError as error:  # a bad --new-address
-            raise CommandError(str(error)) from None
 
 
 def _simulate(server: Server, options: dict[str, Any]) -> str:

@@ -1,0 +1,83 @@
+"""One convention for refusals: an app's `errors.py` holds only domain errors, and the modules
+that hold business rules refuse with them, never with a plain ValueError, Exception or a
+model's DoesNotExist (the edges could not tell a client which refusal it was)."""
+
+import ast
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+
+from gshost.errors import DomainError
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+APPS = ("accounts", "audit", "servers", "webhooks")
+
+ERROR_MODULES = ["gshost.errors", *(f"{app}.errors" for app in APPS)]
+
+# The modules that decide what may be done; webhooks/delivery/ is another engine's.
+RULE_MODULES = [
+    *(path for app in APPS for path in sorted((ROOT / app).glob("services.py"))),
+    *(
+        ROOT / name
+        for name in (
+            "servers/nodes.py",
+            "servers/transfers.py",
+            "servers/node_transfers.py",
+            "servers/schedules.py",
+            "servers/config_events.py",
+            "servers/configuration.py",
+            "webhooks/url_safety.py",
+            "webhooks/ping_limit.py",
+            "webhooks/stats.py",
+        )
+    ),
+]
+
+PLAIN_ERRORS = {"ValueError", "Exception"}
+
+
+def plain_raises(source: str) -> list[str]:
+    """`raise` statements of ValueError, Exception or `<Model>.DoesNotExist`, as source text."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Raise) or node.exc is None:
+            continue
+        raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        plain = isinstance(raised, ast.Name) and raised.id in PLAIN_ERRORS
+        missing = isinstance(raised, ast.Attribute) and raised.attr == "DoesNotExist"
+        if plain or missing:
+            found.append(ast.unparse(node))
+    return found
+
+
+@pytest.mark.parametrize("module_name", ERROR_MODULES)
+def test_every_class_in_an_errors_module_is_a_domain_error(module_name):
+    module = importlib.import_module(module_name)
+    defined = [
+        cls
+        for _, cls in inspect.getmembers(module, inspect.isclass)
+        if cls.__module__ == module_name
+    ]
+    assert defined
+    assert [cls.__name__ for cls in defined if not issubclass(cls, DomainError)] == []
+
+
+@pytest.mark.parametrize("path", RULE_MODULES, ids=lambda path: str(path.relative_to(ROOT)))
+def test_no_rule_module_raises_a_plain_error(path):
+    assert plain_raises(path.read_text()) == []
+
+
+def test_the_scan_finds_each_plain_raise():
+    source = (
+        "raise ValueError('bad')\n"
+        "raise Exception\n"
+        "raise ApiKey.DoesNotExist('gone')\n"
+        "raise KeyNotFound()\n"
+    )
+    assert plain_raises(source) == [
+        "raise ValueError('bad')",
+        "raise Exception",
+        "raise ApiKey.DoesNotExist('gone')",
+    ]
