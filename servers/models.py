@@ -285,6 +285,7 @@ class ServerMigration(models.Model):
         Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     error = models.CharField(max_length=500, blank=True, default="")
+    run_started_at = models.DateTimeField(null=True, blank=True)  # a worker took the move
 
     class Meta:
         indexes = [models.Index(fields=["server", "-started_at", "-id"])]

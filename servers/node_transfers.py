@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django_q.tasks import async_task
 
 from audit.actors import Actor
@@ -79,8 +80,8 @@ def migration_to_node_run(*, migration_id: int) -> ServerMigration:
         id=migration_id
     )
     server, target = migration.server, migration.target_node
-    if migration.state != MigrationState.MIGRATING or target is None:
-        return migration
+    if target is None or not _claim_run(migration):
+        return migration  # finished, not between agent nodes, or run by another worker
     was_running = server.state != ServerState.STOPPED
     try:
         if was_running:
@@ -100,6 +101,15 @@ def migration_to_node_run(*, migration_id: int) -> ServerMigration:
     if was_running:
         _start(Server.objects.select_related("node").get(id=server.id), completed.requested_by)
     return completed
+
+
+def _claim_run(migration: ServerMigration) -> bool:
+    """Compare-and-set: one run per move, even if its task is delivered twice."""
+    return bool(
+        ServerMigration.objects.filter(
+            id=migration.id, state=MigrationState.MIGRATING, run_started_at__isnull=True
+        ).update(run_started_at=timezone.now())
+    )
 
 
 def _transfer(server: Server, target: Node) -> None:

@@ -21,6 +21,11 @@ class Migration(migrations.Migration):
             name='target_node',
             field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='servers.node'),
         ),
+        migrations.AddField(
+            model_name='servermigration',
+            name='run_started_at',
+            field=models.DateTimeField(blank=True, null=True),
+        ),
         migrations.AlterField(
             model_name='servermigration',
             name='state',

@@ -12,7 +12,11 @@ from freezegun import freeze_time
 from accounts.models import User
 from audit.actors import Actor
 from servers.models import MigrationState, ServerMigration
-from servers.node_transfers import migration_to_node_begin, migrations_to_node_expire
+from servers.node_transfers import (
+    migration_to_node_begin,
+    migration_to_node_run,
+    migrations_to_node_expire,
+)
 from servers.readings import migration_status
 from servers.runtime import runtime_sweep
 from tests.servers.node_fixtures import beat, register
@@ -86,3 +90,15 @@ def test_the_simulated_hosts_do_not_finish_a_move_between_agent_nodes(demo_serve
     with freeze_time(timezone.now() + timedelta(hours=1)):
         runtime_sweep(timezone.now())
     assert ServerMigration.objects.get(id=migration.id).state == MigrationState.MIGRATING
+
+
+def test_a_move_whose_task_arrives_twice_is_run_once(demo_server, other_node):
+    migration = migration_to_node_begin(
+        server=demo_server, target=other_node, actor=Actor.system("t")
+    )
+    ServerMigration.objects.filter(id=migration.id).update(run_started_at=timezone.now())
+
+    again = migration_to_node_run(migration_id=migration.id)  # no agent is asked anything
+
+    assert again.state == MigrationState.MIGRATING
+    assert demo_server.node_id != other_node.id
