@@ -3,7 +3,7 @@
 Loads 7 days x 100,000 deliveries a day (BENCH_DELIVERIES_PER_DAY) for ONE webhook - the
 worst case, every delivery belongs to the endpoint asked about - into a fresh database, plus
 the same again spread over four other webhooks, and the hourly outcome counts the engine would
-have kept for them (computed here in SQL with the same buckets as ``webhooks.rollup``). Then
+have kept for them (computed here in SQL with the same buckets as ``webhooks.health.rollup``). Then
 calls the route in-process (Django's test client, with authentication, rate limiting and
 audit) and prints p50/p95 per window against the 50 ms target, and the plan of the count of
 open deliveries, the one query that reads delivery rows.
@@ -55,7 +55,7 @@ LATERAL (SELECT CASE WHEN n %% 100 < 97 THEN 'success' WHEN n %% 100 < 99 THEN '
                      ELSE 'retry_scheduled' END AS status) AS s
 """
 
-# What the engine keeps as it settles deliveries (webhooks.rollup): counts per webhook, hour
+# What the engine keeps as it settles deliveries (webhooks.health.rollup): counts per webhook, hour
 # of creation, outcome and logarithmic latency bucket (1.05x wide, 0 for failures).
 ROLLUP_SQL = """
 INSERT INTO webhooks_deliveryoutcomecount (webhook_id, hour, outcome, latency_bucket, count)

@@ -78,7 +78,8 @@ INSTALLED_APPS = [
 ]
 
 # --- Development only (`make run`): the demo's local webhook receiver ---
-# Names the webhook sender resolves to 127.0.0.1 instead of asking DNS (webhooks/dev_loopback.py).
+# Names the webhook sender resolves to 127.0.0.1 instead of asking DNS
+# (webhooks/targets/dev_loopback.py).
 # Ignored unless DEBUG is on; never set it in production.
 DEV_WEBHOOK_LOOPBACK_HOSTS = env.list("DEV_WEBHOOK_LOOPBACK_HOSTS", default=[]) if DEBUG else []
 
@@ -224,7 +225,7 @@ SPECTACULAR_SETTINGS = {
     "SCHEMA_PATH_PREFIX": "/api/public/v1",
     "COMPONENT_SPLIT_REQUEST": True,
     # The eight event names are one enum, whether a field holds one (`event`) or a list.
-    "ENUM_NAME_OVERRIDES": {"EventEnum": "webhooks.api.EVENT_CHOICES"},
+    "ENUM_NAME_OVERRIDES": {"EventEnum": "webhooks.api.views.EVENT_CHOICES"},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "gshost.api.schema.postprocess_schema",
@@ -357,5 +358,5 @@ SPECTACULAR_SETTINGS["OAS_VERSION"] = "3.1.0"
 _hooks = SPECTACULAR_SETTINGS.get("POSTPROCESSING_HOOKS")
 SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = [
     *(_hooks if isinstance(_hooks, list) else ["drf_spectacular.hooks.postprocess_schema_enums"]),
-    "webhooks.openapi.add_webhooks",
+    "webhooks.api.openapi.add_webhooks",
 ]

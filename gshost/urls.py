@@ -26,7 +26,7 @@ urlpatterns = [
     # Agents of the nodes report here (bearer node token; not the public API).
     path("internal/nodes/", include("servers.node_urls")),
     path("accounts/", include("accounts.panel.auth_urls")),
-    path("panel/webhooks/", include("webhooks.panel")),
+    path("panel/webhooks/", include("webhooks.panel.views")),
     path("panel/servers/", include("servers.panel.urls")),
     path("panel/audit/", include("audit.panel")),
     path("panel/", include("accounts.panel.urls")),

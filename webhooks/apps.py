@@ -19,7 +19,7 @@ class WebhooksConfig(AppConfig):
 
         register_scrape_collector(backlog_collector)
         if settings.DEV_WEBHOOK_LOOPBACK_HOSTS:  # development only: empty unless DEBUG is on
-            from webhooks.dev_loopback import install
+            from webhooks.targets.dev_loopback import install
 
             install(frozenset(host.lower() for host in settings.DEV_WEBHOOK_LOOPBACK_HOSTS))
 

@@ -49,7 +49,7 @@ class UnsafeWebhookUrl(WebhookRequestRefused, RefusedValue):
     code = "invalid_webhook_url"
 
     def __init__(self, reason: str, message: str) -> None:
-        """`reason` is one of `webhooks.url_safety.UrlRejection`."""
+        """`reason` is one of `webhooks.targets.url_safety.UrlRejection`."""
         super().__init__(message, reason=reason, field="url")
         self.reason = reason
 

@@ -166,7 +166,9 @@ class DeliveryOutcomeCount(models.Model):
     webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="+")
     hour = models.DateTimeField()  # the hour the deliveries were created in (UTC)
     outcome = models.CharField(max_length=20, choices=DeliveryStatus.choices)
-    latency_bucket = models.SmallIntegerField(default=0)  # see webhooks.rollup; 0 for failures
+    latency_bucket = models.SmallIntegerField(
+        default=0
+    )  # see webhooks.health.rollup; 0 for failures
     count = models.IntegerField(default=0)
 
     class Meta:

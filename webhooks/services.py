@@ -28,7 +28,7 @@ from webhooks.payloads import event_body
 from webhooks.ping_limit import ping_slot
 from webhooks.secrets import encrypt_secret, new_signing_secret
 from webhooks.selectors import delivery_list_for_webhook
-from webhooks.url_safety import check_webhook_url
+from webhooks.targets.url_safety import check_webhook_url
 
 MAX_URL_LENGTH = 2048
 MAX_DESCRIPTION_LENGTH = 500

@@ -7,8 +7,8 @@ from audit.api import AuditViewSet
 from gshost.api.views import UnknownRouteView
 from servers.api import ServerViewSet
 from servers.api.urls import urlpatterns as server_routes
-from webhooks.api import DeliveryViewSet, WebhookViewSet
-from webhooks.api_stats import WebhookStatsViewSet
+from webhooks.api.stats import WebhookStatsViewSet
+from webhooks.api.views import DeliveryViewSet, WebhookViewSet
 
 
 class PublicSchemaView(SpectacularAPIView):

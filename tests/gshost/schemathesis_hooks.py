@@ -18,7 +18,7 @@ from typing import Any
 
 import schemathesis
 
-from webhooks.url_safety import UnsafeWebhookUrl, check_webhook_url
+from webhooks.targets.url_safety import UnsafeWebhookUrl, check_webhook_url
 
 MAX_COMMAND_LENGTH = 1000
 CURSOR = re.compile(r"[A-Za-z0-9_-]+")  # the schema's pattern (gshost.api.schema)

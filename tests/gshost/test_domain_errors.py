@@ -28,9 +28,9 @@ RULE_MODULES = [
             "servers/schedules.py",
             "servers/config_events.py",
             "servers/configuration.py",
-            "webhooks/url_safety.py",
+            "webhooks/targets/url_safety.py",
             "webhooks/ping_limit.py",
-            "webhooks/stats.py",
+            "webhooks/health/stats.py",
         )
     ),
 ]

@@ -1,4 +1,4 @@
-"""Webhook URL cases for ``webhooks.url_safety``: (test id, URL, expected reason or None).
+"""Webhook URL cases for ``webhooks.targets.url_safety``: (test id, URL, expected reason or None).
 
 Most hostile cases come from public SSRF payload lists (PayloadsAllTheThings "Server Side
 Request Forgery": localhost bypasses, decimal/octal/hex IPv4, IPv6 embedding, enclosed

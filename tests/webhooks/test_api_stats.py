@@ -15,16 +15,16 @@ from tests.webhooks.webhook_fixtures import (
     outsider_fixture,  # noqa: F401
     webhook_fixture,  # noqa: F401
 )
-from webhooks.models import DeliveryStatus
-from webhooks.rollup import (
+from webhooks.health.rollup import (
     apply_changes,
     bucket_bounds,
     interpolated_percentile,
     latency_bucket,
     settled_changes,
 )
+from webhooks.health.stats import parse_window
+from webhooks.models import DeliveryStatus
 from webhooks.services import webhook_create
-from webhooks.stats import parse_window
 
 TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from tests.webhooks.webhook_fixtures import add_attempt, make_delivery
 from webhooks.delivery.batch_writes import RowChange, Written, write_batch
 from webhooks.delivery.policy import DeliveryState
+from webhooks.health.rollup import OutcomeChange
 from webhooks.models import (
     AttemptTrigger,
     Delivery,
@@ -21,7 +22,6 @@ from webhooks.models import (
     DeliveryStatus,
     Webhook,
 )
-from webhooks.rollup import OutcomeChange
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from gshost import demo_receiver
-from webhooks import dev_loopback
 from webhooks.delivery import sender
-from webhooks.dev_loopback import LOOPBACK, loopback_for
+from webhooks.targets import dev_loopback
+from webhooks.targets.dev_loopback import LOOPBACK, loopback_for
 
 
 def test_it_resolves_a_configured_name_to_loopback():

@@ -13,9 +13,9 @@ from jsonschema import Draft202012Validator
 
 from tests.webhooks.delivery_fixtures import Hooks
 from tests.webhooks.receiver import HttpsReceiver
+from webhooks.api.openapi import schema_name
 from webhooks.delivery.engine import deliver_due_now, send_test_ping
 from webhooks.events import Event
-from webhooks.openapi import schema_name
 from webhooks.services import publish_event
 
 SCHEMA_URL = "/api/public/v1/schema/?format=json"

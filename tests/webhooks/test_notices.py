@@ -12,8 +12,8 @@ from tests.webhooks.webhook_fixtures import (  # noqa: F401
     make_delivery,
     webhook_fixture,
 )
+from webhooks.health.notices import _claim_notice, deliveries_failed
 from webhooks.models import DeliveryStatus, Webhook
-from webhooks.notices import _claim_notice, deliveries_failed
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing", "locmem_email", "alice", "bob")
 

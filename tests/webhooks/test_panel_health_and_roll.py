@@ -9,8 +9,8 @@ from django.utils import timezone
 from audit.models import AuditRecord, Source
 from audit.services import PanelAction
 from tests.webhooks.webhook_fixtures import make_delivery, webhook_fixture  # noqa: F401
+from webhooks.health.rollup import apply_changes, settled_changes
 from webhooks.models import DeliveryStatus, Webhook
-from webhooks.rollup import apply_changes, settled_changes
 from webhooks.secrets import decrypt_secret
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")

@@ -16,7 +16,7 @@ from tests.webhooks.receiver import LOOPBACK, LOOPBACK_NETWORKS, HttpsReceiver
 from webhooks.delivery.transport import WebhookSender
 from webhooks.ping_limit import PingLimitReached
 from webhooks.services import webhook_send_test
-from webhooks.url_safety import parse_webhook_url
+from webhooks.targets.url_safety import parse_webhook_url
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

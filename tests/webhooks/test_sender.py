@@ -19,7 +19,7 @@ from tests.webhooks.receiver import (
 )
 from webhooks.delivery.transport import AttemptResult, WebhookSender
 from webhooks.signing import signature_headers, verify
-from webhooks.url_safety import parse_webhook_url
+from webhooks.targets.url_safety import parse_webhook_url
 
 SECRET = "whsec_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8s9T0u1V"
 BODY = '{"event":"server.started","data":{"name":"Überleben \\u0000"}}\n'.encode()

@@ -1,4 +1,4 @@
-"""Pure tests for webhooks.url_safety: no database, no Django settings, no network."""
+"""Pure tests for webhooks.targets.url_safety: no database, no Django settings, no network."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from tests.webhooks.ssrf_payloads import ACCEPTED, ALL_CASES
-from webhooks.url_safety import (
+from webhooks.targets.url_safety import (
     NON_PUBLIC_SUFFIXES,
     CheckedUrl,
     UnsafeWebhookUrl,

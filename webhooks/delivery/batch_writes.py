@@ -27,8 +27,8 @@ from typing import Any, Final
 from django.db import connection, transaction
 from django.db.models import Case, DateTimeField, F, Model, Value, When
 
-from webhooks import rollup
 from webhooks.delivery.policy import STATE_FIELDS, DeliveryState
+from webhooks.health import rollup
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryOutcomeCount
 
 _ATTEMPT_FIELDS: Final = (

@@ -30,12 +30,12 @@ from typing import Final
 from django.db import connection
 from django.utils import timezone
 
-from webhooks import recording_hooks
 from webhooks.delivery import policy
 from webhooks.delivery.batch_writes import RowChange, write_batch
 from webhooks.delivery.claims import Finished
 from webhooks.delivery.connections import refresh_connection
 from webhooks.delivery.policy import DeliveryState
+from webhooks.health import recording_hooks
 from webhooks.metrics import AttemptOutcome
 from webhooks.models import AttemptTrigger
 

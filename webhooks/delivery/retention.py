@@ -8,7 +8,7 @@ from typing import Final
 from django.db import transaction
 from django.utils import timezone
 
-from webhooks import rollup
+from webhooks.health import rollup
 from webhooks.models import DELIVERY_HISTORY, Delivery, DeliveryAttempt
 
 PURGE_BATCH: Final = 1000

@@ -38,7 +38,7 @@ from webhooks.signing import (
     TIMESTAMP_HEADER,
     signature_headers,
 )
-from webhooks.url_safety import CheckedUrl, UnsafeWebhookUrl, check_webhook_url
+from webhooks.targets.url_safety import CheckedUrl, UnsafeWebhookUrl, check_webhook_url
 
 if TYPE_CHECKING:
     from webhooks.delivery.claims import Claim

@@ -1,7 +1,7 @@
 """The wire: one HTTPS POST of a webhook attempt, DNS-pinned, deadline-bound, pooled.
 
-The URL was parsed once, by ``webhooks.url_safety.check_webhook_url``; this module connects to
-the ``CheckedUrl`` it returned and never parses the URL again.
+The URL was parsed once, by ``webhooks.targets.url_safety.check_webhook_url``; this module
+connects to the ``CheckedUrl`` it returned and never parses the URL again.
 
 Every attempt resolves the host, requires every resolved address to be allowed, and connects to
 a checked address while SNI, certificate verification and the ``Host`` header keep using the
@@ -38,7 +38,7 @@ from urllib3.util import SKIP_HEADER
 
 from webhooks.delivery.policy import is_success
 from webhooks.models import AttemptError
-from webhooks.url_safety import CheckedUrl, is_public_ip
+from webhooks.targets.url_safety import CheckedUrl, is_public_ip
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, WriteableBuffer

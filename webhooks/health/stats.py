@@ -1,7 +1,7 @@
 """An endpoint's health over a recent window.
 
 Settled deliveries (succeeded, failed) and their latencies are read from the hourly outcome
-counts the engine keeps (``webhooks.rollup``), a few hundred rows even for a busy week; the
+counts the engine keeps (``webhooks.health.rollup``), a few hundred rows even for a busy week; the
 deliveries still open are counted from the rows, through a partial index that holds only them.
 The window is counted in whole buckets: from the start of the hour (or, beyond 48 hours, the
 day) ``window`` ago, up to now. Latency runs from the claim of a delivery's first attempt to
@@ -22,8 +22,8 @@ from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
 from webhooks.errors import InvalidWindow
+from webhooks.health.rollup import interpolated_percentile, latency_bucket
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryOutcomeCount, DeliveryStatus
-from webhooks.rollup import interpolated_percentile, latency_bucket
 
 MIN_WINDOW: Final = timedelta(hours=1)
 MAX_WINDOW: Final = timedelta(days=7)

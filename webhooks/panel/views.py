@@ -24,10 +24,11 @@ from audit.actors import Actor
 from audit.services import PanelContext
 from gshost.api.errors import domain_status
 from gshost.panel_errors import found_or_404
-from webhooks.chart import health_chart
 from webhooks.errors import PingLimitReached, WebhookRequestRefused
-from webhooks.forms import DeliveryFilterForm, SecretRollForm, WebhookForm
+from webhooks.health.stats import DEFAULT_WINDOW, webhook_stats
 from webhooks.models import Delivery, DeliveryStatus, Webhook
+from webhooks.panel.chart import health_chart
+from webhooks.panel.forms import DeliveryFilterForm, SecretRollForm, WebhookForm
 from webhooks.payloads import parse_body
 from webhooks.selectors import (
     delivery_get_for_webhook,
@@ -44,7 +45,6 @@ from webhooks.services import (
     webhook_send_test,
     webhook_update,
 )
-from webhooks.stats import DEFAULT_WINDOW, webhook_stats
 
 P = ParamSpec("P")
 GET_OR_POST = ["GET", "POST"]

@@ -12,7 +12,8 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
-from webhooks import metrics, notices, rollup
+from webhooks import metrics
+from webhooks.health import notices, rollup
 from webhooks.metrics import AttemptOutcome
 from webhooks.models import AttemptTrigger, DeliveryStatus
 

@@ -10,15 +10,15 @@ from rest_framework.response import Response
 from accounts.authentication import calling_key
 from accounts.scopes import Scope
 from gshost.api.fields import TimestampField
-from webhooks.api import _WebhookRoutes
-from webhooks.selectors import webhook_get_for_org
-from webhooks.stats import (
+from webhooks.api.views import _WebhookRoutes
+from webhooks.health.stats import (
     DEFAULT_WINDOW,
     Bucket,
     WebhookStats,
     webhook_stats,
     webhook_stats_for_servers,
 )
+from webhooks.selectors import webhook_get_for_org
 
 
 class BucketOutput(serializers.Serializer[Bucket]):

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from webhooks.stats import Bucket
+from webhooks.health.stats import Bucket
 
 WIDTH: Final = 720
 HEIGHT: Final = 140

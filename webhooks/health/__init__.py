@@ -1,0 +1,2 @@
+"""Endpoint health: hourly outcome counts kept as deliveries settle, the stats read from
+them, and the failure notices sent to owners."""

@@ -1,0 +1,1 @@
+"""The panel's webhook pages: views, forms and the endpoint-health chart."""
