@@ -118,5 +118,5 @@ def test_it_says_only_what_works_for_it():
     assert template.stop_command == "quit"
     assert template.capabilities == {
         "players", "console", "power", "backups", "restore", "maintenance", "metrics",
-        "settings", "schedules", "config_events",
+        "settings", "schedules", "config_events", "migration",
     }  # fmt: skip
