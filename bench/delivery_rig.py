@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -20,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON = ROOT / ".venv" / "bin" / "python"
-DB_NAME = "gshost_bench_deliveries"
-REDIS_DB = "12"
+PYTHON = Path(sys.executable)
+# Each checkout benches on a database and Redis db of its own (BENCH_DB_NAME, BENCH_REDIS_DB).
+DB_NAME = os.environ.get("BENCH_DB_NAME", "gshost_bench_deliveries")
+REDIS_DB = os.environ.get("BENCH_REDIS_DB", "12")
 DOMAIN = "bench.example.com"
 HEALTHY_WEBHOOKS = 50
 RECORD_DELAY_TARGET_SECONDS = 0.05
@@ -37,6 +39,7 @@ ENV = {
     "SECRET_KEY": "bench-secret-key-not-for-production",
     "WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
     "LOG_LEVEL": "WARNING",
+    "WEBHOOKS_PER_ORGANIZATION": "100",  # 50 healthy webhooks and 10 dead ones in one
 }
 
 

@@ -1,11 +1,11 @@
-"""The engine of one process: its pool, its timer, its start and its stop; the entry points.
+"""The engine of one process: sender threads, each looping claim -> send -> record.
 
-In a django-q2 worker the engine starts when the worker process is spawned (``process``) and
-stops when the worker leaves its task loop: the timer thread, which is not a daemon, sees the
-main thread finish and runs the orderly stop before the process can exit. The stop: claim
-nothing more, give back claims not yet sent, let attempts on the network finish for up to
-``STOP_SECONDS``, record them, give back the leases of any still out. Elsewhere (tests, a
-shell) the engine starts on first use.
+``wake()`` (what the django-q2 task ``attempt_deliveries`` calls) rouses sleeping senders; a
+sender with nothing due sleeps at most ``IDLE_SECONDS``, so retries, lost hand-offs and a dead
+worker's expired leases are found without a broker. The threads are not daemons: when the
+process's main thread ends (a django-q2 worker leaving its task loop) or ``stop()`` is called,
+each finishes the attempt it has on the network, records it, gives back what it had not
+started, and ends, and the process exits after that.
 """
 
 from __future__ import annotations
@@ -14,117 +14,204 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from datetime import timedelta
 from typing import Final
 
 from django.conf import settings
-from django.db import connection
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from gshost import handoff
+from gshost import handoff, process_state
 from webhooks.delivery import claims, sender
-from webhooks.delivery.connections import refresh_connection
-from webhooks.delivery.pool import DeliveryPool
-from webhooks.delivery.recorder import record_attempts
-from webhooks.delivery.timer import POLL_SECONDS, Timer
+from webhooks.delivery.claims import Claim
+from webhooks.delivery.record import Finished, record_attempts
 from webhooks.delivery.transport import AttemptResult
-from webhooks.models import Webhook
+from webhooks.models import AttemptError, Webhook
 
 logger = logging.getLogger(__name__)
 
-# Attempts on the network get this long to finish when the worker stops; with recording and
-# giving leases back the worker is gone well within 15 s.
-STOP_SECONDS: Final = 10.0
-# How often a worker's timer runs the catch-ups apps register with gshost.handoff.
-CATCH_UP_SECONDS: Final = 5.0
-# While a round found due rows, the next round comes this soon (more may be waiting).
-_BUSY_ROUND_SECONDS: Final = 0.2
+IDLE_SECONDS: Final = 1.0
+STOP_SECONDS: Final = 12.0  # the attempt deadline (10 s) and recording
+# A finished attempt waits at most this long for the rest of its batch before it is recorded
+# (what a crash would send again, beyond the attempts on the network).
+RECORD_WITHIN_SECONDS: Final = 0.025
+_RECORD_PAUSES: Final = (0.1, 0.5, 1.0)  # a failed recording is tried again after these
+MAX_UNANSWERED: Final = 10_000
+
+
+class InFlight:
+    """Rows claimed and not yet attempted per webhook in this process. A webhook whose last
+    attempt went unanswered (timeout, refused) gets one at a time, so dead endpoints hold few
+    senders."""
+
+    def __init__(self, per_webhook: int) -> None:
+        self._per_webhook = per_webhook
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        self._unanswered: set[str] = set()
+
+    def full(self) -> list[str]:
+        with self._lock:
+            return [w for w, n in self._counts.items() if n >= self._limit(w)]
+
+    def start(self, webhook_id: str) -> None:
+        with self._lock:
+            self._counts[webhook_id] = self._counts.get(webhook_id, 0) + 1
+
+    def finish(self, webhook_id: str, *, answered: bool | None) -> None:
+        """``answered`` None: given back unattempted, no news of the endpoint."""
+        with self._lock:
+            left = self._counts.pop(webhook_id, 1) - 1
+            if left:
+                self._counts[webhook_id] = left
+            if answered is None:
+                return
+            if answered:
+                self._unanswered.discard(webhook_id)
+            elif len(self._unanswered) < MAX_UNANSWERED:
+                self._unanswered.add(webhook_id)
+
+    def _limit(self, webhook_id: str) -> int:
+        return 1 if webhook_id in self._unanswered else self._per_webhook
 
 
 class Engine:
-    def __init__(self, *, catch_ups: bool = False, poll: float = POLL_SECONDS) -> None:
-        self._catch_ups = catch_ups
-        self._caught_up_at = 0.0
-        self._stop_timeout = STOP_SECONDS
-        self._more_due = False  # the last round may have left due rows in the database
-        self.timer = Timer(on_round=self._round, on_exit=self._shut_down, poll=poll, start=False)
-        self.pool = DeliveryPool(
-            threads=int(settings.WEBHOOK_SENDER_THREADS),
-            per_webhook=int(settings.WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK),
-            on_hungry=self._hungry,
-        )
-        self.timer.start()
+    def __init__(self, threads: int, *, claim_rows: int, per_webhook: int) -> None:
+        self._claim_rows = claim_rows
+        self._in_flight = InFlight(per_webhook)
+        # One claim at a time per process, so each sees what the previous one took.
+        self._claim_lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._wakes = 0
+        self._stopping = False
+        self._threads = [
+            threading.Thread(target=self._run, name=f"webhook-sender-{n}", daemon=False)
+            for n in range(threads)
+        ]
+        for thread in self._threads:
+            thread.start()
 
-    def offer(self, deliveries: Sequence[tuple[str, str]]) -> None:
-        self.pool.offer(deliveries)
+    def wake(self) -> None:
+        with self._cond:
+            self._wakes += 1
+            self._cond.notify_all()
 
     def stop(self, timeout: float = STOP_SECONDS) -> None:
-        """Stop claiming, let attempts finish for up to ``timeout`` s, record, give back."""
-        self._stop_timeout = timeout
-        self.timer.stop()
+        """Claim nothing more; let attempts on the network finish and be recorded."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
-    def _round(self) -> float | None:
-        refresh_connection()
+    def is_alive(self) -> bool:
+        return any(thread.is_alive() for thread in self._threads)
+
+    def _stopped(self) -> bool:
+        return self._stopping or not threading.main_thread().is_alive()
+
+    def _run(self) -> None:
         try:
-            if self._catch_ups and time.monotonic() - self._caught_up_at >= CATCH_UP_SECONDS:
-                self._caught_up_at = time.monotonic()
-                handoff.run_catch_ups()
-            return offer_round(self._offer_due)
-        except Exception:
-            connection.close()
-            raise
-
-    def _offer_due(self) -> int:
-        offer = self.pool.offer_due()
-        self._more_due = offer.more_may_be_due
-        return offer.offered
-
-    def _hungry(self) -> None:
-        """The pool has idle threads and nothing waiting: if the last round left due rows
-        behind, the next round comes now rather than after ``_BUSY_ROUND_SECONDS`` or a poll."""
-        if self._more_due:
-            self._more_due = False
-            self.timer.wake()
-
-    def _shut_down(self) -> None:
-        try:
-            self.pool.close(timeout=self._stop_timeout)
+            while not self._stopped():
+                seen = self._wakes
+                if not self._round():
+                    self._sleep(seen)
         finally:
-            sender.forget_sender()
             connection.close()
 
+    def _sleep(self, seen: int) -> None:
+        """Until a wake since ``seen`` (none is lost while claiming), a stop, or IDLE_SECONDS."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._wakes != seen or self._stopping, IDLE_SECONDS)
 
-def offer_round(offer_due: Callable[[], int]) -> float | None:
-    """Offer what is due; seconds until the next row falls due (None: nothing is waiting).
+    def _round(self) -> bool:
+        """Claim, send, record; False when nothing was due (or the database failed)."""
+        try:
+            with self._claim_lock:
+                taken = claims.claim_due(self._claim_rows, skip_webhooks=self._in_flight.full())
+                for claim in taken:
+                    self._in_flight.start(claim.webhook_id)
+        except Exception:
+            logger.exception("Claiming webhook deliveries failed")
+            connection.close()
+            return False
+        if not taken:
+            close_old_connections()
+            return False
+        finished, unsent = [], []
+        for claim in taken:
+            if self._stopped() or timezone.now() + _deadline() > claim.lease_expires_at:
+                unsent.append(claim)  # not enough lease left for a whole attempt
+                self._in_flight.finish(claim.webhook_id, answered=None)
+                continue
+            finished.append(Finished(claim, self._attempt(claim)))
+            if time.monotonic() - _ended_at(finished[0].result) > RECORD_WITHIN_SECONDS:
+                _record(finished)
+                finished = []
+        _record(finished)
+        if unsent:
+            claims.give_back(unsent)
+        return True
 
-    The clock is read before the offer: a row that falls due while the offer runs was not due
-    for the offer, and is still ahead of that moment for ``next_due_at``, so the next round
-    comes at once. Read after, both would miss it and it would wait a whole poll.
-    """
-    before_offer = timezone.now()
-    if offer_due():
-        return _BUSY_ROUND_SECONDS
-    due = claims.next_due_at(before_offer)
-    return None if due is None else (due - timezone.now()).total_seconds()
+    def _attempt(self, claim: Claim) -> AttemptResult:
+        result = sender.refused(AttemptError.CONNECTION_ERROR)
+        try:
+            result = sender.send_delivery(claim)
+        except Exception:
+            logger.exception("Webhook attempt for %s crashed", claim.delivery_id)
+        finally:
+            self._in_flight.finish(claim.webhook_id, answered=result.status_code is not None)
+        return result
 
+
+def _deadline() -> timedelta:
+    return timedelta(seconds=float(settings.WEBHOOK_TIMEOUT_SECONDS))
+
+
+def _ended_at(result: AttemptResult) -> float:
+    """When the attempt ended, on the monotonic clock."""
+    ended = result.started_at + timedelta(milliseconds=result.duration_ms)
+    return time.monotonic() - (timezone.now() - ended).total_seconds()
+
+
+def _record(finished: list[Finished]) -> None:
+    """Record, trying again a few times; unrecorded, the rows are retaken when the lease ends."""
+    for pause in (*_RECORD_PAUSES, None):
+        try:
+            record_attempts(finished)
+            return
+        except Exception:
+            logger.exception("Recording %d webhook attempts failed", len(finished))
+            connection.close()
+            if pause is None:
+                return
+            time.sleep(pause)
+
+
+# --- this process's engine ---------------------------------------------------------------------
 
 _lock = threading.Lock()
 _engine: tuple[int, Engine] | None = None
 
 
-def get_engine(*, catch_ups: bool = False) -> Engine:
+def get_engine() -> Engine:
     """This process's engine, started on first use (never one inherited across fork)."""
     global _engine
     with _lock:
-        if _engine is not None and _engine[0] == os.getpid() and _engine[1].timer.is_alive():
+        if _engine is not None and _engine[0] == os.getpid() and _engine[1].is_alive():
             return _engine[1]
-        engine = Engine(catch_ups=catch_ups)
+        engine = Engine(
+            int(settings.WEBHOOK_SENDER_THREADS),
+            claim_rows=int(settings.WEBHOOK_CLAIM_ROWS),
+            per_webhook=int(settings.WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK),
+        )
         _engine = (os.getpid(), engine)
         return engine
 
 
 def stop_engine(timeout: float = STOP_SECONDS) -> None:
-    """Stop this process's engine, if it has one (tests; a worker stops on its own)."""
     global _engine
     with _lock:
         current, _engine = _engine, None
@@ -132,14 +219,10 @@ def stop_engine(timeout: float = STOP_SECONDS) -> None:
         current[1].stop(timeout)
 
 
-# --- entry points -----------------------------------------------------------------------------
-
-
 def attempt_deliveries(deliveries: Sequence[tuple[str, str]]) -> None:
-    """Hand these rows, (delivery id, webhook id), to the process's pool; returns without
-    waiting for them. Rows no longer due when the pool claims them are skipped."""
+    """Rows were published: wake this process's senders (they claim whatever is due)."""
     if deliveries:
-        get_engine().offer(deliveries)
+        get_engine().wake()
 
 
 def send_test_ping(webhook: Webhook) -> AttemptResult:
@@ -148,19 +231,24 @@ def send_test_ping(webhook: Webhook) -> AttemptResult:
 
 
 def deliver_due_now(delivery_ids: Sequence[str] | None = None) -> int:
-    """Claim what is due (among ``delivery_ids`` if given) and attempt it on this thread.
-
-    The synchronous engine: no pool, no threads. Returns the number of attempts made.
-    """
-    due = claims.due_candidates(ids=delivery_ids)
-    taken = claims.claim_deliveries([delivery_id for delivery_id, _ in due])
-    for claim in taken:
-        record_attempts([claims.Finished(claim, sender.send_delivery(claim))])
-    return len(taken)
+    """Claim what is due (among ``delivery_ids`` if given) and attempt it on this thread, one
+    row at a time; the number of attempts made (tests, the browser flows)."""
+    made = 0
+    while taken := claims.claim_due(1, ids=delivery_ids):
+        record_attempts([Finished(taken[0], sender.send_delivery(taken[0]))])
+        made += 1
+    return made
 
 
 def reset_process_state() -> None:
-    """Stop the engine and drop every per-process cache of the delivery path (tests)."""
+    """Stop the engine and drop every per-process cache of the delivery path."""
     stop_engine()
     sender.forget_sender()
     handoff.reset()
+
+
+process_state.register(
+    "webhooks.delivery",
+    bound="WEBHOOK_SENDER_THREADS threads, one keep-alive pool per receiver address",
+    reset=reset_process_state,
+)
