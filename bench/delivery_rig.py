@@ -8,6 +8,7 @@ engine in operation). Not run on its own.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import shutil
@@ -168,15 +169,17 @@ roles: dict[str, int] = {}
 
 
 def group_memory_mb(pgid: int) -> float:
-    """Resident memory (RSS) summed over the worker's process group.
+    """Proportional memory (PSS) summed over the worker's process group. RSS would count the
+    pages the forked processes share once in each of them."""
+    import psutil
 
-    RSS, not PSS: pages shared with the parent since the fork are counted in each process, but
-    that part is constant; PSS would rise as Python's reference counting and garbage collector
-    write to inherited pages (copy-on-write), which is no leak.
-    """
-    from tests.processes import group_members, resident_kib
+    from tests.processes import group_members
 
-    return sum(resident_kib(pid) for pid in group_members(pgid)) / 1024
+    total = 0
+    for pid in group_members(pgid):
+        with contextlib.suppress(psutil.Error):
+            total += psutil.Process(pid).memory_full_info().pss
+    return total / 1024 / 1024
 
 
 # --- set-up and publishing -----------------------------------------------------------------------

@@ -5,7 +5,7 @@ import threading
 import time
 from datetime import datetime
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from servers.config_events import config_events_apply_due
@@ -59,10 +59,13 @@ def start_catch_up(**_signal_kwargs: object) -> threading.Event:
 def catch_up_until(stop: threading.Event, every: float) -> None:
     from servers.recovery import finish_overdue_work
 
-    while not stop.wait(every):
-        try:
-            finish_overdue_work()
-        except Exception:
-            logger.exception("servers catch-up failed")
-        finally:
-            close_old_connections()
+    try:
+        while not stop.wait(every):
+            try:
+                finish_overdue_work()
+            except Exception:
+                logger.exception("servers catch-up failed")
+            finally:
+                close_old_connections()
+    finally:
+        connection.close()

@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Final
@@ -38,6 +39,7 @@ STOP_SECONDS: Final = 12.0  # the attempt deadline (10 s) and recording
 RECORD_WITHIN_SECONDS: Final = 0.025
 _RECORD_PAUSES: Final = (0.1, 0.5, 1.0)  # a failed recording is tried again after these
 MAX_UNANSWERED: Final = 10_000
+MAX_NAMED: Final = 10_000  # named rows beyond it are dropped; they stay due for the scan
 
 
 class InFlight:
@@ -80,6 +82,9 @@ class Engine:
     def __init__(self, threads: int, *, claim_rows: int, per_webhook: int) -> None:
         self._claim_rows = claim_rows
         self._in_flight = InFlight(per_webhook)
+        # Rows the hand-offs named, claimed by id (a primary-key lookup); thread-safe deque.
+        self._named: deque[tuple[str, str]] = deque(maxlen=MAX_NAMED)
+        self._scanned_empty_at = 0.0
         # One claim at a time per process, so each sees what the previous one took.
         self._claim_lock = threading.Lock()
         self._cond = threading.Condition()
@@ -92,7 +97,9 @@ class Engine:
         for thread in self._threads:
             thread.start()
 
-    def wake(self) -> None:
+    def wake(self, deliveries: Sequence[tuple[str, str]] = ()) -> None:
+        """Rouse the senders; ``deliveries`` (delivery id, webhook id) are claimed first."""
+        self._named.extend(deliveries)
         with self._cond:
             self._wakes += 1
             self._cond.notify_all()
@@ -129,17 +136,14 @@ class Engine:
     def _round(self) -> bool:
         """Claim, send, record; False when nothing was due (or the database failed)."""
         try:
-            with self._claim_lock:
-                taken = claims.claim_due(self._claim_rows, skip_webhooks=self._in_flight.full())
-                for claim in taken:
-                    self._in_flight.start(claim.webhook_id)
+            taken = self._claim()
         except Exception:
             logger.exception("Claiming webhook deliveries failed")
             connection.close()
             return False
         if not taken:
             close_old_connections()
-            return False
+            return bool(self._named)
         finished, unsent = [], []
         for claim in taken:
             if self._stopped() or timezone.now() + _deadline() > claim.lease_expires_at:
@@ -154,6 +158,35 @@ class Engine:
         if unsent:
             claims.give_back(unsent)
         return True
+
+    def _claim(self) -> list[Claim]:
+        """Named rows first, by id; else the due rows. Scanning for due rows costs an index
+        scan (5 ms at 27,000 rows and 600 due, against 1 ms by id), so it runs at once while
+        it finds rows and, once it found none, not again for IDLE_SECONDS in this process."""
+        with self._claim_lock:
+            full = set(self._in_flight.full())
+            named = self._take_named(full)
+            if named:
+                taken = claims.claim_due(len(named), ids=named)
+            elif time.monotonic() - self._scanned_empty_at >= IDLE_SECONDS:
+                taken = claims.claim_due(self._claim_rows, skip_webhooks=full)
+                if not taken:
+                    self._scanned_empty_at = time.monotonic()
+            else:
+                taken = []
+            for claim in taken:
+                self._in_flight.start(claim.webhook_id)
+            return taken
+
+    def _take_named(self, full: set[str]) -> list[str]:
+        """Up to claim_rows named ids. Those of webhooks at their limit are dropped: they stay
+        due, and the scan finds them once there is room."""
+        ids: list[str] = []
+        while self._named and len(ids) < self._claim_rows:
+            delivery_id, webhook_id = self._named.popleft()
+            if webhook_id not in full:
+                ids.append(delivery_id)
+        return ids
 
     def _attempt(self, claim: Claim) -> AttemptResult:
         result = sender.refused(AttemptError.CONNECTION_ERROR)
@@ -220,9 +253,9 @@ def stop_engine(timeout: float = STOP_SECONDS) -> None:
 
 
 def attempt_deliveries(deliveries: Sequence[tuple[str, str]]) -> None:
-    """Rows were published: wake this process's senders (they claim whatever is due)."""
+    """Rows were published: wake this process's senders, which claim them first."""
     if deliveries:
-        get_engine().wake()
+        get_engine().wake(deliveries)
 
 
 def send_test_ping(webhook: Webhook) -> AttemptResult:

@@ -1,7 +1,7 @@
 """Recording finished attempts: each attempt row, its delivery's next state (``policy``),
 the endpoint stats' counts, and the lease released, in one transaction per sender batch.
 
-The state moves by compare-and-set on the claim's lease: a row whose lease ran out and was
+The state moves only while the claim's lease still holds: a row whose lease ran out and was
 retaken by another worker keeps the newer holder's state (the attempt is still recorded, as
 it was made). Once committed, ``recording_hooks`` hears what happened: delivery metrics, and
 failure notices for deliveries that have just failed.
@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Case, Count, DateTimeField, F, Value, When
+from django.db.models import Case, Count, DateTimeField, F, OuterRef, Subquery, Value, When
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from webhooks import recording_hooks, rollup
@@ -34,33 +35,56 @@ class Finished:
 
 def record_attempts(finished: Sequence[Finished]) -> None:
     """Write the attempts (each delivery at most once) and their deliveries' new states, all
-    or nothing; then tell the hooks. Deliveries deleted meanwhile are skipped."""
+    or nothing; then tell the hooks. Deliveries deleted meanwhile are skipped.
+
+    A fixed number of statements per batch, whatever its size: the rows are read and locked
+    with their attempt counts, rows moving to the same state are updated together (a burst's
+    successes are one update), then the attempts and the stats' counts are inserted."""
     if not finished:
         return
     now = timezone.now()
     outcomes: list[AttemptOutcome] = []
+    attempts: list[DeliveryAttempt] = []
+    counted: list[rollup.OutcomeChange] = []
+    moves: dict[tuple[datetime, DeliveryState, datetime | None], list[str]] = {}
     with transaction.atomic():
-        made = dict(
-            Delivery.objects.filter(id__in=[done.claim.delivery_id for done in finished])
-            .annotate(made=Count("attempts"))
-            .values_list("id", "made")
-        )
-        attempts, counted = [], []
+        current = _locked_rows([done.claim.delivery_id for done in finished])
         for done in finished:
             claim = done.claim
-            if claim.delivery_id not in made:
+            if claim.delivery_id not in current:
                 continue  # deleted with its webhook, or purged
+            lease, made = current[claim.delivery_id]
             after = _next_state(done, now)
-            if _move(claim, after):
+            if lease == claim.lease_expires_at:
+                moves.setdefault((lease, after, _answered(claim)), []).append(claim.delivery_id)
                 counted += _rollup(claim, after)
             else:
                 after = claim.state  # retaken by another worker: its holder moves it
-            number = made[claim.delivery_id] + 1
-            attempts.append(_attempt_row(done, number))
-            outcomes.append(_outcome(done, number, after))
+            attempts.append(_attempt_row(done, made + 1))
+            outcomes.append(_outcome(done, made + 1, after))
+        for (lease, after, answered), ids in moves.items():
+            _move(ids, lease, after, answered)
         DeliveryAttempt.objects.bulk_create(attempts)
         rollup.apply_changes(counted)
     recording_hooks.after_commit(outcomes)
+
+
+def _locked_rows(ids: list[str]) -> dict[str, tuple[datetime | None, int]]:
+    """Each row's lease and number of attempts so far, locked until the transaction ends."""
+    made = (
+        DeliveryAttempt.objects.filter(delivery=OuterRef("pk"))
+        .order_by()
+        .values("delivery")
+        .annotate(count=Count("pk"))
+        .values("count")
+    )
+    rows = (
+        Delivery.objects.select_for_update()
+        .filter(id__in=ids)
+        .annotate(made=Coalesce(Subquery(made), 0))
+        .values_list("id", "lease_expires_at", "made")
+    )
+    return {delivery_id: (lease, count) for delivery_id, lease, count in rows}
 
 
 def _next_state(done: Finished, now: datetime) -> DeliveryState:
@@ -73,13 +97,14 @@ def _next_state(done: Finished, now: datetime) -> DeliveryState:
     )
 
 
-def _move(claim: Claim, after: DeliveryState) -> bool:
-    """Set the state and release the lease if this claim still holds it. A redelivery answers
-    its own request only; one asked for meanwhile stays."""
-    answered = claim.redelivery_requested_at if claim.trigger == AttemptTrigger.REDELIVERY else None
-    moved = Delivery.objects.filter(
-        id=claim.delivery_id, lease_expires_at=claim.lease_expires_at
-    ).update(
+def _answered(claim: Claim) -> datetime | None:
+    """The redelivery request this attempt answers; one asked for meanwhile stays."""
+    return claim.redelivery_requested_at if claim.trigger == AttemptTrigger.REDELIVERY else None
+
+
+def _move(ids: list[str], lease: datetime, after: DeliveryState, answered: datetime | None) -> None:
+    """Set the state and release the lease of rows this claim still holds."""
+    Delivery.objects.filter(id__in=ids, lease_expires_at=lease).update(
         **asdict(after),
         lease_expires_at=None,
         redelivery_requested_at=Case(
@@ -88,7 +113,6 @@ def _move(claim: Claim, after: DeliveryState) -> bool:
             output_field=DateTimeField(),
         ),
     )
-    return moved == 1
 
 
 def _attempt_row(done: Finished, number: int) -> DeliveryAttempt:
