@@ -1,6 +1,6 @@
 """How the rest of the service asks for deliveries to be attempted: after commit, one small
 django-q2 task wakes a worker's senders. The rows hold all the state, and idle senders look
-for due rows every second on their own, so a broker outage costs latency, never a delivery and
+for due rows every half second on their own, so a broker outage costs latency, never a delivery and
 never an error for the caller."""
 
 from collections.abc import Sequence

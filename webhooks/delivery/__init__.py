@@ -14,7 +14,7 @@ One delivery's path, from the hand-off to the recorded attempt (2 thread hand-of
 5. ``record.record_attempts`` writes the attempt and the row's next state (``policy``) in one
    short transaction, compare-and-set on the lease; then ``recording_hooks`` (metrics, notices).
 
-A sender with nothing due sleeps at most a second, so retries, lost hand-offs and a dead
+A sender with nothing due sleeps at most half a second, so retries, lost hand-offs and a dead
 worker's expired leases (retaken seconds after the death) need no broker. On stop (the worker's
 main thread ends, or ``stop_engine``) each sender finishes the attempt on the network, records
 it, gives back what it had not started; ``process`` keeps a group SIGTERM to the orderly stop.

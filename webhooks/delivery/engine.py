@@ -32,7 +32,9 @@ from webhooks.models import AttemptError, Webhook
 
 logger = logging.getLogger(__name__)
 
-IDLE_SECONDS: Final = 1.0
+# An idle sender's longest sleep, and the due scan's pause once it found nothing: a retry
+# starts about a second after it falls due at worst (1.0 s gave p99 1.87 s of the 2 s target).
+IDLE_SECONDS: Final = 0.5
 STOP_SECONDS: Final = 12.0  # the attempt deadline (10 s) and recording
 # A finished attempt waits at most this long for the rest of its batch before it is recorded
 # (what a crash would send again, beyond the attempts on the network).
@@ -43,9 +45,9 @@ MAX_NAMED: Final = 10_000  # named rows beyond it are dropped; they stay due for
 
 
 class InFlight:
-    """Rows claimed and not yet attempted per webhook in this process. A webhook whose last
-    attempt went unanswered (timeout, refused) gets one at a time, so dead endpoints hold few
-    senders."""
+    """Rows claimed and not yet attempted or given back, per webhook, in this process. A
+    webhook whose last attempt went unanswered (timeout, refused) gets one at a time, so dead
+    endpoints hold few senders."""
 
     def __init__(self, per_webhook: int) -> None:
         self._per_webhook = per_webhook
@@ -144,14 +146,17 @@ class Engine:
         if not taken:
             close_old_connections()
             return bool(self._named)
-        finished, unsent = [], []
+        finished: list[Finished] = []
+        unsent: list[Claim] = []
+        oldest = 0.0  # when the oldest unrecorded attempt ended
         for claim in taken:
             if self._stopped() or timezone.now() + _deadline() > claim.lease_expires_at:
                 unsent.append(claim)  # not enough lease left for a whole attempt
                 self._in_flight.finish(claim.webhook_id, answered=None)
                 continue
             finished.append(Finished(claim, self._attempt(claim)))
-            if time.monotonic() - _ended_at(finished[0].result) > RECORD_WITHIN_SECONDS:
+            oldest = oldest if len(finished) > 1 else time.monotonic()
+            if time.monotonic() - oldest > RECORD_WITHIN_SECONDS:
                 _record(finished)
                 finished = []
         _record(finished)
@@ -201,12 +206,6 @@ class Engine:
 
 def _deadline() -> timedelta:
     return timedelta(seconds=float(settings.WEBHOOK_TIMEOUT_SECONDS))
-
-
-def _ended_at(result: AttemptResult) -> float:
-    """When the attempt ended, on the monotonic clock."""
-    ended = result.started_at + timedelta(milliseconds=result.duration_ms)
-    return time.monotonic() - (timezone.now() - ended).total_seconds()
 
 
 def _record(finished: list[Finished]) -> None:
