@@ -267,8 +267,8 @@ WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
 WEBHOOK_LEASE_MARGIN_SECONDS = env.float("WEBHOOK_LEASE_MARGIN_SECONDS", default=2.0)
 # Per worker process; each sender thread holds one database connection.
 WEBHOOK_SENDER_THREADS = env.int("WEBHOOK_SENDER_THREADS", default=16)
-# Rows a sender claims at once; it sends them one after another, then records them together.
-WEBHOOK_CLAIM_ROWS = env.int("WEBHOOK_CLAIM_ROWS", default=4)
+# Rows one claim leases for the process's senders (each takes the next, sends and records it).
+WEBHOOK_CLAIM_ROWS = env.int("WEBHOOK_CLAIM_ROWS", default=16)
 WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK = env.int("WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK", default=4)
 WEBHOOKS_PER_ORGANIZATION = env.int("WEBHOOKS_PER_ORGANIZATION", default=20)
 SIMULATED_RUNTIME_DELAY_SECONDS = env.float("SIMULATED_RUNTIME_DELAY_SECONDS", default=2.0)

@@ -6,8 +6,8 @@ it: no lease, or a lease that ran out because its worker died. A lease lasts one
 deadline plus a small margin, so a dead worker's rows are due again seconds after it died.
 
 Claiming stamps the lease (and ``first_attempt_at``, kept across retries, for the endpoint
-stats); nothing else changes until the attempt is recorded. The same ORM code runs on both
-databases (``claim_due``).
+stats); nothing else changes until the attempt is recorded. On PostgreSQL a claim is one
+statement (``SKIP LOCKED``); elsewhere (SQLite) three ORM statements (``claim_due``).
 """
 
 from __future__ import annotations
@@ -16,15 +16,16 @@ import random
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Any, Final
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from webhooks.delivery.policy import OPEN_STATUSES, DeliveryState
-from webhooks.models import AttemptTrigger, Delivery
+from webhooks.delivery.policy import OPEN_STATUSES, STATE_FIELDS, DeliveryState
+from webhooks.models import AttemptTrigger, Delivery, Webhook
 
 _CLAIM_FIELDS: Final = (
     "id",
@@ -77,9 +78,9 @@ class Claim:
     body: str
     lease_expires_at: datetime
     redelivery_requested_at: datetime | None
-    state: DeliveryState  # as claimed; only the lease holder moves it
     created_at: datetime
     first_attempt_at: datetime
+    state: DeliveryState  # as claimed; only the lease holder moves it
 
     @property
     def trigger(self) -> AttemptTrigger:
@@ -93,14 +94,20 @@ def claim_due(
     limit: int, *, skip_webhooks: Collection[str] = (), ids: Collection[str] | None = None
 ) -> list[Claim]:
     """Lease up to ``limit`` due rows (among ``ids`` if given), leaving out ``skip_webhooks``;
-    returns what this caller now holds.
+    returns what this caller now holds."""
+    if ids is not None and not ids:
+        return []
+    if connection.vendor == "postgresql":
+        return _claim_in_one_statement(limit, skip_webhooks, ids)
+    return _claim_compare_and_set(limit, skip_webhooks, ids)
 
-    Three statements, no transaction: pick, lease by compare-and-set (the update re-checks
-    ``due``; PostgreSQL re-checks it after waiting for a concurrent claimer of the same row,
-    SQLite writes one at a time), read back what carries this claim's stamp. Unlocked picks
-    can collide between processes; the loser just takes fewer rows. No ORDER BY: sorting a
-    backlog's due rows on each claim cost more than the claim.
-    """
+
+def _claim_compare_and_set(
+    limit: int, skip_webhooks: Collection[str], ids: Collection[str] | None
+) -> list[Claim]:
+    """Three statements, no transaction: pick, lease by compare-and-set (the update re-checks
+    ``due``; SQLite writes one at a time), read back what carries this claim's stamp. No
+    ORDER BY: sorting a backlog's due rows on each claim cost more than the claim."""
     now = timezone.now()
     # A stamp of its own (sub-millisecond jitter): the rows that carry it are this claim's.
     lease = now + lease_duration() + timedelta(microseconds=random.randrange(1, 1000))
@@ -114,6 +121,55 @@ def claim_due(
     )
     rows = Delivery.objects.filter(id__in=list(ids), lease_expires_at=lease)
     return [_claim_of(row) for row in rows.select_related("webhook").only(*_CLAIM_FIELDS)]
+
+
+# ``due`` written out, one arm per partial index (open rows in due order, asked-for
+# redeliveries), with the webhook's columns joined in: one round trip instead of three, and an
+# index scan that stops at the first free rows instead of a sequential scan. Only table names
+# and status constants are interpolated; tests hold both spellings to the same cases.
+_DELIVERIES: Final = connection.ops.quote_name(Delivery._meta.db_table)
+_FREE: Final = (
+    "(lease_expires_at IS NULL OR lease_expires_at < %(now)s) AND NOT webhook_id = ANY(%(skip)s)"
+)
+_OPEN: Final = ", ".join(f"'{status.value}'" for status in OPEN_STATUSES)
+_CLAIM_SQL: Final = (
+    f"WITH due_now AS (SELECT id FROM {_DELIVERIES} WHERE {{among}} "  # noqa: S608
+    f"status IN ({_OPEN}) AND next_attempt_at <= %(now)s AND {_FREE} "
+    "ORDER BY next_attempt_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED), "
+    f"asked AS (SELECT id FROM {_DELIVERIES} WHERE {{among}} "
+    f"redelivery_requested_at IS NOT NULL AND {_FREE} LIMIT %(limit)s FOR UPDATE SKIP LOCKED) "
+    f"UPDATE {_DELIVERIES} AS claimed SET lease_expires_at = %(lease)s, "
+    "first_attempt_at = COALESCE(claimed.first_attempt_at, %(now)s) "
+    f"FROM {connection.ops.quote_name(Webhook._meta.db_table)} AS hook "
+    "WHERE hook.id = claimed.webhook_id AND claimed.id IN ("
+    "SELECT id FROM asked UNION SELECT id FROM due_now LIMIT %(limit)s) "
+    "RETURNING claimed.id, claimed.webhook_id, hook.url, hook.encrypted_secret, "
+    "hook.encrypted_previous_secret, hook.previous_secret_expires_at, claimed.event, "
+    "claimed.body, claimed.lease_expires_at, claimed.redelivery_requested_at, "
+    "claimed.created_at, claimed.first_attempt_at, "
+    + ", ".join(f"claimed.{name}" for name in STATE_FIELDS)
+)
+_CLAIM_SCAN_SQL: Final = _CLAIM_SQL.format(among="")
+_CLAIM_NAMED_SQL: Final = _CLAIM_SQL.format(among="id = ANY(%(ids)s) AND")
+
+
+def _claim_in_one_statement(
+    limit: int, skip_webhooks: Collection[str], ids: Collection[str] | None
+) -> list[Claim]:
+    """PostgreSQL: rows another claimer is locking right now are skipped, not waited for."""
+    now = timezone.now()
+    params: dict[str, Any] = {
+        "lease": now + lease_duration(),
+        "now": now,
+        "skip": list(skip_webhooks),
+        "limit": limit,
+        "ids": list(ids or ()),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SCAN_SQL if ids is None else _CLAIM_NAMED_SQL, params)
+        rows = cursor.fetchall()
+    # The columns in the order of Claim's fields, the state's last.
+    return [Claim(*row[:12], DeliveryState(*row[12:])) for row in rows]  # type: ignore[call-arg]
 
 
 def _claim_of(row: Delivery) -> Claim:
