@@ -506,7 +506,7 @@ def test_a_connection_closed_without_an_answer_is_tried_once_more_at_once(
     hooks: Hooks, dropping_server: Callable[..., DroppingServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # "At once" is under a second in production; a loaded CI machine gets more headroom.
-    monkeypatch.setattr("webhooks.delivery.transport.STALE_CONNECTION_SECONDS", 5.0)
+    monkeypatch.setattr("webhooks.targets.transport.STALE_CONNECTION_SECONDS", 5.0)
     server = dropping_server(drops=1)
     delivery = hooks.delivery(hooks.webhook(url=f"https://{HOST}:{server.port}/hook"))
 

@@ -22,8 +22,8 @@ from tests.webhooks.delivery_fixtures import (
 from tests.webhooks.receiver import HttpsReceiver
 from webhooks import tasks
 from webhooks.delivery import claims, engine, sender
-from webhooks.delivery.transport import AttemptResult
 from webhooks.models import AttemptError, Delivery, DeliveryAttempt, DeliveryStatus
+from webhooks.targets.transport import AttemptResult
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

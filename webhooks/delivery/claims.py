@@ -27,24 +27,21 @@ from django.utils import timezone
 from webhooks.delivery.policy import OPEN_STATUSES, STATE_FIELDS, DeliveryState
 from webhooks.models import AttemptTrigger, Delivery, Webhook
 
-_CLAIM_FIELDS: Final = (
+# What a claim reads, in the order of ``Claim``'s fields (the state's last).
+_COLUMNS: Final = (
     "id",
     "webhook_id",
+    "webhook__url",
+    "webhook__encrypted_secret",
+    "webhook__encrypted_previous_secret",
+    "webhook__previous_secret_expires_at",
     "event",
     "body",
     "lease_expires_at",
     "redelivery_requested_at",
     "created_at",
     "first_attempt_at",
-    "status",
-    "next_attempt_at",
-    "automatic_attempts",
-    "last_error",
-    "completed_at",
-    "webhook__url",
-    "webhook__encrypted_secret",
-    "webhook__encrypted_previous_secret",
-    "webhook__previous_secret_expires_at",
+    *STATE_FIELDS,
 )
 
 
@@ -120,7 +117,7 @@ def _claim_compare_and_set(
         lease_expires_at=lease, first_attempt_at=Coalesce(F("first_attempt_at"), Value(now))
     )
     rows = Delivery.objects.filter(id__in=list(ids), lease_expires_at=lease)
-    return [_claim_of(row) for row in rows.select_related("webhook").only(*_CLAIM_FIELDS)]
+    return _claims_of(rows.values_list(*_COLUMNS))
 
 
 # ``due`` written out, one arm per partial index (open rows in due order, asked-for
@@ -143,11 +140,11 @@ _CLAIM_SQL: Final = (
     f"FROM {connection.ops.quote_name(Webhook._meta.db_table)} AS hook "
     "WHERE hook.id = claimed.webhook_id AND claimed.id IN ("
     "SELECT id FROM asked UNION SELECT id FROM due_now LIMIT %(limit)s) "
-    "RETURNING claimed.id, claimed.webhook_id, hook.url, hook.encrypted_secret, "
-    "hook.encrypted_previous_secret, hook.previous_secret_expires_at, claimed.event, "
-    "claimed.body, claimed.lease_expires_at, claimed.redelivery_requested_at, "
-    "claimed.created_at, claimed.first_attempt_at, "
-    + ", ".join(f"claimed.{name}" for name in STATE_FIELDS)
+    "RETURNING "
+    + ", ".join(
+        name.replace("webhook__", "hook.") if "__" in name else f"claimed.{name}"
+        for name in _COLUMNS
+    )
 )
 _CLAIM_SCAN_SQL: Final = _CLAIM_SQL.format(among="")
 _CLAIM_NAMED_SQL: Final = _CLAIM_SQL.format(among="id = ANY(%(ids)s) AND")
@@ -167,28 +164,11 @@ def _claim_in_one_statement(
     }
     with connection.cursor() as cursor:
         cursor.execute(_CLAIM_SCAN_SQL if ids is None else _CLAIM_NAMED_SQL, params)
-        rows = cursor.fetchall()
-    # The columns in the order of Claim's fields, the state's last.
+        return _claims_of(cursor.fetchall())
+
+
+def _claims_of(rows: Iterable[tuple[Any, ...]]) -> list[Claim]:
     return [Claim(*row[:12], DeliveryState(*row[12:])) for row in rows]  # type: ignore[call-arg]
-
-
-def _claim_of(row: Delivery) -> Claim:
-    assert row.lease_expires_at is not None and row.first_attempt_at is not None
-    return Claim(
-        delivery_id=row.id,
-        webhook_id=row.webhook_id,
-        url=row.webhook.url,
-        encrypted_secret=row.webhook.encrypted_secret,
-        encrypted_previous_secret=row.webhook.encrypted_previous_secret,
-        previous_secret_expires_at=row.webhook.previous_secret_expires_at,
-        event=row.event,
-        body=row.body,
-        lease_expires_at=row.lease_expires_at,
-        redelivery_requested_at=row.redelivery_requested_at,
-        state=DeliveryState.of(row),
-        created_at=row.created_at,
-        first_attempt_at=row.first_attempt_at,
-    )
 
 
 def give_back(claims: Iterable[Claim]) -> None:

@@ -27,8 +27,9 @@ from gshost import handoff, process_state
 from webhooks.delivery import claims, sender
 from webhooks.delivery.claims import Claim
 from webhooks.delivery.record import Finished, record_attempts
-from webhooks.delivery.transport import AttemptResult
-from webhooks.models import AttemptError, Webhook
+from webhooks.models import AttemptError
+from webhooks.targets import client
+from webhooks.targets.transport import AttemptResult
 
 logger = logging.getLogger(__name__)
 
@@ -288,11 +289,6 @@ def attempt_deliveries(deliveries: Sequence[tuple[str, str]]) -> None:
         get_engine().wake(deliveries)
 
 
-def send_test_ping(webhook: Webhook) -> AttemptResult:
-    """Send the test ping now and return its result; nothing is stored, nothing retried."""
-    return sender.send_ping(webhook)
-
-
 def deliver_due_now(delivery_ids: Sequence[str] | None = None) -> int:
     """Claim what is due (among ``delivery_ids`` if given) and attempt it on this thread, one
     row at a time; the number of attempts made (tests, the browser flows)."""
@@ -306,7 +302,7 @@ def deliver_due_now(delivery_ids: Sequence[str] | None = None) -> int:
 def reset_process_state() -> None:
     """Stop the engine and drop every per-process cache of the delivery path."""
     stop_engine()
-    sender.forget_sender()
+    client.forget_sender()
     handoff.reset()
 
 

@@ -18,17 +18,16 @@ from datetime import datetime, timedelta
 from typing import Any, Final, TypeAlias
 
 from django.db import connection, transaction
-from django.db.models import Case, Count, DateTimeField, F, Model, OuterRef, Subquery, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models import Case, DateTimeField, F, Model, Value, When
 from django.utils import timezone
 
 from webhooks import recording_hooks, rollup
 from webhooks.delivery import policy
 from webhooks.delivery.claims import Claim
 from webhooks.delivery.policy import STATE_FIELDS, DeliveryState
-from webhooks.delivery.transport import AttemptResult
 from webhooks.metrics import AttemptOutcome
 from webhooks.models import AttemptTrigger, Delivery, DeliveryAttempt, DeliveryOutcomeCount
+from webhooks.targets.transport import AttemptResult
 
 
 @dataclass(frozen=True)
@@ -61,51 +60,31 @@ def record_attempts(finished: Sequence[Finished]) -> None:
 
 
 def _write_in_transaction(changes: Sequence[Change]) -> dict[str, tuple[int, bool]]:
-    """A fixed number of statements whatever the batch's size: the rows are read and locked
-    with their attempt counts, rows moving to the same state are updated together, then the
-    attempts and the stats' counts are inserted. Per delivery: (attempt number, applied)."""
+    """Elsewhere (SQLite, the demo): a few statements per row. Per delivery still there:
+    (attempt number, whether its state moved)."""
     written: dict[str, tuple[int, bool]] = {}
-    attempts: list[DeliveryAttempt] = []
-    counted: list[rollup.OutcomeChange] = []
-    moves: dict[tuple[datetime, DeliveryState, datetime | None], list[str]] = {}
     with transaction.atomic():
-        current = _locked_rows([done.claim.delivery_id for done, _ in changes])
         for done, after in changes:
             claim = done.claim
-            if claim.delivery_id not in current:
+            row = Delivery.objects.filter(id=claim.delivery_id)
+            if not row.exists():
                 continue  # deleted with its webhook, or purged
-            lease, made = current[claim.delivery_id]
-            applied = lease == claim.lease_expires_at  # else retaken: its holder moves it
-            if applied:
-                moves.setdefault((claim.lease_expires_at, after, _answered(claim)), []).append(
-                    claim.delivery_id
-                )
-                counted += _rollup(claim, after)
-            attempts.append(_attempt_row(done, made + 1))
-            written[claim.delivery_id] = (made + 1, applied)
-        for (lease, after, answered), ids in moves.items():
-            _move(ids, lease, after, answered)
-        DeliveryAttempt.objects.bulk_create(attempts)
-        rollup.apply_changes(counted)
+            number = DeliveryAttempt.objects.filter(delivery_id=claim.delivery_id).count() + 1
+            DeliveryAttempt.objects.create(
+                delivery_id=claim.delivery_id, number=number, **_attempt_fields(done)
+            )
+            answered = When(redelivery_requested_at=_answered(claim), then=Value(None))
+            applied = row.filter(lease_expires_at=claim.lease_expires_at).update(
+                **asdict(after),
+                lease_expires_at=None,
+                redelivery_requested_at=Case(
+                    answered, default=F("redelivery_requested_at"), output_field=DateTimeField()
+                ),
+            )
+            if applied:  # else retaken by another worker: its holder moves the state
+                rollup.apply_changes(_rollup(claim, after))
+            written[claim.delivery_id] = (number, applied == 1)
     return written
-
-
-def _locked_rows(ids: list[str]) -> dict[str, tuple[datetime | None, int]]:
-    """Each row's lease and number of attempts so far, locked until the transaction ends."""
-    made = (
-        DeliveryAttempt.objects.filter(delivery=OuterRef("pk"))
-        .order_by()
-        .values("delivery")
-        .annotate(count=Count("pk"))
-        .values("count")
-    )
-    rows = (
-        Delivery.objects.select_for_update()
-        .filter(id__in=ids)
-        .annotate(made=Coalesce(Subquery(made), 0))
-        .values_list("id", "lease_expires_at", "made")
-    )
-    return {delivery_id: (lease, count) for delivery_id, lease, count in rows}
 
 
 def _next_state(done: Finished, now: datetime) -> DeliveryState:
@@ -121,25 +100,6 @@ def _next_state(done: Finished, now: datetime) -> DeliveryState:
 def _answered(claim: Claim) -> datetime | None:
     """The redelivery request this attempt answers; one asked for meanwhile stays."""
     return claim.redelivery_requested_at if claim.trigger == AttemptTrigger.REDELIVERY else None
-
-
-def _move(ids: list[str], lease: datetime, after: DeliveryState, answered: datetime | None) -> None:
-    """Set the state and release the lease of rows this claim still holds."""
-    Delivery.objects.filter(id__in=ids, lease_expires_at=lease).update(
-        **asdict(after),
-        lease_expires_at=None,
-        redelivery_requested_at=Case(
-            When(redelivery_requested_at=answered, then=Value(None)),
-            default=F("redelivery_requested_at"),
-            output_field=DateTimeField(),
-        ),
-    )
-
-
-def _attempt_row(done: Finished, number: int) -> DeliveryAttempt:
-    return DeliveryAttempt(
-        delivery_id=done.claim.delivery_id, number=number, **_attempt_fields(done)
-    )
 
 
 def _attempt_fields(done: Finished) -> dict[str, Any]:
@@ -185,15 +145,11 @@ def _outcome(done: Finished, number: int, after: DeliveryState) -> AttemptOutcom
 
 # --- PostgreSQL: a batch in one statement -----------------------------------------------------
 
-_ATTEMPT_FIELDS: Final = (
-    "trigger",
-    "started_at",
-    "duration_ms",
-    "status_code",
-    "response_body",
-    "request_headers",
-    "response_headers",
-    "error",
+# An attempt row's columns besides its key, delivery and number (``_attempt_fields``' keys).
+_ATTEMPT_FIELDS: Final = tuple(
+    field.name
+    for field in DeliveryAttempt._meta.concrete_fields
+    if field.name not in ("id", "delivery", "number")
 )
 _COUNT_KEYS: Final = ("delivery_id", "webhook_id", "hour", "outcome", "latency_bucket", "count")
 
