@@ -1,4 +1,6 @@
-"""The engine of one process: sender threads, each looping claim -> send -> record.
+"""The engine of one process: sender threads, each looping take a claimed row -> send ->
+record. A claim leases rows for all the process's senders; a finished attempt is recorded at
+once, with whatever else finished meanwhile.
 
 ``wake()`` (what the django-q2 task ``attempt_deliveries`` calls) rouses sleeping senders; a
 sender with nothing due sleeps at most ``IDLE_SECONDS``, so retries, lost hand-offs and a dead
@@ -167,8 +169,9 @@ class Engine:
 
     def _next_claim(self) -> Claim | None:
         """The next of this process's claimed rows, claiming more when none are left. One
-        claim takes up to WEBHOOK_CLAIM_ROWS rows for all the senders: claims, not attempts,
-        cost the database most (4 rows a claim: 680/s; 16: 890/s)."""
+        claim takes up to WEBHOOK_CLAIM_ROWS rows for all the senders, so no row waits for
+        another's attempt: on the quiet bench, 4 rows a claim sent by its claimer gave 680/s,
+        16 sent by their claimer 890/s, 16 shared by the senders 1,080-1,280/s."""
         with self._claim_lock:
             if not self._claimed:
                 taken = self._claim()
@@ -180,7 +183,8 @@ class Engine:
     def _record(self, done: Finished) -> None:
         """Record at once, with whatever other senders finished meanwhile: the sender that
         gets the recording lock writes everything waiting in one batch (one statement on
-        PostgreSQL), the others go back to sending. A crash re-sends only what was on the
+        PostgreSQL), the others go back to sending (each sender recording its own: 458-567/s;
+        batched this way: 678/s, same bench). A crash re-sends only what was on the
         network or waiting for the batch being written; no row waits for a slower attempt."""
         self._finished.append(done)
         while self._finished and self._recording.acquire(blocking=False):
@@ -205,15 +209,18 @@ class Engine:
         else:
             taken = []
         kept, over = self._in_flight.admit(taken)
-        if over:
-            claims.give_back(over)
+        claims.give_back(over)
         return kept
 
     def _give_back(self, unsent: list[Claim]) -> None:
+        """Release unstarted rows; if the database fails, their leases run out instead."""
         for claim in unsent:
             self._in_flight.finish(claim.webhook_id, answered=None)
-        if unsent:
+        try:
             claims.give_back(unsent)
+        except Exception:
+            logger.exception("Giving back %d webhook deliveries failed", len(unsent))
+            connection.close()
 
     def _take_named(self, full: set[str]) -> list[str]:
         """Up to claim_rows named ids. Those of webhooks at their limit are dropped: they stay
