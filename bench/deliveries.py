@@ -11,7 +11,7 @@ Phases:
   1. warm-up; a bare keep-alive `requests.Session` loop posting the same signed bodies to the
      same receiver, one after another (deliveries/s);
   2. twice 10,000 deliveries published in one transaction: deliveries/s from its commit until
-     every row is settled (publishing is timed apart); worker memory (RSS) before, after 10,000
+     every row is settled (publishing is timed apart); worker memory (PSS) before, after 10,000
      and after 20,000 (it must stay flat); then the bare loop again (the faster bare run is
      compared);
   3. paced events (EVENTS_PER_SECOND): event -> first attempt p50/p99 (receiver clock minus
@@ -25,8 +25,8 @@ Operational scenarios, each alone (bench/delivery_operations.py):
   --retry-lateness  >= 100 retries over >= 3 min with delays of 5 s, a worker restart in the
                     middle: p50/p99/max lateness against the 2 s target;
   --crash           SIGKILL of the worker mid-burst of 1,000: lost and re-sent counts, and
-                    the rate at which a new worker retakes the dead one's rows, against the
-                    rate of 5,000 delivered without a fault before;
+                    the retake: p99 from the kill until each row the dead worker held is
+                    settled (<= 15 s), with a new worker started at once;
   --two-clusters    two workers, 10,000 deliveries without a fault (nothing lost or sent twice),
                     then 10,000 with one SIGKILLed: lost, re-sent, the survivor's retake rate;
                     both retakes are also set against as many bare requests, each on a new TLS
@@ -259,7 +259,7 @@ def report(r: dict[str, Any], failures: list[str]) -> None:
         f"  [{int(r['samples'])} deliveries at {EVENTS_PER_SECOND:g} events/s]",
         f"  with {DEAD_WEBHOOKS} dead endpoints  p50 {r['dead_p50']:.0f} ms, "
         f"p99 {r['dead_p99']:.0f} ms, max {r['dead_max']:.0f} ms (p99 {added:+.0f} ms)",
-        f"  worker memory (RSS)     {r['mem_before']:.0f} MB -> {r['mem_after']:.0f} MB after "
+        f"  worker memory (PSS)     {r['mem_before']:.0f} MB -> {r['mem_after']:.0f} MB after "
         f"{BATCH_DELIVERIES} -> {r['mem_after_second']:.0f} MB after {2 * BATCH_DELIVERIES} "
         f"({growth:+.1%} over the second batch, target < 10%)",
     ]

@@ -8,10 +8,12 @@ engine in operation). Not run on its own.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -20,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON = ROOT / ".venv" / "bin" / "python"
-DB_NAME = "gshost_bench_deliveries"
-REDIS_DB = "12"
+PYTHON = Path(sys.executable)
+# Each checkout benches on a database and Redis db of its own (BENCH_DB_NAME, BENCH_REDIS_DB).
+DB_NAME = os.environ.get("BENCH_DB_NAME", "gshost_bench_deliveries")
+REDIS_DB = os.environ.get("BENCH_REDIS_DB", "12")
 DOMAIN = "bench.example.com"
 HEALTHY_WEBHOOKS = 50
 RECORD_DELAY_TARGET_SECONDS = 0.05
@@ -37,6 +40,7 @@ ENV = {
     "SECRET_KEY": "bench-secret-key-not-for-production",
     "WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
     "LOG_LEVEL": "WARNING",
+    "WEBHOOKS_PER_ORGANIZATION": "100",  # 50 healthy webhooks and 10 dead ones in one
 }
 
 
@@ -165,15 +169,17 @@ roles: dict[str, int] = {}
 
 
 def group_memory_mb(pgid: int) -> float:
-    """Resident memory (RSS) summed over the worker's process group.
+    """Proportional memory (PSS) summed over the worker's process group. RSS would count the
+    pages the forked processes share once in each of them."""
+    import psutil
 
-    RSS, not PSS: pages shared with the parent since the fork are counted in each process, but
-    that part is constant; PSS would rise as Python's reference counting and garbage collector
-    write to inherited pages (copy-on-write), which is no leak.
-    """
-    from tests.processes import group_members, resident_kib
+    from tests.processes import group_members
 
-    return sum(resident_kib(pid) for pid in group_members(pgid)) / 1024
+    total = 0
+    for pid in group_members(pgid):
+        with contextlib.suppress(psutil.Error):
+            total += psutil.Process(pid).memory_full_info().pss
+    return total / 1024 / 1024
 
 
 # --- set-up and publishing -----------------------------------------------------------------------

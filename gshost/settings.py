@@ -145,7 +145,7 @@ else:
 
 Q_CLUSTER = {
     "name": "gshost",
-    # Each worker process runs a delivery engine (sender threads and a timer) beside its short
+    # Each worker process runs a delivery engine (sender threads) beside its short
     # tasks such as "attempt these deliveries". One per core, at least 2: more processes than
     # cores only compete for them, and late recording is what a crash sends again (3 on 2
     # cores: about the same throughput, first-attempt p99 +50 %, more re-sent after a SIGKILL).
@@ -264,9 +264,12 @@ WEBHOOK_RETRY_DELAYS = [
     int(s) for s in env.list("WEBHOOK_RETRY_DELAYS", default=[60, 300, 1800, 7200, 21600])
 ]
 WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
-# A claimed delivery is leased for timeout + margin; a worker that dies mid-attempt loses it then.
-WEBHOOK_LEASE_MARGIN_SECONDS = env.float("WEBHOOK_LEASE_MARGIN_SECONDS", default=30.0)
-WEBHOOK_SENDER_THREADS = env.int("WEBHOOK_SENDER_THREADS", default=64)  # per worker process
+# A claimed delivery is leased for timeout + margin: a dead worker's rows are retaken then.
+WEBHOOK_LEASE_MARGIN_SECONDS = env.float("WEBHOOK_LEASE_MARGIN_SECONDS", default=2.0)
+# Per worker process; each sender thread holds one database connection.
+WEBHOOK_SENDER_THREADS = env.int("WEBHOOK_SENDER_THREADS", default=16)
+# Rows one claim leases for the process's senders (each takes the next, sends and records it).
+WEBHOOK_CLAIM_ROWS = env.int("WEBHOOK_CLAIM_ROWS", default=16)
 WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK = env.int("WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK", default=4)
 WEBHOOKS_PER_ORGANIZATION = env.int("WEBHOOKS_PER_ORGANIZATION", default=20)
 SIMULATED_RUNTIME_DELAY_SECONDS = env.float("SIMULATED_RUNTIME_DELAY_SECONDS", default=2.0)

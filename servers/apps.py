@@ -7,15 +7,14 @@ class ServersConfig(AppConfig):
 
     def ready(self) -> None:
         from django_q.models import Schedule
+        from django_q.signals import post_spawn
 
-        from gshost import handoff
         from gshost.schedules import Definition, schedule_after_migrate
-        from servers.recovery import finish_overdue_work
-        from servers.tasks import TICK_SCHEDULE_NAME
+        from servers.tasks import TICK_SCHEDULE_NAME, start_catch_up
 
-        # A lost follow-up task must never leave a server `starting`: the workers' timer,
+        # A lost follow-up task must never leave a server `starting`: a thread in each worker,
         # which needs no broker, finishes overdue work from the rows.
-        handoff.register_catch_up(finish_overdue_work)
+        post_spawn.connect(start_catch_up, dispatch_uid="servers.catch_up")
 
         schedule_after_migrate(
             self, Definition(TICK_SCHEDULE_NAME, "servers.tasks.tick", Schedule.MINUTES, 1)

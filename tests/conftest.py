@@ -17,7 +17,6 @@ from audit.services import PanelContext
 from gshost import process_state
 from servers.models import Server
 from servers.services import server_create
-from webhooks.delivery.engine import reset_process_state as reset_delivery_engine
 
 API = "/api/public/v1"
 
@@ -33,8 +32,6 @@ def _isolated_process_state(settings: Any) -> Iterator[None]:
 def _forget_process_state() -> None:
     process_state.reset_all()
     cache.clear()
-    # Until the delivery engine registers itself as "webhooks.delivery" (then reset_all does it).
-    reset_delivery_engine()
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ class WebhooksConfig(AppConfig):
 
             install(frozenset(host.lower() for host in settings.DEV_WEBHOOK_LOOPBACK_HOSTS))
 
-        # Each django-q2 worker process runs a delivery engine (pool and timer) of its own.
+        # Each django-q2 worker process runs a delivery engine (sender threads) of its own.
         post_spawn.connect(start_in_worker, dispatch_uid="webhooks.delivery.engine")
         shield_cluster_children(sys.argv)
         schedule_after_migrate(
@@ -31,6 +31,6 @@ class WebhooksConfig(AppConfig):
             Definition(
                 "webhooks.purge_history", "webhooks.tasks.purge_delivery_history", Schedule.HOURLY
             ),
-            # The minute-long sweep task of earlier versions: the engine's timer does its work.
+            # The minute-long sweep task of earlier versions: the engine's senders do its work.
             retired=("webhooks.sweep",),
         )

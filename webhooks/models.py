@@ -90,6 +90,13 @@ class Delivery(models.Model):
             ),
             models.Index(fields=["webhook", "-created_at", "-id"]),
             models.Index(fields=["status", "next_attempt_at"]),
+            # The engine's due scan walks open rows in due order, stopping at the first free ones
+            # (a sequential scan read 2,300 rows per delivery during a burst).
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=models.Q(status__in=["pending", "retry_scheduled"]),
+                name="delivery_due_open",
+            ),
             models.Index(fields=["created_at"]),
             # The engine's timer looks for asked-for redeliveries every second; few rows have one.
             models.Index(

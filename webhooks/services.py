@@ -19,8 +19,7 @@ from accounts.models import Organization
 from audit.actors import Actor
 from audit.services import PanelAction
 from webhooks import dispatch
-from webhooks.delivery.engine import send_test_ping
-from webhooks.delivery.transport import AttemptResult
+from webhooks.delivery.sender import send_ping
 from webhooks.errors import InvalidWebhookRequest, UnknownEvents, WebhookLimitReached
 from webhooks.events import EVENT_NAMES, Event
 from webhooks.models import BulkRedelivery, Delivery, DeliveryStatus, Webhook, WebhookStatus
@@ -28,6 +27,7 @@ from webhooks.payloads import event_body
 from webhooks.ping_limit import ping_slot
 from webhooks.secrets import encrypt_secret, new_signing_secret
 from webhooks.selectors import delivery_list_for_webhook
+from webhooks.targets.transport import AttemptResult
 from webhooks.targets.url_safety import check_webhook_url
 
 MAX_URL_LENGTH = 2048
@@ -190,7 +190,7 @@ def webhook_send_test(*, webhook: Webhook, actor: Actor) -> AttemptResult:
     At most PING_CONCURRENCY pings of an organization are under way at once (PingLimitReached).
     """
     with ping_slot(webhook.organization_id) as slot:
-        result = send_test_ping(webhook)
+        result = send_ping(webhook)
         slot.hold_until(result.lookup_under_way)  # a lookup left running is still this ping
     if actor.panel is not None:  # no transaction to open for an actor who writes no row
         with transaction.atomic():

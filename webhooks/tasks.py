@@ -2,7 +2,8 @@
 
 from collections.abc import Sequence
 
-from webhooks.delivery import engine, retention
+from webhooks import retention
+from webhooks.delivery import engine
 
 
 def attempt_deliveries(deliveries: Sequence[tuple[str, str]]) -> None:

@@ -8,8 +8,8 @@ from functools import partial
 
 from gshost.wsgi import application
 from tests.webhooks.receiver import loopback_resolver
-from webhooks.delivery import sender
+from webhooks.targets import client
 
-sender.sender_factory = partial(sender.build_sender, resolve=loopback_resolver)
+client.sender_factory = partial(client.build_sender, resolve=loopback_resolver)
 
 __all__ = ["application"]

@@ -1,15 +1,19 @@
 """A follow-up that could not be queued (broker down) costs the caller nothing, and the
-catch-up the delivery engine's timer runs finishes the overdue transition from the rows."""
+catch-up thread of each worker finishes the overdue transition from the rows."""
 
+import threading
 from typing import Any
 
 import pytest
+from django_q.signals import post_spawn
 from freezegun import freeze_time
 
 from gshost import handoff
 from servers import recovery
 from servers.models import Server
+from servers.tasks import catch_up_until, start_catch_up
 from tests.conftest import API, KeyMaker, client_for
+from tests.webhooks.delivery_fixtures import wait_for
 
 
 def broker_down(*args: Any) -> None:
@@ -54,5 +58,28 @@ def test_the_catch_up_finishes_a_start_whose_follow_up_was_lost(
     assert Server.objects.get(id=acme_server.id).state == "running"
 
 
-def test_the_engine_timer_runs_the_servers_catch_up() -> None:
-    assert recovery.finish_overdue_work in handoff.catch_ups()
+@pytest.mark.django_db(transaction=True)
+def test_the_catch_up_thread_finishes_a_start_whose_follow_up_was_lost(
+    make_key: KeyMaker,
+    acme_server: Server,
+    monkeypatch: pytest.MonkeyPatch,
+    settings: Any,
+) -> None:
+    settings.SIMULATED_RUNTIME_DELAY_SECONDS = 0
+    monkeypatch.setattr("servers.simulated_runtime.async_task", broker_down)
+    client_for(make_key(["servers:power"])).post(
+        f"{API}/servers/{acme_server.id}/power", {"action": "start"}, format="json"
+    )
+    stop = threading.Event()
+    catch_up = threading.Thread(target=catch_up_until, args=(stop, 0.05))
+    catch_up.start()
+    try:
+        wait_for(lambda: Server.objects.get(id=acme_server.id).state == "running", timeout=10)
+    finally:
+        stop.set()
+        catch_up.join()
+
+
+def test_each_worker_process_starts_the_catch_up_thread() -> None:
+    receivers = [reference() for _key, reference, *_ in post_spawn.receivers]
+    assert start_catch_up in receivers

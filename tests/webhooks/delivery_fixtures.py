@@ -20,12 +20,12 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from tests.webhooks.receiver import HttpsReceiver, ReceivedRequest, loopback_resolver
-from webhooks.delivery import sender
-from webhooks.delivery.transport import IPAddress
 from webhooks.events import Event
 from webhooks.models import Delivery, Webhook
 from webhooks.payloads import render_json
 from webhooks.secrets import encrypt_secret, new_signing_secret
+from webhooks.targets import client
+from webhooks.targets.transport import IPAddress
 
 T = TypeVar("T")
 HOST = "hooks.example.com"  # public-looking: check_webhook_url refuses localhost
@@ -33,7 +33,7 @@ PUBLIC_IP = ipaddress.ip_address("93.184.216.34")
 
 
 def use_resolver(monkeypatch: pytest.MonkeyPatch, resolve: Callable[[str, int], Any]) -> None:
-    monkeypatch.setattr(sender, "sender_factory", partial(sender.build_sender, resolve=resolve))
+    monkeypatch.setattr(client, "sender_factory", partial(client.build_sender, resolve=resolve))
 
 
 @pytest.fixture(name="receiver")

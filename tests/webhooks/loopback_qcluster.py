@@ -21,9 +21,9 @@ def main() -> None:
     from django.core.management import call_command
 
     from tests.webhooks.receiver import loopback_resolver
-    from webhooks.delivery import sender
+    from webhooks.targets import client
 
-    sender.sender_factory = partial(sender.build_sender, resolve=loopback_resolver)
+    client.sender_factory = partial(client.build_sender, resolve=loopback_resolver)
     call_command("qcluster")
 
 

@@ -8,8 +8,7 @@ import time
 import pytest
 
 from gshost import demo_receiver
-from webhooks.delivery import sender
-from webhooks.targets import dev_loopback
+from webhooks.targets import client, dev_loopback
 from webhooks.targets.dev_loopback import LOOPBACK, loopback_for
 
 
@@ -27,7 +26,7 @@ def test_it_leaves_every_other_name_to_the_system_resolver(monkeypatch):
 
 def test_it_is_not_installed_outside_development(settings):
     assert settings.DEV_WEBHOOK_LOOPBACK_HOSTS == []
-    assert sender.sender_factory is sender.build_sender
+    assert client.sender_factory is client.build_sender
 
 
 def _signed(secret: str, body: bytes, timestamp: int) -> tuple[str, str]:

@@ -24,8 +24,10 @@ from tests.webhooks.delivery_fixtures import (
     use_resolver,
 )
 from tests.webhooks.receiver import HttpsReceiver
-from webhooks.delivery import claims, recorder
+from webhooks.delivery import claims
 from webhooks.delivery.engine import deliver_due_now
+from webhooks.delivery.record import Finished, record_attempts
+from webhooks.delivery.sender import send_delivery
 from webhooks.models import DeliveryAttempt, DeliveryStatus, Webhook, WebhookStatus
 
 SPEC_HEADERS = [
@@ -344,16 +346,14 @@ def test_a_redelivery_asked_for_during_an_attempt_is_kept(
     hooks: Hooks, receiver: HttpsReceiver
 ) -> None:
     delivery = hooks.delivery(hooks.webhook(), redelivery_requested_at=timezone.now())
-    (claim,) = claims.claim_deliveries([delivery.id])
+    (claim,) = claims.claim_due(1)
     newer = timezone.now() + timedelta(seconds=1)
     delivery.__class__.objects.filter(pk=delivery.pk).update(redelivery_requested_at=newer)
 
-    from webhooks.delivery.sender import send_delivery
-
-    due_again = recorder.record_attempts([claims.Finished(claim, send_delivery(claim))])
+    record_attempts([Finished(claim, send_delivery(claim))])
 
     assert reload(delivery).redelivery_requested_at == newer
-    assert due_again == [(delivery.id, delivery.webhook_id)]
+    assert [claim.delivery_id for claim in claims.claim_due(1)] == [delivery.id]
 
 
 def test_a_delivery_whose_worker_died_is_attempted_again_after_its_lease(
@@ -361,9 +361,10 @@ def test_a_delivery_whose_worker_died_is_attempted_again_after_its_lease(
 ) -> None:
     with freeze_time("2026-11-22 10:00:00") as clock:
         delivery = hooks.delivery(hooks.webhook())
-        (claim,) = claims.claim_deliveries([delivery.id])  # the worker dies holding it
-        assert claim.lease_expires_at == timezone.now() + timedelta(seconds=35)
-        clock.tick(34)
+        (claim,) = claims.claim_due(1)  # the worker dies holding it
+        lease = (claim.lease_expires_at - timezone.now()).total_seconds()
+        assert lease == pytest.approx(claims.lease_duration().total_seconds(), abs=0.001)
+        clock.tick(lease - 1)
         assert deliver_due_now() == 0
         clock.tick(2)
         assert deliver_due_now() == 1
@@ -376,8 +377,8 @@ def test_a_delivery_whose_worker_died_is_attempted_again_after_its_lease(
 def test_a_claimed_row_cannot_be_claimed_again(hooks: Hooks) -> None:
     delivery = hooks.delivery(hooks.webhook())
 
-    first = claims.claim_deliveries([delivery.id])
-    second = claims.claim_deliveries([delivery.id])
+    first = claims.claim_due(5)
+    second = claims.claim_due(5)
 
     assert [claim.delivery_id for claim in first] == [delivery.id]
     assert second == []
@@ -388,13 +389,12 @@ def test_a_late_result_after_losing_the_lease_is_recorded_but_moves_nothing(
 ) -> None:
     with freeze_time("2026-11-22 10:00:00") as clock:
         delivery = hooks.delivery(hooks.webhook())
-        (stale,) = claims.claim_deliveries([delivery.id])
+        (stale,) = claims.claim_due(1)
         clock.tick(60)
-        (current,) = claims.claim_deliveries([delivery.id])
+        (current,) = claims.claim_due(1)
         receiver.set_behaviour(status=500)
-        from webhooks.delivery.sender import send_delivery
 
-        recorder.record_attempts([claims.Finished(stale, send_delivery(stale))])
+        record_attempts([Finished(stale, send_delivery(stale))])
 
     delivery = reload(delivery)
     assert (delivery.status, delivery.automatic_attempts) == (DeliveryStatus.PENDING, 0)
@@ -411,8 +411,7 @@ def test_it_skips_rows_that_are_not_due(hooks: Hooks) -> None:
     assert deliver_due_now() == 0
 
 
-def test_a_claim_takes_exactly_the_rows_the_timer_finds_due(hooks: Hooks) -> None:
-    # The PostgreSQL claim spells the due condition in SQL; the timer uses the ORM's due_filter.
+def test_a_claim_takes_exactly_the_due_rows(hooks: Hooks) -> None:
     now = timezone.now()
     webhook = hooks.webhook()
     due = [
@@ -433,8 +432,7 @@ def test_a_claim_takes_exactly_the_rows_the_timer_finds_due(hooks: Hooks) -> Non
     every_id = [delivery.id for delivery in due + not_due]
     expected = sorted(delivery.id for delivery in due)
 
-    assert sorted(delivery_id for delivery_id, _ in claims.due_candidates(ids=every_id)) == expected
-    assert sorted(claim.delivery_id for claim in claims.claim_deliveries(every_id)) == expected
+    assert sorted(claim.delivery_id for claim in claims.claim_due(20, ids=every_id)) == expected
 
 
 def test_it_attempts_only_the_given_rows(hooks: Hooks, receiver: HttpsReceiver) -> None:
@@ -508,7 +506,7 @@ def test_a_connection_closed_without_an_answer_is_tried_once_more_at_once(
     hooks: Hooks, dropping_server: Callable[..., DroppingServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # "At once" is under a second in production; a loaded CI machine gets more headroom.
-    monkeypatch.setattr("webhooks.delivery.transport.STALE_CONNECTION_SECONDS", 5.0)
+    monkeypatch.setattr("webhooks.targets.transport.STALE_CONNECTION_SECONDS", 5.0)
     server = dropping_server(drops=1)
     delivery = hooks.delivery(hooks.webhook(url=f"https://{HOST}:{server.port}/hook"))
 

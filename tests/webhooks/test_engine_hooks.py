@@ -16,11 +16,11 @@ from gshost.monitoring import metrics
 from tests.webhooks.delivery_fixtures import Hooks, reload
 from tests.webhooks.receiver import HttpsReceiver
 from webhooks.delivery.engine import deliver_due_now
-from webhooks.delivery.retention import purge_delivery_history
 from webhooks.health.rollup import OutcomeChange, apply_changes
 from webhooks.health.stats import webhook_stats
 from webhooks.metrics import AttemptOutcome, attempts_recorded
 from webhooks.models import DeliveryOutcomeCount, DeliveryStatus, Webhook
+from webhooks.retention import purge_delivery_history
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 

@@ -12,7 +12,7 @@ from tests.webhooks.delivery_fixtures import (
     expected_signature,
 )
 from tests.webhooks.receiver import HttpsReceiver
-from webhooks.delivery.engine import send_test_ping
+from webhooks.delivery.sender import send_ping
 from webhooks.models import Delivery, DeliveryAttempt, Webhook
 
 
@@ -21,7 +21,7 @@ def test_it_sends_a_signed_ping_without_event_or_delivery_headers(
 ) -> None:
     webhook = hooks.webhook()
 
-    result = send_test_ping(webhook)
+    result = send_ping(webhook)
 
     assert result.succeeded and result.status_code == 200 and result.error is None
     (request,) = receiver.requests
@@ -48,7 +48,7 @@ def test_its_body_is_compact_json_naming_the_webhook(hooks: Hooks, receiver: Htt
     webhook = hooks.webhook()
 
     with freeze_time("2026-11-22 10:00:00.123456"):
-        send_test_ping(webhook)
+        send_ping(webhook)
 
     body = receiver.requests[0].body
     assert body == (
@@ -63,7 +63,7 @@ def test_it_reports_a_failing_answer_without_retrying_or_storing_anything(
 ) -> None:
     receiver.set_behaviour(status=503, body=b"down")
 
-    result = send_test_ping(hooks.webhook())
+    result = send_ping(hooks.webhook())
 
     assert (result.succeeded, result.status_code, result.response_body) == (False, 503, "down")
     assert len(receiver.requests) == 1
@@ -75,7 +75,7 @@ def test_it_refuses_a_url_failing_the_address_check_without_sending(
 ) -> None:
     webhook = hooks.webhook(url=f"https://127.0.0.1:{receiver.port}/hook")
 
-    result = send_test_ping(webhook)
+    result = send_ping(webhook)
 
     assert (result.error, result.status_code, result.request_headers) == (
         "address_rejected",
@@ -90,7 +90,7 @@ def test_it_refuses_to_send_without_a_usable_secret(hooks: Hooks, receiver: Http
     Webhook.objects.filter(pk=webhook.pk).update(encrypted_secret="gAAAAA-broken")
     webhook.refresh_from_db()
 
-    result = send_test_ping(webhook)
+    result = send_ping(webhook)
 
     assert result.error == "signing_secret_unusable"
     assert receiver.connections_accepted == 0

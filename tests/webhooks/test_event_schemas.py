@@ -14,7 +14,8 @@ from jsonschema import Draft202012Validator
 from tests.webhooks.delivery_fixtures import Hooks
 from tests.webhooks.receiver import HttpsReceiver
 from webhooks.api.openapi import schema_name
-from webhooks.delivery.engine import deliver_due_now, send_test_ping
+from webhooks.delivery.engine import deliver_due_now
+from webhooks.delivery.sender import send_ping
 from webhooks.events import Event
 from webhooks.services import publish_event
 
@@ -99,7 +100,7 @@ def test_it_points_each_webhook_at_its_event_schema(document, event):
 
 
 def test_it_describes_the_real_test_ping(document, hooks, receiver):
-    send_test_ping(hooks.webhook())
+    send_ping(hooks.webhook())
     (request,) = receiver.requests
     validator(document, "WebhookTestPing").validate(json.loads(request.body))
 

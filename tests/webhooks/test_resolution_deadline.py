@@ -13,9 +13,9 @@ import pytest
 from audit.actors import Actor
 from tests.webhooks.delivery_fixtures import Hooks, use_resolver
 from tests.webhooks.receiver import LOOPBACK, LOOPBACK_NETWORKS, HttpsReceiver
-from webhooks.delivery.transport import WebhookSender
 from webhooks.ping_limit import PingLimitReached
 from webhooks.services import webhook_send_test
+from webhooks.targets.transport import WebhookSender
 from webhooks.targets.url_safety import parse_webhook_url
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

@@ -35,7 +35,7 @@ def test_it_purges_deliveries_and_attempts_older_than_seven_days(hooks: Hooks) -
 
 
 def test_it_purges_in_batches(hooks: Hooks, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("webhooks.delivery.retention.PURGE_BATCH", 3)
+    monkeypatch.setattr("webhooks.retention.PURGE_BATCH", 3)
     webhook = hooks.webhook()
     old = timezone.now() - timedelta(days=8)
     for _ in range(7):

@@ -17,8 +17,8 @@ from tests.webhooks.receiver import (
     HttpsReceiver,
     loopback_resolver,
 )
-from webhooks.delivery.transport import AttemptResult, WebhookSender
 from webhooks.signing import signature_headers, verify
+from webhooks.targets.transport import AttemptResult, WebhookSender
 from webhooks.targets.url_safety import parse_webhook_url
 
 SECRET = "whsec_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8s9T0u1V"

@@ -27,7 +27,8 @@ from tests.webhooks.worker_cluster import (
     start_cluster,
     stop_cluster,
 )
-from webhooks.delivery.engine import deliver_due_now, send_test_ping
+from webhooks.delivery.engine import deliver_due_now
+from webhooks.delivery.sender import send_ping
 from webhooks.events import Event
 from webhooks.services import publish_event, webhook_roll_secret
 
@@ -88,7 +89,7 @@ def test_it_verifies_a_redelivery(hooks: Hooks, receiver: HttpsReceiver) -> None
 
 def test_it_verifies_a_test_ping_with_its_own_id(hooks: Hooks, receiver: HttpsReceiver) -> None:
     webhook = hooks.webhook()
-    send_test_ping(webhook)
+    send_ping(webhook)
     request = only_request(receiver)
     assert verify(hooks.secrets[webhook.id], request)["type"] == "ping"
     assert (request.header("webhook-id") or "").startswith("png_")
@@ -148,7 +149,7 @@ def test_it_signs_test_pings_with_both_secrets_during_the_grace(
 ) -> None:
     webhook, old, new = rolled
     with freeze_time("2026-11-22T11:00:00Z"):
-        send_test_ping(webhook)
+        send_ping(webhook)
         request = only_request(receiver)
         verify(new, request)
         verify(old, request)

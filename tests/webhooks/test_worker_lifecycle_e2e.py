@@ -44,7 +44,6 @@ from tests.webhooks.worker_cluster import (
     start_cluster,
     stop_cluster,
 )
-from webhooks.delivery.recorder import MAX_FINISHED_UNRECORDED
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryStatus
 from webhooks.services import publish_event
@@ -53,6 +52,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), needs_po
 
 WORKERS = 2
 SENDER_THREADS = 16
+CLAIM_ROWS = 4
 EXIT_WAIT_SECONDS = 60.0  # generous: exit must happen; how fast is the benchmark's business
 
 Cluster = Callable[..., subprocess.Popen[bytes]]
@@ -71,6 +71,7 @@ def cluster_fixture(receiver: HttpsReceiver, tmp_path: Path) -> Iterator[Cluster
             WEBHOOK_TIMEOUT_SECONDS="5",
             WEBHOOK_LEASE_MARGIN_SECONDS="1",
             WEBHOOK_SENDER_THREADS=str(SENDER_THREADS),
+            WEBHOOK_CLAIM_ROWS=str(CLAIM_ROWS),
             Q_WORKERS=str(WORKERS),
             **overrides,
         )
@@ -180,8 +181,8 @@ def test_a_killed_worker_loses_nothing_and_resends_only_what_was_unrecorded(
     sent = Counter(r.header("X-Webhook-Delivery") for r in receiver.requests)
     resent = sum(1 for delivery_id in ids if sent[delivery_id] > 1)
     assert all(sent[delivery_id] >= 1 for delivery_id in ids)
-    # At most what was on the network plus the recorder's bounded backlog, per worker process.
-    assert resent <= WORKERS * (SENDER_THREADS + MAX_FINISHED_UNRECORDED)
+    # At most the rows the senders held: each claims CLAIM_ROWS at a time.
+    assert resent <= WORKERS * SENDER_THREADS * CLAIM_ROWS
 
 
 def test_a_retry_due_just_after_the_worker_starts_is_attempted_without_a_scheduler(

@@ -25,7 +25,6 @@ from gshost.api.input import parse_input
 from gshost.api.query import choice_param, text_param
 from gshost.api.schema import ERROR_CODES
 from gshost.ids import format_timestamp
-from webhooks.delivery.transport import AttemptResult
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Webhook
 from webhooks.payloads import parse_body
@@ -48,6 +47,7 @@ from webhooks.services import (
     webhook_send_test,
     webhook_update,
 )
+from webhooks.targets.transport import AttemptResult
 
 EVENT_ALIAS = "event_types"  # the older name of `events`, still accepted by PATCH
 MAX_EVENT_ENTRIES = 50

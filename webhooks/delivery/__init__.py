@@ -1,20 +1,28 @@
-"""The delivery engine. How a delivery moves (the rows hold the state; a queue only says
-"look at row N now"):
+"""The delivery engine. The rows hold all the state; a task only says "look now".
 
-1. ``publish_event`` writes a row (pending, due now); after commit ``dispatch.request_attempts``
-   queues the django-q2 task ``attempt_deliveries`` naming it. If the broker is down, nothing
-   is raised: the timer (5) finds the row.
-2. In the worker, the task hands the row to the process's ``engine``, which started with the
-   process (django-q2's ``post_spawn``). Its ``pool`` dispatcher ``claims`` the row: a lease,
-   never more rows than idle sender threads, at most a few per webhook on the network.
-3. A ``sender`` thread re-checks the URL, decrypts the secret, signs, and makes the attempt
-   over the ``transport`` (DNS-pinned HTTPS, 10 s deadline, pooled keep-alive connections).
-4. The ``recorder`` writes the attempt and the row's next state, decided by ``policy``
-   (success, retry when, fail when) from the state the claim read, in one transaction per
-   batch (``batch_writes``: one statement on PostgreSQL), and so releases the lease.
-5. The ``timer`` sleeps until the next row falls due (at most a second), then offers every due
-   row to the pool: retries, redeliveries, rows whose task was lost, expired leases of a dead
-   worker. No broker is needed for that.
-6. On stop the engine claims nothing more, lets attempts on the network finish for up to 10 s,
-   records them and gives back unfinished leases; on a crash, leases expire and (5) retakes them.
+One delivery's path, from the hand-off to the recorded attempt (2 thread hand-offs, 10 calls):
+
+1. ``services.publish_event`` writes the row (pending, due now); after commit
+   ``dispatch.request_attempts`` queues the django-q2 task ``attempt_deliveries`` (a broker
+   outage is logged, never raised: a sender's due scan finds the row within a second anyway).
+2. [hand-off 1: broker -> worker process] ``tasks.attempt_deliveries`` ->
+   ``engine.attempt_deliveries``: the row's id joins the process's named rows, senders wake.
+3. [hand-off 2: task thread -> sender threads] a sender (``engine.Engine._round``) takes the
+   next of the rows its process holds; when none are left, it claims up to
+   ``WEBHOOK_CLAIM_ROWS`` for every sender (``claims.claim_due``: named rows by id, else the
+   due scan; ``claims.due`` is the one definition of due; one ``UPDATE … SKIP LOCKED …
+   RETURNING`` on PostgreSQL; lease = attempt deadline + margin).
+4. ``sender.send_delivery`` re-checks the URL, decrypts the secret, signs (Standard Webhooks),
+   and POSTs through ``webhooks.targets`` (DNS-pinned HTTPS, private addresses refused, 10 s
+   deadline).
+5. ``record.record_attempts`` writes the attempt and the row's next state (``policy``), with
+   any other attempts finished meanwhile in the process (whichever sender gets the recording
+   lock writes them all: one statement on PostgreSQL), compare-and-set on the lease; then
+   ``recording_hooks`` (metrics, notices).
+
+A sender with nothing due sleeps at most half a second, so retries, lost hand-offs and a dead
+worker's expired leases (retaken seconds after the death) need no broker. On stop (the worker's
+main thread ends, or ``stop_engine``) each sender finishes the attempt on the network, records
+it, gives back what was claimed and not started; ``process`` keeps a group SIGTERM to the
+orderly stop.
 """

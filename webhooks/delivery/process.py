@@ -1,43 +1,31 @@
-"""How the engine rides on django-q2's processes: started with each worker, stopped in order
-whether SIGTERM reaches the cluster's main process only or its whole process group.
+"""How the engine rides on django-q2's processes: started with each worker (``post_spawn``),
+stopped in order whether SIGTERM reaches the cluster's main process only or its whole group.
 
-django-q2 stops in order when its main process gets SIGTERM or SIGINT: the sentinel (its
-supervisor process) stops the pusher, then queues one STOP per worker behind the tasks already
-queued, and each worker leaves its task loop at its STOP (its engine then stops, see
-``engine``). Only that path is orderly, so every other process of the cluster leaves SIGTERM to
-it. Sent to the whole process group (systemd's default), SIGTERM would also reach:
+Only the main process's SIGTERM/SIGINT stop is orderly: the sentinel queues one STOP per
+worker behind the queued tasks, each worker leaves its task loop at its STOP, and its engine
+then finishes (``engine``: its sender threads end with the main thread). A SIGTERM to the
+whole group (systemd's default) would also reach the sentinel, whose default action kills it
+while the main process waits on it (django-q2 sets that default in the sentinel, so no handler
+of ours can be installed there), and the workers, dropping their queued tasks.
 
-- the sentinel, whose default action kills it mid-wait (the main process then hangs for ever
-  in ``stop_event.set()``), and the pusher and monitor, which it would kill mid-task;
-- the workers: one leaving its loop at once drops the tasks queued for it, and once all have
-  left, the pusher blocks for ever putting a task into the full task queue while the sentinel
-  waits for the pusher to stop, so the cluster never exits.
-
-So the cluster's main process forks its children with SIGTERM blocked (a signal mask is
-inherited across fork; django-q2's ``signal.signal`` calls do not change it). A worker keeps it
-blocked and, at ``post_spawn``, starts a thread that takes each SIGTERM with its sender
-(``signal.sigwaitinfo``): one from its parent (the sentinel ending a worker whose task timed
-out, or a sentinel exiting with workers left) makes it leave its task loop at once; any other
-(the group's) is left to the orderly stop. Only public interfaces: ``signal.pthread_sigmask``,
-``signal.sigwaitinfo``, ``_thread.interrupt_main``, ``os.register_at_fork`` and django-q2's
-``post_spawn`` signal. ``tests/webhooks/test_engine_parts.py`` checks the mask and the routing;
-the group-SIGTERM end-to-end test fails if the cluster stops differently.
+So the main process of ``qcluster`` forks its children with SIGTERM blocked: a signal mask is
+inherited across fork and is the one public means (``signal.pthread_sigmask``) that reaches
+the sentinel. A worker then takes its SIGTERMs with ``signal.sigwaitinfo`` to honour the one
+its parent sends (the sentinel ending a worker whose task overran its timeout), by ending the
+process as the default action would; a SIGTERM from anyone else is left to the orderly stop.
+SIGINT needs nothing: django-q2 ignores it in every child.
 """
 
 from __future__ import annotations
 
-import _thread
 import logging
 import os
 import signal
 import threading
 from collections.abc import Sequence
-from types import FrameType
 from typing import Any
 
 logger = logging.getLogger(__name__)
-
-_SHIELDED = {signal.SIGTERM}
 
 
 def shield_cluster_children(argv: Sequence[str]) -> None:
@@ -48,42 +36,27 @@ def shield_cluster_children(argv: Sequence[str]) -> None:
 
     def before_fork() -> None:
         if os.getpid() == main_pid:
-            signal.pthread_sigmask(signal.SIG_BLOCK, _SHIELDED)
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
     def after_fork_in_parent() -> None:
         if os.getpid() == main_pid:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, _SHIELDED)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
     os.register_at_fork(before=before_fork, after_in_parent=after_fork_in_parent)
 
 
 def start_in_worker(**_signal_kwargs: Any) -> None:
-    """django-q2's ``post_spawn`` receiver: start the engine with the worker process, and route
-    the worker's SIGTERMs (see the module docstring)."""
+    """django-q2's ``post_spawn`` receiver: start the engine with the worker process."""
     from webhooks.delivery.engine import get_engine
 
-    get_engine(catch_ups=True)
-    if threading.current_thread() is threading.main_thread():
-        route_sigterm()
+    get_engine()
+    if signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, []):
+        threading.Thread(target=_end_at_parents_sigterm, name="worker-sigterm", daemon=True).start()
 
 
-def route_sigterm() -> None:
-    """In a shielded process's main thread: leave the task loop at a SIGTERM from the parent
-    process, leave any other to the cluster's orderly stop. Does nothing unshielded."""
-    if signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, []):
-        return
-    signal.signal(signal.SIGTERM, _leave_task_loop)
-    threading.Thread(target=_take_sigterms, name="worker-sigterm", daemon=True).start()
-
-
-def _take_sigterms() -> None:
+def _end_at_parents_sigterm() -> None:
     while True:
-        sender = signal.sigwaitinfo(_SHIELDED).si_pid
+        sender = signal.sigwaitinfo({signal.SIGTERM}).si_pid
         if sender == os.getppid():
-            _thread.interrupt_main(signal.SIGTERM)  # runs _leave_task_loop in the main thread
-            return
+            os.kill(os.getpid(), signal.SIGKILL)  # leases in flight run out and are retaken
         logger.info("SIGTERM from pid %s left to the cluster's orderly stop", sender)
-
-
-def _leave_task_loop(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(0)  # the engine's timer sees the main thread end and stops in order

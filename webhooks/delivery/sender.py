@@ -1,33 +1,19 @@
 """One attempt: the URL re-check, the secret, the signed request, the answer.
 
-Nothing here touches the database, so it can run on any sender thread. The process shares one
-``WebhookSender`` (keep-alive pools, one cached SSL context); it is rebuilt only when the
-settings it was made from change, which in practice means in tests. The URL is parsed once, by
-``check_webhook_url``, and the transport connects to what that returned.
+Nothing here touches the database, so it can run on any sender thread. The URL is parsed once,
+by ``check_webhook_url``; the process's client (``webhooks.targets.client``) connects to what
+that returned.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import os
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
-from django.conf import settings
 from django.utils import timezone
 
 from gshost.ids import format_timestamp, new_id
-from webhooks.delivery.transport import (
-    USER_AGENT,
-    AttemptResult,
-    IPNetwork,
-    Resolver,
-    WebhookSender,
-)
 from webhooks.models import AttemptError
 from webhooks.secrets import SigningKeys, signing_keys
 from webhooks.signing import (
@@ -38,6 +24,11 @@ from webhooks.signing import (
     TIMESTAMP_HEADER,
     signature_headers,
 )
+from webhooks.targets import client
+from webhooks.targets.transport import (
+    USER_AGENT,
+    AttemptResult,
+)
 from webhooks.targets.url_safety import CheckedUrl, UnsafeWebhookUrl, check_webhook_url
 
 if TYPE_CHECKING:
@@ -47,85 +38,6 @@ if TYPE_CHECKING:
 EVENT_HEADER: Final = "X-Webhook-Event"
 DELIVERY_HEADER: Final = "X-Webhook-Delivery"
 STANDARD_HEADERS: Final = (STANDARD_ID_HEADER, STANDARD_TIMESTAMP_HEADER, STANDARD_SIGNATURE_HEADER)
-
-
-# --- the process's sender ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SenderConfig:
-    ca_bundle: str | None
-    timeout: float
-    allowed_networks: tuple[IPNetwork, ...]
-    connections_per_host: int = 64
-
-    @classmethod
-    def from_settings(cls) -> SenderConfig:
-        return cls(
-            ca_bundle=settings.WEBHOOK_CA_BUNDLE,
-            timeout=float(settings.WEBHOOK_TIMEOUT_SECONDS),
-            allowed_networks=tuple(
-                ipaddress.ip_network(network, strict=False)
-                for network in settings.WEBHOOK_ALLOWED_NETWORKS
-            ),
-            connections_per_host=int(settings.WEBHOOK_SENDER_THREADS),
-        )
-
-
-def build_sender(config: SenderConfig, resolve: Resolver | None = None) -> WebhookSender:
-    return WebhookSender(
-        ca_bundle=config.ca_bundle,
-        timeout=config.timeout,
-        allowed_networks=config.allowed_networks,
-        resolve=resolve,
-        # As many keep-alive connections per (host, address) as attempts can be on the
-        # network at once: a smaller pool discards connections (and urllib3 logs each one)
-        # when many webhooks share a receiver host.
-        max_connections_per_host=config.connections_per_host,
-    )
-
-
-SenderFactory = Callable[[SenderConfig], WebhookSender]
-
-# Tests (and the benchmark's worker) replace this to resolve their receiver's name to loopback.
-sender_factory: SenderFactory = build_sender
-
-_sender_lock = threading.Lock()
-_sender: tuple[tuple[object, ...], WebhookSender] | None = None
-
-
-def get_sender() -> WebhookSender:
-    """The process-wide sender for the current settings (never one inherited across fork)."""
-    global _sender
-    key = (
-        os.getpid(),
-        settings.WEBHOOK_CA_BUNDLE,
-        settings.WEBHOOK_TIMEOUT_SECONDS,
-        tuple(settings.WEBHOOK_ALLOWED_NETWORKS),
-        settings.WEBHOOK_SENDER_THREADS,
-        sender_factory,
-    )
-    current = _sender
-    if current is not None and current[0] == key:
-        return current[1]
-    with _sender_lock:
-        current = _sender
-        if current is not None and current[0] == key:
-            return current[1]
-        sender = sender_factory(SenderConfig.from_settings())
-        _sender = (key, sender)
-    if current is not None and current[0][0] == os.getpid():
-        current[1].close()
-    return sender
-
-
-def forget_sender() -> None:
-    """Close the shared sender (tests, and process shutdown)."""
-    global _sender
-    with _sender_lock:
-        current, _sender = _sender, None
-    if current is not None and current[0][0] == os.getpid():
-        current[1].close()
 
 
 # --- requests ---------------------------------------------------------------------------------
@@ -196,7 +108,7 @@ def _send_signed(
         return checked
     target, keys = checked
     headers = signed_headers(keys, body, message_id, extra)
-    return get_sender().send(target=target, body=body, headers=headers)
+    return client.get_sender().send(target=target, body=body, headers=headers)
 
 
 def send_delivery(claim: Claim) -> AttemptResult:

@@ -1,7 +1,7 @@
 """What recording an attempt tells the rest of the service, in plain values.
 
 The engine calls ``outcome_of`` and ``rollup_changes`` for each attempt it records, writes the
-rollup changes of the rows that moved with the batch (``delivery.batch_writes``), and hands the
+rollup changes of the rows that moved with the batch (``delivery.record``), and hands the
 outcomes to ``after_commit`` once the batch has committed: delivery metrics, and failure
 notices to the owners of deliveries that have just failed. Nothing here can fail the recording.
 """

@@ -1,2 +1,3 @@
-"""Where a webhook may send: the static URL checks (SSRF) and, in development only, the
-loopback resolver for the demo receiver."""
+"""Where and how a webhook's host may be reached: the static URL checks (SSRF), the outbound
+HTTPS client (name resolution within the deadline, connections only to the checked public
+address), and, in development only, the loopback resolver for the demo receiver."""

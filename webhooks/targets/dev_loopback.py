@@ -12,8 +12,8 @@ still applies: 127.0.0.1 passes only because ``make run`` also puts it in
 import ipaddress
 from functools import partial
 
-from webhooks.delivery import sender
-from webhooks.delivery.transport import IPAddress, Resolver, resolve_host
+from webhooks.targets import client
+from webhooks.targets.transport import IPAddress, Resolver, resolve_host
 
 LOOPBACK = ipaddress.IPv4Address("127.0.0.1")
 
@@ -27,4 +27,4 @@ def loopback_for(names: frozenset[str]) -> Resolver:
 
 def install(names: frozenset[str]) -> None:
     """Make this process's webhook sender resolve ``names`` to 127.0.0.1."""
-    sender.sender_factory = partial(sender.build_sender, resolve=loopback_for(names))
+    client.sender_factory = partial(client.build_sender, resolve=loopback_for(names))
