@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Min
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -24,10 +24,10 @@ from gshost.monitoring.metrics import (
     WEBHOOK_FIRST_ATTEMPT_LAG,
     WEBHOOK_RECORD_DELAY,
 )
+from webhooks.delivery import claims
 from webhooks.models import Delivery, DeliveryStatus
 
 SETTLED: Final = frozenset({DeliveryStatus.SUCCESS.value, DeliveryStatus.FAILED.value})
-_OPEN: Final = (DeliveryStatus.PENDING, DeliveryStatus.RETRY_SCHEDULED)
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,7 @@ class BacklogCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         now = timezone.now()
-        free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-        due = Delivery.objects.filter(free, status__in=_OPEN, next_attempt_at__lte=now)
+        due = Delivery.objects.filter(claims.due(now))
         summary = due.aggregate(count=Count("*"), oldest=Min("next_attempt_at"))
         count = GaugeMetricFamily(
             "gshost_webhook_backlog_deliveries",
