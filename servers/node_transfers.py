@@ -57,12 +57,8 @@ def migration_to_node_begin(*, server: Server, target: Node, actor: Actor) -> Se
         raise MigrationRefused(refused.message) from None
     if not free_port_count(target):
         raise MigrationRefused(f"Node {target.name} has no free port.")
-    with transaction.atomic():
-        first_guess = format_address(target.address, target.first_port)  # fixed on completion
-        migration = new_migration_row(server, first_guess, actor)
-        ServerMigration.objects.filter(id=migration.id).update(target_node=target)
-    migration.target_node = target
-    return migration
+    first_guess = format_address(target.address, target.first_port)  # fixed on completion
+    return new_migration_row(server, first_guess, actor, target_node=target)
 
 
 def migration_to_node_start(*, server: Server, target: Node, actor: Actor) -> ServerMigration:

@@ -11,7 +11,7 @@ from django.utils import timezone
 from audit.actors import Actor
 from servers import events
 from servers.errors import InvalidAddress, InvalidState
-from servers.models import MigrationState, Server, ServerMigration
+from servers.models import MigrationState, Node, Server, ServerMigration
 from servers.runtime import get_runtime
 from webhooks.events import Event
 
@@ -47,7 +47,9 @@ def suggest_new_address(current: str) -> str:
             return candidate
 
 
-def new_migration_row(server: Server, new_address: str, actor: Actor) -> ServerMigration:
+def new_migration_row(
+    server: Server, new_address: str, actor: Actor, target_node: Node | None = None
+) -> ServerMigration:
     ip, port = parse_address(new_address)
     new_address = format_address(ip, port)
     if new_address == server.address:
@@ -59,6 +61,7 @@ def new_migration_row(server: Server, new_address: str, actor: Actor) -> ServerM
                 previous_address=server.address,
                 new_address=new_address,
                 requested_by=actor.describe()[:200],
+                target_node=target_node,
             )
     except IntegrityError:
         raise InvalidState(server.state, "The server is already being migrated.") from None
