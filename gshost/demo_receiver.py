@@ -19,6 +19,7 @@ import json
 import signal
 import ssl
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -55,6 +56,9 @@ def describe(headers: Any, body: bytes, outcome: str) -> str:
     return f"[receiver] {kind}{where} delivery={delivery} signature {outcome}"
 
 
+_output_lock = threading.Lock()
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
@@ -67,8 +71,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.headers.get("X-Webhook-Signature"),
             body,
         )
-        print(describe(self.headers, body, outcome), flush=True)
-        print(f"[receiver]   {body.decode(errors='replace')}", flush=True)
+        summary = describe(self.headers, body, outcome)
+        report = f"{summary}\n[receiver]   {body.decode(errors='replace')}\n"
+        with _output_lock:  # handler threads print whole reports, never interleaved
+            sys.stdout.write(report)
+            sys.stdout.flush()
         status = 200 if outcome == "verified" or not secret else 401
         reply = json.dumps({"received": True, "signature": outcome}).encode()
         self.send_response(status)

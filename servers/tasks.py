@@ -8,6 +8,7 @@ from datetime import datetime
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
+from gshost import process_state
 from servers.config_events import config_events_apply_due
 from servers.node_transfers import migration_to_node_run, migrations_to_node_expire
 from servers.runtime import runtime_sweep
@@ -52,15 +53,35 @@ def migration_to_node(migration_id: int) -> None:
     migration_to_node_run(migration_id=migration_id)
 
 
-def start_catch_up(**_signal_kwargs: object) -> threading.Event:
+def start_catch_up(**_signal_kwargs: object) -> None:
     """django-q2's ``post_spawn`` receiver: a thread of the worker's own runs
     ``recovery.finish_overdue_work`` every CATCH_UP_SECONDS. It needs no broker, so a
-    follow-up task that could not be queued costs seconds. Returns the event that stops it."""
-    stop = threading.Event()
-    threading.Thread(
-        target=catch_up_until, args=(stop, CATCH_UP_SECONDS), name="servers-catch-up", daemon=True
-    ).start()
-    return stop
+    follow-up task that could not be queued costs seconds. One thread a process: django-q2's
+    sync mode sends ``post_spawn`` in the calling process for every task."""
+    global _catch_up
+    with _catch_up_lock:
+        if _catch_up is not None and _catch_up[0].is_alive():
+            return
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=catch_up_until,
+            args=(stop, CATCH_UP_SECONDS),
+            name="servers-catch-up",
+            daemon=True,
+        )
+        thread.start()
+        _catch_up = (thread, stop)
+
+
+def stop_catch_up() -> None:
+    global _catch_up
+    with _catch_up_lock:
+        if _catch_up is None:
+            return
+        thread, stop = _catch_up
+        _catch_up = None
+    stop.set()
+    thread.join()
 
 
 def catch_up_until(stop: threading.Event, every: float) -> None:
@@ -76,3 +97,8 @@ def catch_up_until(stop: threading.Event, every: float) -> None:
                 close_old_connections()
     finally:
         connection.close()
+
+
+_catch_up: tuple[threading.Thread, threading.Event] | None = None
+_catch_up_lock = threading.Lock()
+process_state.register("servers.catch_up", bound="one thread", reset=stop_catch_up)

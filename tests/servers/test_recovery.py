@@ -8,7 +8,7 @@ import pytest
 from django_q.signals import post_spawn
 from freezegun import freeze_time
 
-from gshost import handoff
+from gshost import handoff, process_state
 from servers import recovery
 from servers.models import Server
 from servers.tasks import catch_up_until, start_catch_up
@@ -83,3 +83,18 @@ def test_the_catch_up_thread_finishes_a_start_whose_follow_up_was_lost(
 def test_each_worker_process_starts_the_catch_up_thread() -> None:
     receivers = [reference() for _key, reference, *_ in post_spawn.receivers]
     assert start_catch_up in receivers
+
+
+def test_a_process_runs_one_catch_up_thread_however_often_it_is_spawned_and_reset_stops_it() -> (
+    None
+):
+    def catch_up_threads() -> list[threading.Thread]:
+        return [thread for thread in threading.enumerate() if thread.name == "servers-catch-up"]
+
+    start_catch_up()
+    start_catch_up()
+    assert len(catch_up_threads()) == 1
+
+    process_state.reset_all()
+
+    assert catch_up_threads() == []
