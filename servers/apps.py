@@ -10,7 +10,8 @@ class ServersConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from gshost.schedules import Definition, schedule_after_migrate
-        from servers.tasks import TICK_SCHEDULE_NAME, start_catch_up
+        from servers.recovery import start_catch_up
+        from servers.tasks import TICK_SCHEDULE_NAME
 
         # A lost follow-up task must never leave a server `starting`: a thread in each worker,
         # which needs no broker, finishes overdue work from the rows.

@@ -11,7 +11,7 @@ from freezegun import freeze_time
 from gshost import handoff, process_state
 from servers import recovery
 from servers.models import Server
-from servers.tasks import catch_up_until, start_catch_up
+from servers.recovery import catch_up_until, start_catch_up
 from tests.conftest import API, KeyMaker, client_for
 from tests.webhooks.delivery_fixtures import wait_for
 
