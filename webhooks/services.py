@@ -19,7 +19,6 @@ from accounts.models import Organization
 from audit.actors import Actor
 from audit.services import PanelAction
 from webhooks import dispatch
-from webhooks.delivery.sender import send_ping
 from webhooks.errors import InvalidWebhookRequest, UnknownEvents, WebhookLimitReached
 from webhooks.events import EVENT_NAMES, Event
 from webhooks.models import BulkRedelivery, Delivery, DeliveryStatus, Webhook, WebhookStatus
@@ -27,6 +26,7 @@ from webhooks.payloads import event_body
 from webhooks.ping_limit import ping_slot
 from webhooks.secrets import encrypt_secret, new_signing_secret
 from webhooks.selectors import delivery_list_for_webhook
+from webhooks.targets.signed import send_ping
 from webhooks.targets.transport import AttemptResult
 from webhooks.targets.url_safety import check_webhook_url
 

@@ -16,9 +16,8 @@ from servers.runtime import runtime_sweep
 from servers.services import PowerAction, server_power, server_send_command
 from tests.browser.conftest import sign_in
 from tests.conftest import API, client_for
-from tests.webhooks.delivery_fixtures import use_resolver
+from tests.webhooks.delivery_fixtures import deliver_due_now, use_resolver
 from tests.webhooks.receiver import HttpsReceiver, loopback_resolver
-from webhooks.delivery.engine import deliver_due_now
 from webhooks.models import Delivery, Webhook
 from webhooks.services import webhook_create
 

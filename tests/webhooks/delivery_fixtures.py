@@ -20,6 +20,9 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from tests.webhooks.receiver import HttpsReceiver, ReceivedRequest, loopback_resolver
+from webhooks.delivery import claims
+from webhooks.delivery.engine import send_delivery
+from webhooks.delivery.record import Finished, record_attempts
 from webhooks.events import Event
 from webhooks.models import Delivery, Webhook
 from webhooks.payloads import render_json
@@ -155,3 +158,13 @@ class FlippingResolver:
     def __call__(self, host: str, port: int) -> list[IPAddress]:
         self.calls += 1
         return [PUBLIC_IP] if self.calls == 1 else [ipaddress.ip_address("127.0.0.1")]
+
+
+def deliver_due_now() -> int:
+    """Claim what is due and attempt it on this thread, one row at a time, as a sender does;
+    the number of attempts made."""
+    made = 0
+    while taken := claims.claim_due(1):
+        record_attempts([Finished(taken[0], send_delivery(taken[0]))])
+        made += 1
+    return made

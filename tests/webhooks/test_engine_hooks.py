@@ -13,9 +13,8 @@ from freezegun import freeze_time
 
 from accounts.services import member_add
 from gshost.monitoring import metrics
-from tests.webhooks.delivery_fixtures import Hooks, reload
+from tests.webhooks.delivery_fixtures import Hooks, deliver_due_now, reload
 from tests.webhooks.receiver import HttpsReceiver
-from webhooks.delivery.engine import deliver_due_now
 from webhooks.health.rollup import OutcomeChange, apply_changes
 from webhooks.health.stats import webhook_stats
 from webhooks.metrics import AttemptOutcome, attempts_recorded

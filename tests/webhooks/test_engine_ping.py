@@ -12,8 +12,8 @@ from tests.webhooks.delivery_fixtures import (
     expected_signature,
 )
 from tests.webhooks.receiver import HttpsReceiver
-from webhooks.delivery.sender import send_ping
 from webhooks.models import Delivery, DeliveryAttempt, Webhook
+from webhooks.targets.signed import send_ping
 
 
 def test_it_sends_a_signed_ping_without_event_or_delivery_headers(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,25 @@ ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 
 # --- policy ---------------------------------------------------------------------------------
+
+PENDING = policy.DeliveryState(
+    status=DeliveryStatus.PENDING,
+    next_attempt_at=NOW,
+    automatic_attempts=0,
+    last_error="",
+    completed_at=None,
+)
+GAVE_UP = policy.DeliveryState(
+    status=DeliveryStatus.FAILED,
+    next_attempt_at=None,
+    automatic_attempts=6,
+    last_error="status_503",
+    completed_at=None,
+)
+
+
+def after(state: policy.DeliveryState, trigger: AttemptTrigger, code: int) -> policy.DeliveryState:
+    return policy.after_attempt(state, trigger=trigger, status_code=code, error=None, now=NOW)
 
 
 @pytest.mark.parametrize(
@@ -44,52 +64,35 @@ def test_it_counts_only_a_2xx_answer_without_error_as_success(
 def test_it_schedules_the_next_attempt_by_the_configured_delays(settings: Any) -> None:
     settings.WEBHOOK_RETRY_DELAYS = [5, 60]
 
-    first = policy.after_automatic_attempt(attempts_made=1, status_code=503, error=None, now=NOW)
-    second = policy.after_automatic_attempt(attempts_made=2, status_code=503, error=None, now=NOW)
+    first = after(PENDING, AttemptTrigger.AUTOMATIC, 503)
+    second = after(first, AttemptTrigger.AUTOMATIC, 503)
 
-    assert first == policy.NextStep(DeliveryStatus.RETRY_SCHEDULED, NOW + timedelta(seconds=5))
-    assert second == policy.NextStep(DeliveryStatus.RETRY_SCHEDULED, NOW + timedelta(seconds=60))
+    assert (first.status, first.next_attempt_at) == ("retry_scheduled", NOW + timedelta(seconds=5))
+    assert second.next_attempt_at == NOW + timedelta(seconds=60)
 
 
 def test_it_fails_the_delivery_after_the_last_retry(settings: Any) -> None:
     settings.WEBHOOK_RETRY_DELAYS = [5, 60]
+    retried_twice = replace(PENDING, status=DeliveryStatus.RETRY_SCHEDULED, automatic_attempts=2)
 
-    step = policy.after_automatic_attempt(attempts_made=3, status_code=503, error=None, now=NOW)
+    state = after(retried_twice, AttemptTrigger.AUTOMATIC, 503)
 
-    assert step == policy.NextStep(DeliveryStatus.FAILED, None)
+    assert (state.status, state.next_attempt_at, state.automatic_attempts) == ("failed", None, 3)
 
 
 @pytest.mark.parametrize("error", sorted(policy.FINAL_ERRORS))
 def test_it_fails_at_once_on_a_final_error(error: str) -> None:
-    step = policy.after_automatic_attempt(attempts_made=1, status_code=None, error=error, now=NOW)
+    state = policy.after_attempt(
+        PENDING, trigger=AttemptTrigger.AUTOMATIC, status_code=None, error=error, now=NOW
+    )
 
-    assert step.status == DeliveryStatus.FAILED
+    assert (state.status, state.last_error) == ("failed", error)
 
 
 def test_it_labels_the_last_error_with_the_error_or_the_status() -> None:
     assert policy.error_label(200, None) == ""
     assert policy.error_label(503, None) == "status_503"
     assert policy.error_label(None, AttemptError.TLS_ERROR) == "tls_error"
-
-
-PENDING = policy.DeliveryState(
-    status=DeliveryStatus.PENDING,
-    next_attempt_at=NOW,
-    automatic_attempts=0,
-    last_error="",
-    completed_at=None,
-)
-GAVE_UP = policy.DeliveryState(
-    status=DeliveryStatus.FAILED,
-    next_attempt_at=None,
-    automatic_attempts=6,
-    last_error="status_503",
-    completed_at=None,
-)
-
-
-def after(state: policy.DeliveryState, trigger: AttemptTrigger, code: int) -> policy.DeliveryState:
-    return policy.after_attempt(state, trigger=trigger, status_code=code, error=None, now=NOW)
 
 
 def test_an_automatic_attempt_moves_the_row_along_its_retry_plan(settings: Any) -> None:

@@ -11,13 +11,12 @@ from django.db import transaction
 from django.test import Client
 from jsonschema import Draft202012Validator
 
-from tests.webhooks.delivery_fixtures import Hooks
+from tests.webhooks.delivery_fixtures import Hooks, deliver_due_now
 from tests.webhooks.receiver import HttpsReceiver
 from webhooks.api.openapi import schema_name
-from webhooks.delivery.engine import deliver_due_now
-from webhooks.delivery.sender import send_ping
 from webhooks.events import Event
 from webhooks.services import publish_event
+from webhooks.targets.signed import send_ping
 
 SCHEMA_URL = "/api/public/v1/schema/?format=json"
 SERVER_ID = "srv_0123456789abcdefABCD"

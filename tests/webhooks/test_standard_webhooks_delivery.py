@@ -19,7 +19,7 @@ from standardwebhooks import WebhookVerificationError
 
 from audit.actors import Actor
 from gshost.schedules import ensure_schedules
-from tests.webhooks.delivery_fixtures import Hooks, expected_signature, wait_for
+from tests.webhooks.delivery_fixtures import Hooks, deliver_due_now, expected_signature, wait_for
 from tests.webhooks.receiver import HttpsReceiver, ReceivedRequest
 from tests.webhooks.worker_cluster import (
     needs_postgres_and_redis,
@@ -27,10 +27,9 @@ from tests.webhooks.worker_cluster import (
     start_cluster,
     stop_cluster,
 )
-from webhooks.delivery.engine import deliver_due_now
-from webhooks.delivery.sender import send_ping
 from webhooks.events import Event
 from webhooks.services import publish_event, webhook_roll_secret
+from webhooks.targets.signed import send_ping
 
 TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 

@@ -21,8 +21,9 @@ from tests.webhooks.delivery_fixtures import (
 )
 from tests.webhooks.receiver import HttpsReceiver
 from webhooks import tasks
-from webhooks.delivery import claims, engine, sender
+from webhooks.delivery import claims, engine
 from webhooks.models import AttemptError, Delivery, DeliveryAttempt, DeliveryStatus
+from webhooks.targets.signed import refused
 from webhooks.targets.transport import AttemptResult
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -98,9 +99,9 @@ def test_an_endpoint_that_does_not_answer_gets_one_attempt_at_a_time(
         with lock:
             on_wire -= 1
             failed_once = True
-        return sender.refused(AttemptError.TIMEOUT)
+        return refused(AttemptError.TIMEOUT)
 
-    monkeypatch.setattr(sender, "send_delivery", no_answer)
+    monkeypatch.setattr(engine, "send_delivery", no_answer)
     dead = hooks.webhook("/dead")
     deliveries = [hooks.delivery(dead) for _ in range(12)]
 

@@ -26,11 +26,12 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from gshost import handoff, process_state
-from webhooks.delivery import claims, sender
+from webhooks.delivery import claims
 from webhooks.delivery.claims import Claim
 from webhooks.delivery.record import Finished, record_attempts
 from webhooks.models import AttemptError
 from webhooks.targets import client
+from webhooks.targets.signed import DELIVERY_HEADER, EVENT_HEADER, refused, send_signed
 from webhooks.targets.transport import AttemptResult
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,12 @@ IDLE_SECONDS: Final = 0.5
 STOP_SECONDS: Final = 12.0  # the attempt deadline (10 s) and recording
 _RECORD_PAUSES: Final = (0.1, 0.5, 1.0)  # a failed recording is tried again after these
 MAX_ANSWERED: Final = 100_000
-MAX_NAMED: Final = 10_000  # named rows beyond it are dropped; they stay due for the scan
+
+
+def send_delivery(claim: Claim) -> AttemptResult:
+    """One attempt of a claimed delivery: fresh timestamp and signature, the stored body."""
+    extra = {EVENT_HEADER: claim.event, DELIVERY_HEADER: claim.delivery_id}
+    return send_signed(claim, claim.body.encode(), claim.delivery_id, extra)
 
 
 class InFlight:
@@ -92,12 +98,10 @@ class Engine:
     def __init__(self, threads: int, *, claim_rows: int, per_webhook: int) -> None:
         self._claim_rows = claim_rows
         self._in_flight = InFlight(per_webhook)
-        # Rows the hand-offs named, claimed by id (a primary-key lookup); thread-safe deque.
-        self._named: deque[tuple[str, str]] = deque(maxlen=MAX_NAMED)
-        self._scanned_empty_at = 0.0
         # One claim at a time per process, so each sees what the previous one took.
         self._claim_lock = threading.Lock()
         self._claimed: deque[Claim] = deque()  # leased here, for the next free sender
+        self._idle_until = 0.0  # no due scan before this (monotonic) unless woken
         self._finished: deque[Finished] = deque()  # attempts waiting for the recording lock
         self._recording = threading.Lock()
         self._cond = threading.Condition()
@@ -110,11 +114,11 @@ class Engine:
         for thread in self._threads:
             thread.start()
 
-    def wake(self, deliveries: Sequence[tuple[str, str]] = ()) -> None:
-        """Rouse the senders; ``deliveries`` (delivery id, webhook id) are claimed first."""
-        self._named.extend(deliveries)
+    def wake(self) -> None:
+        """Rows may be due now: the next claim scans for them, sleeping senders wake."""
         with self._cond:
             self._wakes += 1
+            self._idle_until = 0.0
             self._cond.notify_all()
 
     def stop(self, timeout: float = STOP_SECONDS) -> None:
@@ -160,8 +164,9 @@ class Engine:
             return False
         if claim is None:
             close_old_connections()
-            return bool(self._named)
-        if self._stopped() or timezone.now() + _deadline() > claim.lease_expires_at:
+            return False
+        deadline = timezone.now() + timedelta(seconds=float(settings.WEBHOOK_TIMEOUT_SECONDS))
+        if self._stopped() or deadline > claim.lease_expires_at:
             self._give_back([claim])  # not enough lease left for a whole attempt
         else:
             self._record(Finished(claim, self._attempt(claim)))
@@ -180,6 +185,22 @@ class Engine:
                     self.wake()  # the sleeping senders take the rest
             return self._claimed.popleft() if self._claimed else None
 
+    def _claim(self) -> list[Claim]:
+        """Due rows, up to each webhook's limit (the rest go back at once). The due scan costs
+        an index scan, so once it found nothing it waits IDLE_SECONDS in this process, unless
+        woken (a wake during the scan may be for rows it did not see yet)."""
+        if time.monotonic() < self._idle_until:
+            return []
+        wakes = self._wakes
+        taken = claims.claim_due(self._claim_rows, skip_webhooks=self._in_flight.full())
+        if not taken:
+            with self._cond:
+                if self._wakes == wakes:
+                    self._idle_until = time.monotonic() + IDLE_SECONDS
+        kept, over = self._in_flight.admit(taken)
+        claims.give_back(over)
+        return kept
+
     def _record(self, done: Finished) -> None:
         """Record at once, with whatever other senders finished meanwhile: the sender that
         gets the recording lock writes everything waiting in one batch (one statement on
@@ -194,24 +215,6 @@ class Engine:
             finally:
                 self._recording.release()
 
-    def _claim(self) -> list[Claim]:
-        """Named rows first, by id; else the due rows. Scanning for due rows costs an index
-        scan, so it runs at once while it finds rows and, once it found none, not again for
-        IDLE_SECONDS in this process. Rows beyond a webhook's limit go back at once."""
-        full = set(self._in_flight.full())
-        named = self._take_named(full)
-        if named:
-            taken = claims.claim_due(len(named), ids=named)
-        elif time.monotonic() - self._scanned_empty_at >= IDLE_SECONDS:
-            taken = claims.claim_due(self._claim_rows, skip_webhooks=full)
-            if not taken:
-                self._scanned_empty_at = time.monotonic()
-        else:
-            taken = []
-        kept, over = self._in_flight.admit(taken)
-        claims.give_back(over)
-        return kept
-
     def _give_back(self, unsent: list[Claim]) -> None:
         """Release unstarted rows; if the database fails, their leases run out instead."""
         for claim in unsent:
@@ -222,29 +225,15 @@ class Engine:
             logger.exception("Giving back %d webhook deliveries failed", len(unsent))
             connection.close()
 
-    def _take_named(self, full: set[str]) -> list[str]:
-        """Up to claim_rows named ids. Those of webhooks at their limit are dropped: they stay
-        due, and the scan finds them once there is room."""
-        ids: list[str] = []
-        while self._named and len(ids) < self._claim_rows:
-            delivery_id, webhook_id = self._named.popleft()
-            if webhook_id not in full:
-                ids.append(delivery_id)
-        return ids
-
     def _attempt(self, claim: Claim) -> AttemptResult:
-        result = sender.refused(AttemptError.CONNECTION_ERROR)
+        result = refused(AttemptError.CONNECTION_ERROR)
         try:
-            result = sender.send_delivery(claim)
+            result = send_delivery(claim)
         except Exception:
             logger.exception("Webhook attempt for %s crashed", claim.delivery_id)
         finally:
             self._in_flight.finish(claim.webhook_id, answered=result.status_code is not None)
         return result
-
-
-def _deadline() -> timedelta:
-    return timedelta(seconds=float(settings.WEBHOOK_TIMEOUT_SECONDS))
 
 
 def _record(finished: list[Finished]) -> None:
@@ -291,19 +280,9 @@ def stop_engine(timeout: float = STOP_SECONDS) -> None:
 
 
 def attempt_deliveries(deliveries: Sequence[tuple[str, str]]) -> None:
-    """Rows were published: wake this process's senders, which claim them first."""
+    """Rows were published: wake this process's senders, which scan for them at once."""
     if deliveries:
-        get_engine().wake(deliveries)
-
-
-def deliver_due_now(delivery_ids: Sequence[str] | None = None) -> int:
-    """Claim what is due (among ``delivery_ids`` if given) and attempt it on this thread, one
-    row at a time; the number of attempts made (tests, the browser flows)."""
-    made = 0
-    while taken := claims.claim_due(1, ids=delivery_ids):
-        record_attempts([Finished(taken[0], sender.send_delivery(taken[0]))])
-        made += 1
-    return made
+        get_engine().wake()
 
 
 def reset_process_state() -> None:

@@ -42,25 +42,6 @@ def retry_delays() -> list[float]:
 
 
 @dataclass(frozen=True)
-class NextStep:
-    status: DeliveryStatus
-    next_attempt_at: datetime | None
-
-
-def after_automatic_attempt(
-    *, attempts_made: int, status_code: int | None, error: str | None, now: datetime
-) -> NextStep:
-    """Where a delivery stands after its ``attempts_made``-th automatic attempt."""
-    delays = retry_delays()
-    if is_success(status_code, error):
-        return NextStep(DeliveryStatus.SUCCESS, None)
-    if error in FINAL_ERRORS or attempts_made > len(delays):
-        return NextStep(DeliveryStatus.FAILED, None)
-    delay = timedelta(seconds=delays[attempts_made - 1])
-    return NextStep(DeliveryStatus.RETRY_SCHEDULED, now + delay)
-
-
-@dataclass(frozen=True)
 class DeliveryState:
     """What an attempt's outcome moves. Nothing else changes it while a lease is held, so the
     state read when a row is claimed is the one its attempt moves on from."""
@@ -70,11 +51,6 @@ class DeliveryState:
     automatic_attempts: int
     last_error: str
     completed_at: datetime | None
-
-    @classmethod
-    def of(cls, row: object) -> DeliveryState:
-        """The state of a ``Delivery`` (or anything with its ``STATE_FIELDS``)."""
-        return cls(**{name: getattr(row, name) for name in STATE_FIELDS})
 
 
 # The state's columns on ``Delivery``, in this order wherever they are read or written by name.
@@ -90,10 +66,13 @@ def after_attempt(
     now: datetime,
 ) -> DeliveryState:
     """A delivery's state after one attempt. A redelivery's success settles the delivery and
-    its failure leaves the retry plan exactly as it was; an automatic attempt follows the plan.
-    Latency runs to the first success, so ``completed_at`` is never moved once set."""
+    its failure leaves the retry plan exactly as it was. An automatic attempt follows the plan:
+    success, a final error or the last retry used up settle it, else the next attempt is due
+    after the next of ``WEBHOOK_RETRY_DELAYS``. Latency runs to the first success, so
+    ``completed_at`` is never moved once set."""
+    success = is_success(status_code, error)
     if trigger == AttemptTrigger.REDELIVERY:
-        if not is_success(status_code, error):
+        if not success:
             return state
         return replace(
             state,
@@ -105,13 +84,17 @@ def after_attempt(
     if state.status not in OPEN_STATUSES:
         return state
     attempts_made = state.automatic_attempts + 1
-    step = after_automatic_attempt(
-        attempts_made=attempts_made, status_code=status_code, error=error, now=now
-    )
+    delays = retry_delays()
+    status, next_attempt_at = DeliveryStatus.FAILED, None
+    if success:
+        status = DeliveryStatus.SUCCESS
+    elif error not in FINAL_ERRORS and attempts_made <= len(delays):
+        status = DeliveryStatus.RETRY_SCHEDULED
+        next_attempt_at = now + timedelta(seconds=delays[attempts_made - 1])
     return DeliveryState(
-        status=step.status,
-        next_attempt_at=step.next_attempt_at,
+        status=status,
+        next_attempt_at=next_attempt_at,
         automatic_attempts=attempts_made,
         last_error=error_label(status_code, error),
-        completed_at=now if step.status == DeliveryStatus.SUCCESS else state.completed_at,
+        completed_at=now if success else state.completed_at,
     )

@@ -1,19 +1,14 @@
 """How the engine rides on django-q2's processes: started with each worker (``post_spawn``),
-stopped in order whether SIGTERM reaches the cluster's main process only or its whole group.
+stopped in order whether SIGTERM reaches the cluster's main process or its whole group.
 
-Only the main process's SIGTERM/SIGINT stop is orderly: the sentinel queues one STOP per
-worker behind the queued tasks, each worker leaves its task loop at its STOP, and its engine
-then finishes (``engine``: its sender threads end with the main thread). A SIGTERM to the
-whole group (systemd's default) would also reach the sentinel, whose default action kills it
-while the main process waits on it (django-q2 sets that default in the sentinel, so no handler
-of ours can be installed there), and the workers, dropping their queued tasks.
-
-So the main process of ``qcluster`` forks its children with SIGTERM blocked: a signal mask is
-inherited across fork and is the one public means (``signal.pthread_sigmask``) that reaches
-the sentinel. A worker then takes its SIGTERMs with ``signal.sigwaitinfo`` to honour the one
-its parent sends (the sentinel ending a worker whose task overran its timeout), by ending the
-process as the default action would; a SIGTERM from anyone else is left to the orderly stop.
-SIGINT needs nothing: django-q2 ignores it in every child.
+django-q2's orderly stop starts in the main process: its sentinel queues a STOP per worker
+behind the tasks, and a worker's engine finishes when its task loop ends. A SIGTERM to the
+whole group (systemd's default) would also kill the sentinel (django-q2 resets SIGTERM to the
+default there, so no handler of ours can be installed) and the workers. So ``qcluster``'s main
+process forks its children with SIGTERM blocked (a signal mask is inherited across fork), and
+each worker takes its SIGTERMs with ``signal.sigwaitinfo``: its parent's (a task over its
+timeout) ends it as the default would; anyone else's is left to the orderly stop. SIGINT needs
+nothing: django-q2 ignores it in every child.
 """
 
 from __future__ import annotations

@@ -1,15 +1,13 @@
-"""One attempt: the URL re-check, the secret, the signed request, the answer.
-
-Nothing here touches the database, so it can run on any sender thread. The URL is parsed once,
-by ``check_webhook_url``; the process's client (``webhooks.targets.client``) connects to what
-that returned.
-"""
+"""A signed request to a webhook's URL, as deliveries and the test ping both send it: the URL
+re-checked as written (an address that stopped passing is refused, never sent to), the
+signing keys (the current secret, and a rolled one's predecessor during its grace period),
+the headers in their documented order, then the POST through this process's client."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from django.utils import timezone
 
@@ -25,14 +23,10 @@ from webhooks.signing import (
     signature_headers,
 )
 from webhooks.targets import client
-from webhooks.targets.transport import (
-    USER_AGENT,
-    AttemptResult,
-)
-from webhooks.targets.url_safety import CheckedUrl, UnsafeWebhookUrl, check_webhook_url
+from webhooks.targets.transport import USER_AGENT, AttemptResult
+from webhooks.targets.url_safety import UnsafeWebhookUrl, check_webhook_url
 
 if TYPE_CHECKING:
-    from webhooks.delivery.claims import Claim
     from webhooks.models import Webhook
 
 EVENT_HEADER: Final = "X-Webhook-Event"
@@ -40,7 +34,17 @@ DELIVERY_HEADER: Final = "X-Webhook-Delivery"
 STANDARD_HEADERS: Final = (STANDARD_ID_HEADER, STANDARD_TIMESTAMP_HEADER, STANDARD_SIGNATURE_HEADER)
 
 
-# --- requests ---------------------------------------------------------------------------------
+class Destination(Protocol):
+    """A webhook, or a claimed delivery carrying its webhook's columns."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def encrypted_secret(self) -> str: ...
+    @property
+    def encrypted_previous_secret(self) -> str: ...
+    @property
+    def previous_secret_expires_at(self) -> datetime | None: ...
 
 
 def compact_json(payload: object) -> str:
@@ -78,43 +82,22 @@ def refused(error: AttemptError) -> AttemptResult:
     )
 
 
-def _checked(
-    url: str,
-    encrypted_secret: str,
-    encrypted_previous_secret: str,
-    previous_secret_expires_at: datetime | None,
-) -> tuple[CheckedUrl, SigningKeys] | AttemptResult:
-    """Where to send and the signing keys (the current secret, and a rolled one's predecessor
-    during its grace period), or the refusal when the URL (re-checked before every attempt,
-    as written) or the secret forbids sending."""
+def send_signed(
+    to: Destination, body: bytes, message_id: str, extra: dict[str, str] | None = None
+) -> AttemptResult:
+    """Check the URL and the secrets of ``to``, then send ``body`` signed under
+    ``message_id``; a URL or secret that forbids sending is refused without a request."""
     try:
-        target = check_webhook_url(url)
+        target = check_webhook_url(to.url)
     except UnsafeWebhookUrl:
         return refused(AttemptError.ADDRESS_REJECTED)
-    keys = signing_keys(encrypted_secret, encrypted_previous_secret, previous_secret_expires_at)
+    keys = signing_keys(
+        to.encrypted_secret, to.encrypted_previous_secret, to.previous_secret_expires_at
+    )
     if keys is None:
         return refused(AttemptError.SIGNING_SECRET_UNUSABLE)
-    return target, keys
-
-
-def _send_signed(
-    to: Claim | Webhook, body: bytes, message_id: str, extra: dict[str, str] | None = None
-) -> AttemptResult:
-    """Check the URL and the secrets of `to`, then send `body` signed under `message_id`."""
-    checked = _checked(
-        to.url, to.encrypted_secret, to.encrypted_previous_secret, to.previous_secret_expires_at
-    )
-    if isinstance(checked, AttemptResult):
-        return checked
-    target, keys = checked
     headers = signed_headers(keys, body, message_id, extra)
     return client.get_sender().send(target=target, body=body, headers=headers)
-
-
-def send_delivery(claim: Claim) -> AttemptResult:
-    """One attempt of a claimed delivery: fresh timestamp and signature, the stored body."""
-    extra = {EVENT_HEADER: claim.event, DELIVERY_HEADER: claim.delivery_id}
-    return _send_signed(claim, claim.body.encode(), claim.delivery_id, extra)
 
 
 def ping_body(webhook_id: str) -> bytes:
@@ -128,4 +111,4 @@ def ping_body(webhook_id: str) -> bytes:
 
 def send_ping(webhook: Webhook) -> AttemptResult:
     """The test ping: signed like a delivery, without the event and delivery headers."""
-    return _send_signed(webhook, ping_body(webhook.id), new_id("png"))
+    return send_signed(webhook, ping_body(webhook.id), new_id("png"))
