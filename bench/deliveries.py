@@ -33,6 +33,9 @@ Operational scenarios, each alone (bench/delivery_operations.py):
                     connection (what a retake must open), measured in the same run;
   --stop            SIGTERM to the main process, SIGTERM to the process group, and SIGINT
                     (Ctrl-C) with deliveries in flight: seconds until no process is left (<= 15).
+  --redis-outage    the broker killed for 75 s while events are published, then restarted:
+                    errors raised to the caller (0), rows lost (0), event -> first attempt
+                    during the outage against before it (p99 < 1 s).
 """
 
 from __future__ import annotations

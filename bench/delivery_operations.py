@@ -2,10 +2,12 @@
 clusters sharing the database.
 
 Run through bench/deliveries.py with one or more of ``--retry-lateness``, ``--crash``,
-``--stop``, ``--two-clusters`` (see its docstring). Same set-up as the throughput run: a
-receiver process, the real ``qcluster`` on PostgreSQL + Redis, this process publishing.
+``--stop``, ``--two-clusters``, ``--redis-outage`` (see its docstring). Same set-up as the
+throughput run: a receiver process, the real ``qcluster`` on PostgreSQL + Redis, this process
+publishing.
 Returns 1 when a target is missed. Scale with BENCH_RETRY_SECONDS (default 180),
-BENCH_CRASH_DELIVERIES (1000) and BENCH_TWO_CLUSTER_DELIVERIES (10000).
+BENCH_CRASH_DELIVERIES (1000), BENCH_TWO_CLUSTER_DELIVERIES (10000) and BENCH_OUTAGE_SECONDS
+(75).
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import socket
 import ssl
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from bench.delivery_rig import (
     DOMAIN,
@@ -39,6 +43,7 @@ from bench.delivery_rig import (
     wait_until,
 )
 from tests.processes import group_members
+from tests.webhooks.own_redis import OwnRedis
 
 RETRY_SECONDS = float(os.environ.get("BENCH_RETRY_SECONDS", "180"))
 RETRY_DELAY = 5
@@ -55,6 +60,9 @@ RETAKE_WINDOW_SECONDS = 0.5
 # The retake's baseline: at most this many requests at once, each on a new TLS connection (the
 # two worker processes of a cluster have 64 sender threads each).
 FRESH_CONNECTIONS_AT_ONCE = 128
+OUTAGE_SECONDS = float(os.environ.get("BENCH_OUTAGE_SECONDS", "75"))
+OUTAGE_EVENTS_PER_SECOND = 2
+FIRST_ATTEMPT_TARGET_MS = 1000.0
 
 
 def run(flags: list[str]) -> int:
@@ -63,6 +71,7 @@ def run(flags: list[str]) -> int:
         "--crash": crash,
         "--stop": stop_times,
         "--two-clusters": two_clusters,
+        "--redis-outage": redis_outage,
     }
     unknown = [flag for flag in flags if flag not in scenarios]
     if unknown:
@@ -552,3 +561,76 @@ def stop_times() -> list[str]:
     lost = sum(1 for d in ids if d not in receiver.arrivals)
     print(f"  lost after the three stops: {lost} of {len(ids)}")
     return failures + ([f"{lost} lost across stops"] if lost else [])
+
+
+# --- a broker outage ---------------------------------------------------------------------------
+
+
+def redis_outage() -> list[str]:
+    """The broker (a Redis of the run's own, shared by the worker and this publishing process)
+    killed for OUTAGE_SECONDS while events are published at OUTAGE_EVENTS_PER_SECOND, then
+    started again. Counted: errors raised to the publishing caller, hand-offs lost, rows lost;
+    event -> first attempt during the outage, against the same before it (same run)."""
+    from django_q.conf import Conf
+
+    from gshost import handoff
+
+    redis = OwnRedis(Path(tempfile.mkdtemp(prefix="gshost-bench-redis-")))
+    redis.start()
+    Conf.REDIS = redis.url  # this process queues its hand-offs on the same broker
+    receiver = Receiver([])
+    organization_id, _ = create_webhooks(receiver.port, "outage", HEALTHY_WEBHOOKS, "/o")
+    worker = start_worker(receiver.ca_pem_path, REDIS_URL=redis.url)
+    errors = 0
+
+    def publish_for(seconds: float) -> dict[str, float]:
+        nonlocal errors
+        published: dict[str, float] = {}
+        start = time.monotonic()
+        for n in range(int(seconds * OUTAGE_EVENTS_PER_SECOND)):
+            time.sleep(max(0.0, start + n / OUTAGE_EVENTS_PER_SECOND - time.monotonic()))
+            try:
+                at, deliveries = publish(organization_id)
+            except Exception as error:  # what a caller of publish_event would see
+                errors += 1
+                print(f"  publish raised {error!r}")
+                continue
+            published.update((d, at) for d, _w in deliveries)
+            receiver.drain()
+        return published
+
+    try:
+        time.sleep(3)
+        before = publish_for(15)
+        settle(receiver, 120)
+        redis.kill()
+        lost_handoffs = handoff.failed_count()
+        during = publish_for(OUTAGE_SECONDS)
+        settle(receiver, 120)
+        lost_handoffs = handoff.failed_count() - lost_handoffs
+        redis.start()
+        after = publish_for(15)
+        settle(receiver, 120)
+    finally:
+        kill_group(worker)
+        receiver.stop()
+        redis.kill()
+    failures: list[str] = []
+    print(
+        f"Redis outage of {OUTAGE_SECONDS:.0f} s, {OUTAGE_EVENTS_PER_SECOND} events/s x "
+        f"{HEALTHY_WEBHOOKS} webhooks; hand-offs that could not be queued: {lost_handoffs}"
+    )
+    for name, published in (("before", before), ("during", during), ("after", after)):
+        lost = [d for d in published if d not in receiver.seen]
+        latencies = [(receiver.seen[d] - at) * 1000 for d, at in published.items() if d not in lost]
+        p99 = percentile(latencies, 0.99)
+        print(
+            f"  {name:<7} {len(published):>5} deliveries, lost {len(lost)}; event -> first "
+            f"attempt p50 {statistics.median(latencies):.0f} ms, p99 {p99:.0f} ms"
+        )
+        if lost:
+            failures.append(f"{len(lost)} lost {name} the outage")
+        if p99 > FIRST_ATTEMPT_TARGET_MS:
+            failures.append(f"first attempt p99 {p99:.0f} ms {name} the outage")
+    print(f"  errors raised to the publishing caller: {errors} (target 0)")
+    return failures + ([f"{errors} errors raised to the caller"] if errors else [])

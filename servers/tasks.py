@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from servers.config_events import config_events_apply_due
 from servers.node_transfers import migration_to_node_run, migrations_to_node_expire
-from servers.runtime import runtime_sweep
+from servers.runtime import runtime_sweep, simulated_runtime
 from servers.schedules import schedules_run_due
 
 logger = logging.getLogger(__name__)
@@ -20,11 +20,12 @@ TICK_SCHEDULE_NAME = "servers.tick"
 
 
 def runtime_follow(until: str) -> None:
-    """Sweep the runtime's due work now and then until `until` (ISO 8601), and once after."""
+    """Sweep the simulated node's due work now and then until `until` (ISO 8601), and once
+    after. Agent nodes report by themselves; the minute tick times out their silent jobs."""
     deadline = datetime.fromisoformat(until)
     started = time.monotonic()
     while True:
-        runtime_sweep(timezone.now())
+        simulated_runtime().sweep(timezone.now())
         remaining = (deadline - timezone.now()).total_seconds()
         if remaining < 0 or time.monotonic() - started > LONGEST_FOLLOW_SECONDS:
             return

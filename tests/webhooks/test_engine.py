@@ -411,7 +411,8 @@ def test_it_skips_rows_that_are_not_due(hooks: Hooks) -> None:
     assert deliver_due_now() == 0
 
 
-def test_a_claim_takes_exactly_the_due_rows(hooks: Hooks) -> None:
+@pytest.mark.parametrize("by_id", [True, False], ids=["named rows", "the due scan"])
+def test_a_claim_takes_exactly_the_due_rows(hooks: Hooks, by_id: bool) -> None:
     now = timezone.now()
     webhook = hooks.webhook()
     due = [
@@ -420,17 +421,21 @@ def test_a_claim_takes_exactly_the_due_rows(hooks: Hooks) -> None:
         hooks.delivery(webhook, lease_expires_at=now - timedelta(seconds=1)),
         hooks.delivery(webhook, status=DeliveryStatus.FAILED, redelivery_requested_at=now),
     ]
-    # and rows that are not due:
-    hooks.delivery(webhook, next_attempt_at=now + timedelta(seconds=30))
-    hooks.delivery(webhook, status=DeliveryStatus.SUCCESS)
-    hooks.delivery(webhook, status=DeliveryStatus.FAILED)
-    hooks.delivery(webhook, lease_expires_at=now + timedelta(seconds=30))
-    hooks.delivery(
-        webhook, redelivery_requested_at=now, lease_expires_at=now + timedelta(seconds=30)
-    )
+    not_due = [
+        hooks.delivery(webhook, next_attempt_at=now + timedelta(seconds=30)),
+        hooks.delivery(webhook, status=DeliveryStatus.SUCCESS),
+        hooks.delivery(webhook, status=DeliveryStatus.FAILED),
+        hooks.delivery(webhook, lease_expires_at=now + timedelta(seconds=30)),
+        hooks.delivery(
+            webhook, redelivery_requested_at=now, lease_expires_at=now + timedelta(seconds=30)
+        ),
+    ]
+    every_id = [delivery.id for delivery in due + not_due]
     expected = sorted(delivery.id for delivery in due)
 
-    assert sorted(claim.delivery_id for claim in claims.claim_due(20)) == expected
+    taken = claims.claim_due(20, ids=every_id if by_id else None)
+
+    assert sorted(claim.delivery_id for claim in taken) == expected
 
 
 class DroppingServer:

@@ -7,10 +7,8 @@ stops take and how late retries are.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections import Counter
@@ -37,6 +35,7 @@ from tests.webhooks.delivery_fixtures import (
     requests_for,
     wait_for,
 )
+from tests.webhooks.own_redis import OwnRedis
 from tests.webhooks.receiver import HttpsReceiver
 from tests.webhooks.worker_cluster import (
     needs_postgres_and_redis,
@@ -204,42 +203,6 @@ def test_a_retry_due_just_after_the_worker_starts_is_attempted_without_a_schedul
 
 
 # --- a broker outage --------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class OwnRedis:
-    """A Redis server of the test's own, which it can kill and restart on the same port."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self._dir = tmp_path
-        self._process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self._process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--dir", str(self._dir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        wait_for(self._answers, timeout=10)
-
-    def kill(self) -> None:
-        if self._process is not None:
-            self._process.kill()
-            self._process.wait()
-            self._process = None
-
-    def _answers(self) -> bool:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port)) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
-        return False
 
 
 @pytest.fixture(name="own_redis")

@@ -6,12 +6,12 @@ One delivery's path, from the hand-off to the recorded attempt (2 thread hand-of
    ``dispatch.request_attempts`` queues the django-q2 task ``attempt_deliveries`` (a broker
    outage is logged, never raised: a sender's due scan finds the row within a second anyway).
 2. [hand-off 1: broker -> worker process] ``tasks.attempt_deliveries`` ->
-   ``engine.attempt_deliveries``: the process's senders wake.
+   ``engine.attempt_deliveries``: the row's id joins the process's named rows, senders wake.
 3. [hand-off 2: task thread -> sender threads] a sender (``engine.Engine._round``) takes the
    next of the rows its process holds; when none are left, it claims up to
-   ``WEBHOOK_CLAIM_ROWS`` for every sender (``claims.claim_due``; ``claims.due`` is the one
-   definition of due; one ``UPDATE … SKIP LOCKED … RETURNING`` on PostgreSQL; lease =
-   attempt deadline + margin).
+   ``WEBHOOK_CLAIM_ROWS`` for every sender (``claims.claim_due``: named rows by id, else the
+   due scan; ``claims.due`` is the one definition of due; one ``UPDATE … SKIP LOCKED …
+   RETURNING`` on PostgreSQL; lease = attempt deadline + margin).
 4. ``engine.send_delivery`` -> ``webhooks.targets.signed.send_signed`` re-checks the URL,
    decrypts the secret, signs (ours and Standard Webhooks), and POSTs (DNS-pinned HTTPS,
    private addresses refused, 10 s deadline).
@@ -20,9 +20,6 @@ One delivery's path, from the hand-off to the recorded attempt (2 thread hand-of
    lock writes them all: one statement on PostgreSQL), compare-and-set on the lease; then
    ``recording_hooks`` (metrics, notices).
 
-A sender with nothing due sleeps at most half a second, so retries, lost hand-offs and a dead
-worker's expired leases (retaken seconds after the death) need no broker. On stop (the worker's
-main thread ends, or ``stop_engine``) each sender finishes the attempt on the network, records
-it, gives back what was claimed and not started; ``process`` keeps a group SIGTERM to the
-orderly stop.
+Retries, lost hand-offs and a dead worker's expired leases need no task: an idle sender looks
+every half second. Stopping: ``engine`` (the senders), ``process`` (SIGTERM in django-q2).
 """

@@ -1,13 +1,10 @@
 """What is due, and taking due rows for an attempt (a lease).
 
-A row is **due** (``due``, the one definition) when an automatic attempt is due (pending or
-retry_scheduled, ``next_attempt_at`` reached) or a redelivery was asked for, and nobody holds
-it: no lease, or a lease that ran out because its worker died. A lease lasts one attempt's
-deadline plus a small margin, so a dead worker's rows are due again seconds after it died.
-
-Claiming stamps the lease (and ``first_attempt_at``, kept across retries, for the endpoint
-stats); nothing else changes until the attempt is recorded. On PostgreSQL a claim is one
-statement (``SKIP LOCKED``); elsewhere (SQLite) three ORM statements (``claim_due``).
+A row is **due** (``due``, the one definition) when an automatic attempt is due or a
+redelivery was asked for, and nobody holds it: no lease, or one that ran out because its worker
+died (a lease is one attempt's deadline plus a small margin). Claiming stamps the lease and
+``first_attempt_at`` (kept across retries, for the endpoint stats); nothing else changes until
+the attempt is recorded. A claim is one statement on PostgreSQL, three on SQLite.
 """
 
 from __future__ import annotations
@@ -87,29 +84,36 @@ class Claim:
         return AttemptTrigger.AUTOMATIC
 
 
-def claim_due(limit: int, *, skip_webhooks: Collection[str] = ()) -> list[Claim]:
-    """Lease up to ``limit`` due rows, leaving out ``skip_webhooks``; returns what this caller
-    now holds."""
+def claim_due(
+    limit: int, *, skip_webhooks: Collection[str] = (), ids: Collection[str] | None = None
+) -> list[Claim]:
+    """Lease up to ``limit`` due rows (among ``ids`` if given), leaving out ``skip_webhooks``;
+    returns what this caller now holds."""
+    if ids is not None and not ids:
+        return []
     if connection.vendor == "postgresql":
-        return _claim_in_one_statement(limit, skip_webhooks)
-    return _claim_compare_and_set(limit, skip_webhooks)
+        return _claim_in_one_statement(limit, skip_webhooks, ids)
+    return _claim_compare_and_set(limit, skip_webhooks, ids)
 
 
-def _claim_compare_and_set(limit: int, skip_webhooks: Collection[str]) -> list[Claim]:
+def _claim_compare_and_set(
+    limit: int, skip_webhooks: Collection[str], ids: Collection[str] | None
+) -> list[Claim]:
     """Three statements, no transaction: pick, lease by compare-and-set (the update re-checks
     ``due``; SQLite writes one at a time), read back what carries this claim's stamp. No
     ORDER BY: sorting a backlog's due rows on each claim cost more than the claim."""
     now = timezone.now()
     # A stamp of its own (sub-millisecond jitter): the rows that carry it are this claim's.
     lease = now + lease_duration() + timedelta(microseconds=random.randrange(1, 1000))
-    candidates = Delivery.objects.filter(due(now)).exclude(webhook_id__in=list(skip_webhooks))
-    ids = list(candidates.values_list("id", flat=True)[:limit])
+    if ids is None:
+        candidates = Delivery.objects.filter(due(now)).exclude(webhook_id__in=list(skip_webhooks))
+        ids = list(candidates.values_list("id", flat=True)[:limit])
     if not ids:
         return []
-    Delivery.objects.filter(due(now), id__in=ids).update(
+    Delivery.objects.filter(due(now), id__in=list(ids)).update(
         lease_expires_at=lease, first_attempt_at=Coalesce(F("first_attempt_at"), Value(now))
     )
-    rows = Delivery.objects.filter(id__in=ids, lease_expires_at=lease)
+    rows = Delivery.objects.filter(id__in=list(ids), lease_expires_at=lease)
     return _claims_of(rows.values_list(*_COLUMNS))
 
 
@@ -123,10 +127,10 @@ _FREE: Final = (
 )
 _OPEN: Final = ", ".join(f"'{status.value}'" for status in OPEN_STATUSES)
 _CLAIM_SQL: Final = (
-    f"WITH due_now AS (SELECT id FROM {_DELIVERIES} WHERE "  # noqa: S608
+    f"WITH due_now AS (SELECT id FROM {_DELIVERIES} WHERE {{among}} "  # noqa: S608
     f"status IN ({_OPEN}) AND next_attempt_at <= %(now)s AND {_FREE} "
     "ORDER BY next_attempt_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED), "
-    f"asked AS (SELECT id FROM {_DELIVERIES} WHERE "
+    f"asked AS (SELECT id FROM {_DELIVERIES} WHERE {{among}} "
     f"redelivery_requested_at IS NOT NULL AND {_FREE} LIMIT %(limit)s FOR UPDATE SKIP LOCKED) "
     f"UPDATE {_DELIVERIES} AS claimed SET lease_expires_at = %(lease)s, "
     "first_attempt_at = COALESCE(claimed.first_attempt_at, %(now)s) "
@@ -139,9 +143,13 @@ _CLAIM_SQL: Final = (
         for name in _COLUMNS
     )
 )
+_CLAIM_SCAN_SQL: Final = _CLAIM_SQL.format(among="")
+_CLAIM_NAMED_SQL: Final = _CLAIM_SQL.format(among="id = ANY(%(ids)s) AND")
 
 
-def _claim_in_one_statement(limit: int, skip_webhooks: Collection[str]) -> list[Claim]:
+def _claim_in_one_statement(
+    limit: int, skip_webhooks: Collection[str], ids: Collection[str] | None
+) -> list[Claim]:
     """PostgreSQL: rows another claimer is locking right now are skipped, not waited for."""
     now = timezone.now()
     params: dict[str, Any] = {
@@ -149,9 +157,10 @@ def _claim_in_one_statement(limit: int, skip_webhooks: Collection[str]) -> list[
         "now": now,
         "skip": list(skip_webhooks),
         "limit": limit,
+        "ids": list(ids or ()),
     }
     with connection.cursor() as cursor:
-        cursor.execute(_CLAIM_SQL, params)
+        cursor.execute(_CLAIM_SCAN_SQL if ids is None else _CLAIM_NAMED_SQL, params)
         return _claims_of(cursor.fetchall())
 
 

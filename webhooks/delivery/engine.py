@@ -1,13 +1,9 @@
 """The engine of one process: sender threads, each looping take a claimed row -> send ->
-record. A claim leases rows for all the process's senders; a finished attempt is recorded at
-once, with whatever else finished meanwhile.
-
-``wake()`` (what the django-q2 task ``attempt_deliveries`` calls) rouses sleeping senders; a
-sender with nothing due sleeps at most ``IDLE_SECONDS``, so retries, lost hand-offs and a dead
-worker's expired leases are found without a broker. The threads are not daemons: when the
-process's main thread ends (a django-q2 worker leaving its task loop) or ``stop()`` is called,
-each finishes the attempt it has on the network, records it, gives back what it had not
-started, and ends, and the process exits after that.
+record; a claim leases rows for all the process's senders. ``wake()`` rouses sleeping senders,
+which otherwise look every ``IDLE_SECONDS``. The threads are not daemons: when the process's
+main thread ends (a django-q2 worker leaving its task loop) or ``stop()`` is called, each
+finishes and records the attempt it has on the network, gives back what it had not started,
+and ends; the process exits after that.
 """
 
 from __future__ import annotations
@@ -42,6 +38,7 @@ IDLE_SECONDS: Final = 0.5
 STOP_SECONDS: Final = 12.0  # the attempt deadline (10 s) and recording
 _RECORD_PAUSES: Final = (0.1, 0.5, 1.0)  # a failed recording is tried again after these
 MAX_ANSWERED: Final = 100_000
+MAX_NAMED: Final = 10_000  # named rows beyond it are dropped; they stay due for the scan
 
 
 def send_delivery(claim: Claim) -> AttemptResult:
@@ -98,10 +95,12 @@ class Engine:
     def __init__(self, threads: int, *, claim_rows: int, per_webhook: int) -> None:
         self._claim_rows = claim_rows
         self._in_flight = InFlight(per_webhook)
+        # Rows the hand-offs named, claimed by id (a primary-key lookup); thread-safe deque.
+        self._named: deque[tuple[str, str]] = deque(maxlen=MAX_NAMED)
         # One claim at a time per process, so each sees what the previous one took.
         self._claim_lock = threading.Lock()
         self._claimed: deque[Claim] = deque()  # leased here, for the next free sender
-        self._idle_until = 0.0  # no due scan before this (monotonic) unless woken
+        self._scanned_empty_at = 0.0
         self._finished: deque[Finished] = deque()  # attempts waiting for the recording lock
         self._recording = threading.Lock()
         self._cond = threading.Condition()
@@ -114,11 +113,11 @@ class Engine:
         for thread in self._threads:
             thread.start()
 
-    def wake(self) -> None:
-        """Rows may be due now: the next claim scans for them, sleeping senders wake."""
+    def wake(self, deliveries: Sequence[tuple[str, str]] = ()) -> None:
+        """Rouse the senders; ``deliveries`` (delivery id, webhook id) are claimed first."""
+        self._named.extend(deliveries)
         with self._cond:
             self._wakes += 1
-            self._idle_until = 0.0
             self._cond.notify_all()
 
     def stop(self, timeout: float = STOP_SECONDS) -> None:
@@ -164,7 +163,7 @@ class Engine:
             return False
         if claim is None:
             close_old_connections()
-            return False
+            return bool(self._named)
         deadline = timezone.now() + timedelta(seconds=float(settings.WEBHOOK_TIMEOUT_SECONDS))
         if self._stopped() or deadline > claim.lease_expires_at:
             self._give_back([claim])  # not enough lease left for a whole attempt
@@ -186,20 +185,34 @@ class Engine:
             return self._claimed.popleft() if self._claimed else None
 
     def _claim(self) -> list[Claim]:
-        """Due rows, up to each webhook's limit (the rest go back at once). The due scan costs
-        an index scan, so once it found nothing it waits IDLE_SECONDS in this process, unless
-        woken (a wake during the scan may be for rows it did not see yet)."""
-        if time.monotonic() < self._idle_until:
-            return []
-        wakes = self._wakes
-        taken = claims.claim_due(self._claim_rows, skip_webhooks=self._in_flight.full())
-        if not taken:
-            with self._cond:
-                if self._wakes == wakes:
-                    self._idle_until = time.monotonic() + IDLE_SECONDS
+        """Named rows first, by id; else the due rows. Scanning for due rows costs an index
+        scan, so it runs at once while it finds rows and, once it found none, not again for
+        IDLE_SECONDS in this process. Rows beyond a webhook's limit go back at once. Claiming
+        by id pays: with the scan alone, bursts of 10,000 went at 893-927/s (0.61-0.69 of
+        the bare loop) against 1,093-1,134/s (0.75-0.78) in the same runs."""
+        full = set(self._in_flight.full())
+        named = self._take_named(full)
+        if named:
+            taken = claims.claim_due(len(named), ids=named)
+        elif time.monotonic() - self._scanned_empty_at >= IDLE_SECONDS:
+            taken = claims.claim_due(self._claim_rows, skip_webhooks=full)
+            if not taken:
+                self._scanned_empty_at = time.monotonic()
+        else:
+            taken = []
         kept, over = self._in_flight.admit(taken)
         claims.give_back(over)
         return kept
+
+    def _take_named(self, full: set[str]) -> list[str]:
+        """Up to claim_rows named ids. Those of webhooks at their limit are dropped: they stay
+        due, and the scan finds them once there is room."""
+        ids: list[str] = []
+        while self._named and len(ids) < self._claim_rows:
+            delivery_id, webhook_id = self._named.popleft()
+            if webhook_id not in full:
+                ids.append(delivery_id)
+        return ids
 
     def _record(self, done: Finished) -> None:
         """Record at once, with whatever other senders finished meanwhile: the sender that
@@ -280,9 +293,9 @@ def stop_engine(timeout: float = STOP_SECONDS) -> None:
 
 
 def attempt_deliveries(deliveries: Sequence[tuple[str, str]]) -> None:
-    """Rows were published: wake this process's senders, which scan for them at once."""
+    """Rows were published: wake this process's senders, which claim them first."""
     if deliveries:
-        get_engine().wake()
+        get_engine().wake(deliveries)
 
 
 def reset_process_state() -> None:

@@ -36,11 +36,6 @@ def error_label(status_code: int | None, error: str | None) -> str:
     return error or f"status_{status_code}"
 
 
-def retry_delays() -> list[float]:
-    """Seconds after attempt n before attempt n + 1 (``WEBHOOK_RETRY_DELAYS``)."""
-    return [float(delay) for delay in settings.WEBHOOK_RETRY_DELAYS]
-
-
 @dataclass(frozen=True)
 class DeliveryState:
     """What an attempt's outcome moves. Nothing else changes it while a lease is held, so the
@@ -84,7 +79,7 @@ def after_attempt(
     if state.status not in OPEN_STATUSES:
         return state
     attempts_made = state.automatic_attempts + 1
-    delays = retry_delays()
+    delays = [float(delay) for delay in settings.WEBHOOK_RETRY_DELAYS]  # after attempt n
     status, next_attempt_at = DeliveryStatus.FAILED, None
     if success:
         status = DeliveryStatus.SUCCESS

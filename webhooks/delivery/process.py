@@ -1,14 +1,12 @@
 """How the engine rides on django-q2's processes: started with each worker (``post_spawn``),
 stopped in order whether SIGTERM reaches the cluster's main process or its whole group.
 
-django-q2's orderly stop starts in the main process: its sentinel queues a STOP per worker
-behind the tasks, and a worker's engine finishes when its task loop ends. A SIGTERM to the
-whole group (systemd's default) would also kill the sentinel (django-q2 resets SIGTERM to the
-default there, so no handler of ours can be installed) and the workers. So ``qcluster``'s main
-process forks its children with SIGTERM blocked (a signal mask is inherited across fork), and
-each worker takes its SIGTERMs with ``signal.sigwaitinfo``: its parent's (a task over its
-timeout) ends it as the default would; anyone else's is left to the orderly stop. SIGINT needs
-nothing: django-q2 ignores it in every child.
+django-q2's orderly stop starts in the main process (a STOP per worker, queued behind the
+tasks). A SIGTERM to the whole group (systemd's default) would also kill the sentinel, where
+django-q2 resets SIGTERM to the default, and the workers. So ``qcluster``'s main process forks
+its children with SIGTERM blocked (the mask is inherited), and a worker takes its SIGTERMs with
+``signal.sigwaitinfo``: its parent's (a task over its timeout) ends it as the default would,
+anyone else's is left to the orderly stop. django-q2 ignores SIGINT in every child.
 """
 
 from __future__ import annotations

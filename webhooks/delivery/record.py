@@ -1,11 +1,9 @@
 """Recording finished attempts: each attempt row, its delivery's next state (``policy``),
 the endpoint stats' counts, and the lease released, all or nothing: one statement on
 PostgreSQL (``write_in_one_statement``), a transaction of a few ORM statements elsewhere.
-
-The state moves only while the claim's lease still holds: a row whose lease ran out and was
-retaken by another worker keeps the newer holder's state (the attempt is still recorded, as
-it was made). Once committed, ``recording_hooks`` hears what happened: delivery metrics, and
-failure notices for deliveries that have just failed.
+The state moves only while the claim's lease holds (a row retaken by another worker keeps the
+newer holder's state; the attempt is still recorded, as it was made). Once committed,
+``recording_hooks`` hears what happened: metrics, and notices of deliveries that just failed.
 """
 
 from __future__ import annotations
