@@ -22,6 +22,7 @@ from typing import Any
 
 from gshost_agent.archives import Archived
 from gshost_agent.data_jobs import JobRequest, JobThreads, ServerData
+from gshost_agent.exits import exit_details, exit_key, exit_kind
 from gshost_agent.keepers import KeeperGone, KeeperHandle
 from gshost_agent.layout import GameIdentity, Layout, game_python
 from gshost_agent.players import PlayerRoster
@@ -346,9 +347,9 @@ class Supervisor:
             self._timer.cancel()
         intent = self.intent
         assert intent is not None
-        kind = _kind_of_exit(intent)
+        kind = exit_kind(intent)
         if kind is not None:
-            self.report(self.server_id, kind, _exit_details(record), exit_key=_exit_key(record))
+            self.report(self.server_id, kind, exit_details(record), exit_key=exit_key(record))
         intent.active = False
         # The keeper counted them all, also those of a run that ended while the agent was away.
         self.last_n = max(self.last_n, intent.line_base + int(record.get("lines") or 0))
@@ -482,36 +483,6 @@ class Supervisor:
     def console_after(self, after: int, limit: int = 200) -> dict[str, Any]:
         lines = [{"n": n, "text": text} for n, text in self.lines if n > after][:limit]
         return {"lines": lines, "last": self.last_n}
-
-
-def _kind_of_exit(intent: Intent) -> ReportKind | None:
-    if intent.stop == StopReason.RESTART and intent.restart_with is not None:
-        return None  # not an end: the game starts again, `ready` says when it runs
-    if intent.stop in (StopReason.HALT, StopReason.RESTART):
-        return ReportKind.HALTED
-    if intent.stop == StopReason.NODE:
-        return ReportKind.STOPPED_BY_NODE
-    if intent.stop == StopReason.FAIL or not intent.ready:
-        return ReportKind.FAILED_TO_START
-    return ReportKind.CRASHED
-
-
-def _exit_details(record: dict[str, Any]) -> dict[str, Any]:
-    details = {"at": record["at"]} if isinstance(record.get("at"), str) else {}
-    return details | {
-        "pid": record.get("pid"),
-        "exit_code": record.get("exit_code"),
-        "signal": record.get("signal"),
-        "oom": bool(record.get("oom")),
-        "last_output": [str(line)[:200] for line in record.get("last_output", [])][-10:],
-    }
-
-
-def _exit_key(record: dict[str, Any]) -> str | None:
-    """Which run of the game ended: its pid and start time."""
-    if record.get("pid") is None or not record.get("started_at"):
-        return None
-    return f"{record['pid']}@{record['started_at']}"
 
 
 def _substitute(argument: str, values: dict[str, str]) -> str:

@@ -1,0 +1,42 @@
+"""What a game's exit was, and what its report says: the intent the agent kept (a stop asked
+for, a restart, the game ready or not) decides between a stop, a failed start and a crash; the
+keeper's exit record gives the details (exit code, signal, OOM kill, last output)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gshost_agent.server_state import Intent, ReportKind, StopReason
+
+
+def exit_kind(intent: Intent) -> ReportKind | None:
+    """What the end of a game was, judged by what the agent wanted of it (its intent); None
+    when it is no end (a restart starts it again)."""
+    if intent.stop == StopReason.RESTART and intent.restart_with is not None:
+        return None  # not an end: the game starts again, `ready` says when it runs
+    if intent.stop in (StopReason.HALT, StopReason.RESTART):
+        return ReportKind.HALTED
+    if intent.stop == StopReason.NODE:
+        return ReportKind.STOPPED_BY_NODE
+    if intent.stop == StopReason.FAIL or not intent.ready:
+        return ReportKind.FAILED_TO_START
+    return ReportKind.CRASHED
+
+
+def exit_details(record: dict[str, Any]) -> dict[str, Any]:
+    """The report's fields from the keeper's exit record, bounded as the wire allows."""
+    details = {"at": record["at"]} if isinstance(record.get("at"), str) else {}
+    return details | {
+        "pid": record.get("pid"),
+        "exit_code": record.get("exit_code"),
+        "signal": record.get("signal"),
+        "oom": bool(record.get("oom")),
+        "last_output": [str(line)[:200] for line in record.get("last_output", [])][-10:],
+    }
+
+
+def exit_key(record: dict[str, Any]) -> str | None:
+    """Which run of the game ended: its pid and start time."""
+    if record.get("pid") is None or not record.get("started_at"):
+        return None
+    return f"{record['pid']}@{record['started_at']}"
