@@ -18,7 +18,6 @@ import unicodedata
 from enum import StrEnum
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
 from django.http import HttpRequest
 from django.urls import reverse
@@ -26,7 +25,8 @@ from django.views.decorators.debug import sensitive_variables
 
 from accounts import keys
 from accounts.authentication import hash_key_secret
-from accounts.models import ApiKey, LeakSource, Membership, Role
+from accounts.models import ApiKey, LeakSource
+from accounts.owner_mail import email_owners
 from accounts.services import api_key_revoke_leaked
 from audit.actors import Actor
 from audit.services import SystemContext
@@ -86,11 +86,6 @@ def leaked_token_handle(*, token: str, source: LeakSource, context: SystemContex
     return LeakLabel.TRUE_POSITIVE
 
 
-def owner_emails(organization_id: str) -> list[str]:
-    owners = Membership.objects.filter(organization_id=organization_id, role=Role.OWNER)
-    return sorted(set(owners.values_list("user__email", flat=True)))
-
-
 def leak_notice_message(key: ApiKey, *, source: LeakSource, url: str) -> tuple[str, str]:
     """The owners' email: which key, where it was found, that it is revoked, what to do."""
     name = plain_text(key.name, 100)
@@ -117,13 +112,5 @@ def leak_notice_message(key: ApiKey, *, source: LeakSource, url: str) -> tuple[s
 
 def leak_notice_send(key: ApiKey, *, source: LeakSource, url: str) -> bool:
     """Email the organization's owners. Never raises: the revocation is what matters."""
-    recipients = owner_emails(key.organization_id)
-    if not recipients:
-        return True
     subject, body = leak_notice_message(key, source=source, url=url)
-    try:
-        send_mail(subject, body, None, recipients)
-    except Exception:
-        logger.exception("Could not email the owners about leaked key %s", key.key_id)
-        return False
-    return True
+    return email_owners(key.organization_id, subject, body)

@@ -15,12 +15,11 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.models import Membership, Role
+from accounts.owner_mail import email_owners
 from webhooks.models import Delivery, Webhook
 
 logger = logging.getLogger(__name__)
@@ -77,11 +76,6 @@ def _give_back_claim(webhook: Webhook, previous: datetime | None, moment: dateti
     Webhook.objects.filter(pk=webhook.pk, failure_notice_sent_at=moment).update(
         failure_notice_sent_at=previous
     )
-
-
-def owner_emails(organization_id: str) -> list[str]:
-    owners = Membership.objects.filter(organization_id=organization_id, role=Role.OWNER)
-    return sorted(set(owners.values_list("user__email", flat=True)))
 
 
 def panel_link(path: str) -> str:
@@ -147,13 +141,5 @@ def notice_message(delivery: Delivery) -> tuple[str, str]:
 
 
 def _send(delivery: Delivery) -> bool:
-    recipients = owner_emails(delivery.organization_id)
-    if not recipients:
-        return True  # nobody to tell; the slot is used all the same
     subject, body = notice_message(delivery)
-    try:
-        send_mail(subject, body, None, recipients)
-    except Exception:
-        logger.exception("Could not email the failure notice of webhook %s", delivery.webhook_id)
-        return False
-    return True
+    return email_owners(delivery.organization_id, subject, body)  # nobody to tell: slot used

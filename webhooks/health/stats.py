@@ -21,6 +21,7 @@ from typing import Final
 from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
+from webhooks.delivery.policy import OPEN_STATUSES
 from webhooks.errors import InvalidWindow
 from webhooks.health.rollup import interpolated_percentile, latency_bucket
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryOutcomeCount, DeliveryStatus
@@ -31,7 +32,6 @@ DEFAULT_WINDOW: Final = "24h"
 # Beyond this, one bucket per day instead of one per hour.
 HOURLY_UP_TO: Final = timedelta(hours=48)
 _WINDOW: Final = re.compile(r"([1-9][0-9]{0,3})([hd])")
-_OPEN: Final = (DeliveryStatus.PENDING, DeliveryStatus.RETRY_SCHEDULED)
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def webhook_stats(
         .order_by("latency_bucket")
     )
     pending = Delivery.objects.filter(
-        webhook_id=webhook_id, status__in=_OPEN, created_at__gte=start
+        webhook_id=webhook_id, status__in=OPEN_STATUSES, created_at__gte=start
     ).count()
     return _stats(window_text, series, pending, histogram)
 
@@ -145,7 +145,7 @@ def webhook_stats_for_servers(
     settled: Counter[tuple[datetime, str]] = Counter()
     pending = 0
     for created_at, status in rows.values_list("created_at", "status"):
-        if status in _OPEN:
+        if status in OPEN_STATUSES:
             pending += 1
         else:
             settled[(_floor(created_at, size), status)] += 1
