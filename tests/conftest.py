@@ -10,7 +10,7 @@ from django.core.cache import cache
 from django.test import Client
 from rest_framework.test import APIClient
 
-from accounts.models import Membership, Organization
+from accounts.models import Membership, Organization, User
 from accounts.services import api_key_create, member_add, organization_create
 from audit.actors import Actor
 from audit.services import PanelContext
@@ -154,4 +154,13 @@ def bob_client(client: Client, bob) -> Client:
 @pytest.fixture
 def charlie_client(client: Client, charlie) -> Client:
     client.force_login(charlie.user)
+    return client
+
+
+@pytest.fixture
+def staff_client(db: None) -> Client:
+    """A Django admin session of a superuser."""
+    staff = User.objects.create_superuser(email="staff@gshost.test", password="staff-pw-123")
+    client = Client()
+    client.force_login(staff)
     return client

@@ -5,11 +5,9 @@ and moves between agent nodes whose worker died, failed by the minute's sweep.""
 from datetime import timedelta
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 from freezegun import freeze_time
 
-from accounts.models import User
 from audit.actors import Actor
 from servers.models import MigrationState, ServerMigration
 from servers.node_transfers import (
@@ -20,14 +18,6 @@ from servers.node_transfers import (
 from servers.readings import migration_status
 from servers.runtime import runtime_sweep
 from tests.servers.node_fixtures import beat, register
-
-
-@pytest.fixture
-def staff_client(db):
-    staff = User.objects.create_superuser(email="staff@gshost.test", password="staff-pw-123")
-    client = Client()
-    client.force_login(staff)
-    return client
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from django.db import connection
 from django.utils import timezone
 from freezegun import freeze_time
 
-from accounts.models import User
 from gshost.encryption import decrypt_secret
 from servers.models import Node, NodeState
 from servers.nodes import node_by_token, simulated_node, token_hash
@@ -121,13 +120,6 @@ def test_a_node_is_online_for_30_seconds_after_a_heartbeat(db):
 
 
 # Admin
-
-
-@pytest.fixture
-def staff_client(client, db):
-    staff = User.objects.create_superuser(email="staff@gshost.test", password="staff-pw-123")
-    client.force_login(staff)
-    return client
 
 
 def test_the_admin_lists_nodes_with_state_servers_and_free_ports(staff_client, demo_server):

@@ -5,11 +5,9 @@ from io import StringIO
 import pytest
 from django.contrib.admin.utils import quote
 from django.core.management import CommandError, call_command
-from django.test import Client
 from django.utils import timezone
 from freezegun import freeze_time
 
-from accounts.models import User
 from audit.actors import Actor
 from servers.errors import InvalidState
 from servers.models import Server, ServerMigration
@@ -139,14 +137,6 @@ def test_one_migration_at_a_time(acme_server):
 
 
 # The same from Django admin.
-
-
-@pytest.fixture
-def staff_client(db):
-    staff = User.objects.create_superuser(email="staff@gshost.test", password="staff-pw-123")
-    client = Client()
-    client.force_login(staff)
-    return client
 
 
 def admin_action(client, action, server):

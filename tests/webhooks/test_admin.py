@@ -2,9 +2,7 @@
 
 import pytest
 from django.contrib.admin.utils import quote
-from django.test import Client
 
-from accounts.models import User
 from audit.actors import Actor
 from audit.models import AuditRecord
 from audit.services import PanelAction
@@ -16,13 +14,6 @@ TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
-
-@pytest.fixture
-def staff_client(client: Client, db: None) -> Client:
-    staff = User.objects.create_superuser(email="staff@gshost.test", password="staff-pw-123")
-    client.force_login(staff)
-    return client
 
 
 @pytest.fixture
