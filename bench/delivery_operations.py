@@ -574,12 +574,10 @@ def redis_outage() -> list[str]:
     event -> first attempt during the outage, against the same before it (same run)."""
     from django_q.conf import Conf
 
-    from gshost import handoff
-
     redis = OwnRedis(Path(tempfile.mkdtemp(prefix="gshost-bench-redis-")))
     redis.start()
     machines_redis, Conf.REDIS = Conf.REDIS, redis.url  # this process hands off there too
-    # Each hand-off the outage refuses is counted (handoff.failed_count), not printed.
+    # Each hand-off the outage refuses is counted (gshost_handoffs_failed_total), not printed.
     logging.getLogger("gshost.handoff").setLevel(logging.ERROR)
     receiver = Receiver([])
     organization_id, _ = create_webhooks(receiver.port, "outage", HEALTHY_WEBHOOKS, "/o")
@@ -607,10 +605,10 @@ def redis_outage() -> list[str]:
         before = publish_for(15)
         settle(receiver, 120)
         redis.kill()
-        lost_handoffs = handoff.failed_count()
+        lost_handoffs = refused_handoffs()
         during = publish_for(OUTAGE_SECONDS)
         settle(receiver, 120)
-        lost_handoffs = handoff.failed_count() - lost_handoffs
+        lost_handoffs = refused_handoffs() - lost_handoffs
         redis.start()
         after = publish_for(15)
         settle(receiver, 120)
@@ -623,7 +621,7 @@ def redis_outage() -> list[str]:
     failures: list[str] = []
     print(
         f"Redis outage of {OUTAGE_SECONDS:.0f} s, {OUTAGE_EVENTS_PER_SECOND} events/s x "
-        f"{HEALTHY_WEBHOOKS} webhooks; hand-offs that could not be queued: {lost_handoffs}"
+        f"{HEALTHY_WEBHOOKS} webhooks; hand-offs that could not be queued: {lost_handoffs:.0f}"
     )
     for name, published in (("before", before), ("during", during), ("after", after)):
         lost = [d for d in published if d not in receiver.seen]
@@ -639,3 +637,9 @@ def redis_outage() -> list[str]:
             failures.append(f"first attempt p99 {p99:.0f} ms {name} the outage")
     print(f"  errors raised to the publishing caller: {errors} (target 0)")
     return failures + ([f"{errors} errors raised to the caller"] if errors else [])
+
+
+def refused_handoffs() -> float:
+    from tests.metric_samples import sample
+
+    return sample("gshost_handoffs_failed_total", task="webhooks.tasks.attempt_deliveries")

@@ -71,6 +71,12 @@ WEBHOOK_DELIVERIES: Final = Counter(
     "Deliveries that reached a final state, by status (success, failed).",
     ["status"],
 )
+HANDOFFS_FAILED: Final = Counter(
+    "gshost_handoffs_failed",
+    "Tasks that could not be queued after commit (the broker unreachable), by task; the rows "
+    "they named are picked up without them.",
+    ["task"],
+)
 WEBHOOK_FIRST_ATTEMPT_LAG: Final = Histogram(
     "gshost_webhook_first_attempt_lag_seconds",
     "From a delivery's creation (its first due time) to the start of its first attempt.",

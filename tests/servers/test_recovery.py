@@ -8,12 +8,15 @@ import pytest
 from django_q.signals import post_spawn
 from freezegun import freeze_time
 
-from gshost import handoff, process_state
+from gshost import process_state
 from servers import recovery
 from servers.models import Server
 from servers.recovery import catch_up_until, start_catch_up
 from tests.conftest import API, KeyMaker, client_for
+from tests.metric_samples import sample
 from tests.webhooks.delivery_fixtures import wait_for
+
+FAILED = "gshost_handoffs_failed_total"
 
 
 def broker_down(*args: Any) -> None:
@@ -27,6 +30,7 @@ def test_a_power_action_answers_202_when_its_follow_up_cannot_be_queued(
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     monkeypatch.setattr("servers.simulated_runtime.async_task", broker_down)
+    before = sample(FAILED, task="servers.tasks.runtime_follow")
     with django_capture_on_commit_callbacks(execute=True):
         response = client_for(make_key(["servers:power"])).post(
             f"{API}/servers/{acme_server.id}/power", {"action": "start"}, format="json"
@@ -34,7 +38,7 @@ def test_a_power_action_answers_202_when_its_follow_up_cannot_be_queued(
 
     assert response.status_code == 202
     assert Server.objects.get(id=acme_server.id).state == "starting"
-    assert handoff.failed_count() == 1
+    assert sample(FAILED, task="servers.tasks.runtime_follow") == before + 1
 
 
 def test_the_catch_up_finishes_a_start_whose_follow_up_was_lost(

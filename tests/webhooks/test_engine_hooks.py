@@ -3,7 +3,6 @@ the endpoint stats read, the delivery metrics, and failure notices to the owners
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 
 import pytest
@@ -12,7 +11,7 @@ from django.utils import timezone
 from freezegun import freeze_time
 
 from accounts.services import member_add
-from gshost.monitoring import metrics
+from tests.metric_samples import sample
 from tests.webhooks.delivery_fixtures import Hooks, deliver_due_now, reload
 from tests.webhooks.receiver import HttpsReceiver
 from webhooks.health.rollup import OutcomeChange, apply_changes
@@ -22,14 +21,6 @@ from webhooks.models import DeliveryOutcomeCount, DeliveryStatus, Webhook
 from webhooks.retention import purge_delivery_history
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
-
-def sample(name: str, **labels: str) -> float:
-    text = metrics.render().decode()
-    wanted = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
-    pattern = re.escape(name) + (r"\{" + re.escape(wanted) + r"\}" if labels else "") + r" (\S+)"
-    match = re.search("^" + pattern + "$", text, re.MULTILINE)
-    return float(match[1]) if match else 0.0
 
 
 @pytest.fixture

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from django.db import transaction
 
-from gshost import handoff
+from tests.metric_samples import sample
 from webhooks import dispatch
 from webhooks.delivery import policy
 from webhooks.models import AttemptError, AttemptTrigger, DeliveryStatus
 
 ROOT = Path(__file__).resolve().parents[2]
+FAILED = "gshost_handoffs_failed_total"
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 
 # --- policy ---------------------------------------------------------------------------------
@@ -147,11 +148,12 @@ def test_a_hand_off_the_broker_refuses_is_counted_and_never_raised(
         raise ConnectionError("Connection refused")
 
     monkeypatch.setattr(dispatch, "async_task", broker_down)
+    before = sample(FAILED, task="webhooks.tasks.attempt_deliveries")
 
     with transaction.atomic():
         dispatch.request_attempts([("dlv_1", "whk_1")])
 
-    assert handoff.failed_count() == 1
+    assert sample(FAILED, task="webhooks.tasks.attempt_deliveries") == before + 1
 
 
 # --- riding on django-q2's processes ------------------------------------------------------------

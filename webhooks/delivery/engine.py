@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from gshost import handoff, process_state
+from gshost import process_state
 from webhooks.delivery import claims
 from webhooks.delivery.claims import Claim
 from webhooks.delivery.record import Finished, record_attempts
@@ -302,7 +302,6 @@ def reset_process_state() -> None:
     """Stop the engine and drop every per-process cache of the delivery path."""
     stop_engine()
     client.forget_sender()
-    handoff.reset()
 
 
 process_state.register(
