@@ -26,8 +26,7 @@ from django.views.decorators.debug import sensitive_variables
 from accounts import keys
 from accounts.authentication import hash_key_secret
 from accounts.models import ApiKey, LeakSource
-from accounts.owner_mail import email_owners
-from accounts.services import api_key_revoke_leaked
+from accounts.services import api_key_revoke_leaked, email_owners
 from audit.actors import Actor
 from audit.services import SystemContext
 

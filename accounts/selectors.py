@@ -1,7 +1,7 @@
 from django.db.models import QuerySet
 
 from accounts.errors import KeyNotFound
-from accounts.models import ApiKey, Membership, Organization
+from accounts.models import ApiKey, Membership, Organization, Role
 from accounts.scopes import Scope
 
 
@@ -40,3 +40,8 @@ def api_key_get(organization_id: str, key_id: str) -> ApiKey:
 
 def memberships_of(user_id: int) -> QuerySet[Membership]:
     return Membership.objects.filter(user_id=user_id).select_related("organization")
+
+
+def owner_emails(organization_id: str) -> list[str]:
+    owners = Membership.objects.filter(organization_id=organization_id, role=Role.OWNER)
+    return sorted(set(owners.values_list("user__email", flat=True)))

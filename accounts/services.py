@@ -1,10 +1,12 @@
 """Writes for organizations, people and API keys. Each owns its transaction and audit row."""
 
 import ipaddress
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -32,10 +34,12 @@ from accounts.models import (
     User,
 )
 from accounts.scopes import Scope
-from accounts.selectors import api_key_get
+from accounts.selectors import api_key_get, owner_emails
 from audit.actors import Actor
 from audit.services import PanelAction
 from servers.selectors import server_ids_in_organization
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_EXPIRY_DAYS = 90
 MAX_EXPIRY_DAYS = 365
@@ -308,3 +312,17 @@ def _forget_in_this_process(key_id: str) -> None:
     expire within API_KEY_CACHE_SECONDS (at most 60 s)."""
     key_records.forget(key_id)
     transaction.on_commit(lambda: key_records.forget(key_id))
+
+
+def email_owners(organization_id: str, subject: str, body: str) -> bool:
+    """One email to the organization's owners (failure notices, leaked keys). Never raises:
+    False when the mail server refused it, True when it was sent or there is nobody to tell."""
+    recipients = owner_emails(organization_id)
+    if not recipients:
+        return True
+    try:
+        send_mail(subject, body, None, recipients)
+    except Exception:
+        logger.exception("Could not email the owners of %s", organization_id)
+        return False
+    return True

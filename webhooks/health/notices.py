@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.owner_mail import email_owners
+from accounts.services import email_owners
 from webhooks.models import Delivery, Webhook
 
 logger = logging.getLogger(__name__)
