@@ -20,6 +20,7 @@ from aiohttp import web
 from gshost_agent.data_jobs import InvalidJob, job_request
 from gshost_agent.keepers import KeeperGone
 from gshost_agent.node import SERVER_ID, Node
+from gshost_agent.protocol import format_time
 from gshost_agent.server_state import InvalidCommand, InvalidState, StartRequest
 from gshost_agent.settings_files import InvalidSettings
 from gshost_agent.supervisor import Supervisor
@@ -246,7 +247,7 @@ async def metrics_view(request: web.Request) -> web.Response:
         {
             "samples": [
                 {
-                    "at": datetime.fromtimestamp(s.at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "at": format_time(s.at),
                     "cpu_percent": s.cpu_percent,
                     "memory_mb": s.memory_mb,
                     "players_online": s.players_online,

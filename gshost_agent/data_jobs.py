@@ -27,7 +27,8 @@ from typing import Any, Protocol
 from gshost_agent import archives
 from gshost_agent.keeper import write_json_atomically
 from gshost_agent.layout import GameIdentity, Layout
-from gshost_agent.server_state import Busy, InvalidState, Reporter, ReportKind, ServerState
+from gshost_agent.protocol import ReportKind, ServerState
+from gshost_agent.server_state import Busy, InvalidState, Reporter
 from gshost_agent.settings_files import read_settings, settings_for, write_settings
 from gshost_agent.templates import GameCatalog, GameTemplate
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gshost_agent.server_state import Intent, ReportKind, StopReason
+from gshost_agent.protocol import ReportKind, last_output
+from gshost_agent.server_state import Intent, StopReason
 
 
 def exit_kind(intent: Intent) -> ReportKind | None:
@@ -31,7 +32,7 @@ def exit_details(record: dict[str, Any]) -> dict[str, Any]:
         "exit_code": record.get("exit_code"),
         "signal": record.get("signal"),
         "oom": bool(record.get("oom")),
-        "last_output": [str(line)[:200] for line in record.get("last_output", [])][-10:],
+        "last_output": last_output(list(record.get("last_output", []))),
     }
 
 

@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gshost_agent.protocol import format_time, last_output
+
 SPEC = "spec.json"
 GAME = "game.json"
 EXIT = "exit.json"
@@ -45,8 +47,6 @@ CONSOLE_LOG = "console.log"
 CONSOLE_LOG_LIMIT = 512 * 1024  # then it moves to console.log.1: two files at most
 HELD_LINES = 500
 LINE_LIMIT = 4096
-LAST_OUTPUT_LINES = 10
-LAST_OUTPUT_WIDTH = 200
 FOLLOWER_BACKLOG = 5000
 DRAIN_SECONDS = 2.0
 
@@ -64,10 +64,6 @@ def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
-
-
-def utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class MemoryGroup:
@@ -212,7 +208,7 @@ class Keeper:
             preexec_fn=self.become_the_game,  # the keeper has no thread yet: safe
         )
         self.process = asyncio.subprocess.Process(transport, self.protocol, loop)
-        self.started_at = utc_now()
+        self.started_at = format_time()
         write_json_atomically(
             self.run_dir / GAME,
             {"pid": self.process.pid, "keeper_pid": os.getpid(), "started_at": self.started_at},
@@ -280,14 +276,12 @@ class Keeper:
         return {
             "pid": self.process.pid if self.process is not None else None,
             "started_at": self.started_at,
-            "at": utc_now(),
+            "at": format_time(),
             "exit_code": returncode if returncode >= 0 else None,
             "signal": signal_number,
             "oom": self.memory.killed_for_memory(signal_number),
             "lines": self.last,  # how many console lines this run had
-            "last_output": [
-                text[:LAST_OUTPUT_WIDTH] for _, text in list(self.lines)[-LAST_OUTPUT_LINES:]
-            ],
+            "last_output": last_output([text for _, text in self.lines]),
         }
 
     async def on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -8,7 +8,6 @@ import contextlib
 import logging
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +25,9 @@ from gshost_agent.data_jobs import (
 )
 from gshost_agent.layout import Layout, game_identity
 from gshost_agent.outbox import Outbox, deliver_forever, flush
+from gshost_agent.protocol import PROCESS_REPORTS, ReportKind, format_time
 from gshost_agent.readings import SAMPLE_SECONDS
-from gshost_agent.server_state import PROCESS_REPORTS, InvalidState, MemoryRoot, ReportKind
+from gshost_agent.server_state import InvalidState, MemoryRoot
 from gshost_agent.supervisor import Supervisor
 from gshost_agent.templates import GameCatalog
 from gshost_agent.transfers import Transfers
@@ -87,7 +87,7 @@ class Node:
         body: dict[str, Any] = {
             "server_id": server_id,
             "kind": str(kind),
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "at": format_time(),
         }
         if kind in PROCESS_REPORTS:
             body |= {"pid": None, "exit_code": None, "signal": None, "oom": False}

@@ -8,11 +8,8 @@ import asyncio
 import re
 import time
 
+from gshost_agent.protocol import format_time
 from gshost_agent.templates import PlayersSpec
-
-
-def utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class PlayerRoster:
@@ -40,7 +37,7 @@ class PlayerRoster:
         if self._rows is not None and self._take_row(text):
             return
         if self._join and (found := self._join.search(text)):
-            self.players.setdefault(found["name"], utc_now())
+            self.players.setdefault(found["name"], format_time())
         elif self._leave and (found := self._leave.search(text)):
             self.players.pop(found["name"], None)
         elif self._pattern and (found := self._pattern.search(text)):
@@ -66,7 +63,7 @@ class PlayerRoster:
         return False
 
     def _replace(self, names: list[str]) -> None:
-        now = utc_now()
+        now = format_time()
         self.players = {name: self.players.get(name, now) for name in names if name}
         self.answered.set()
         self.answered_at = time.monotonic()

@@ -1,5 +1,6 @@
-"""A server's states, what the agent reports, and what it meant to happen (the intent) — the
-vocabulary the supervisor, the node and the API share."""
+"""What the agent meant to happen to a server (the intent), what a start asks for, and the
+refusals the supervisor, the node and the API share. The states and report kinds are the
+protocol's (`gshost_agent.protocol`)."""
 
 from __future__ import annotations
 
@@ -10,41 +11,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gshost_agent import keeper
+from gshost_agent.protocol import COMMAND_LIMIT, ReportKind, ServerState
 
-COMMAND_LIMIT = 1000
 INTENT = "intent.json"
-
-
-class ServerState(enum.StrEnum):
-    STOPPED = "stopped"
-    STARTING = "starting"
-    RUNNING = "running"
-    STOPPING = "stopping"
-    RESTARTING = "restarting"
-
-
-class ReportKind(enum.StrEnum):
-    READY = "ready"
-    HALTED = "halted"
-    CRASHED = "crashed"
-    FAILED_TO_START = "failed_to_start"
-    STOPPED_BY_NODE = "stopped_by_node"
-    STARTED_BY_NODE = "started_by_node"  # again after a restore that stopped it; `ready` follows
-    JOB_PROGRESS = "job_progress"
-    JOB_FINISHED = "job_finished"
-
-
-# Reports of what a game process did carry its pid, exit and last output; job reports do not.
-PROCESS_REPORTS = frozenset(
-    {
-        ReportKind.READY,
-        ReportKind.HALTED,
-        ReportKind.CRASHED,
-        ReportKind.FAILED_TO_START,
-        ReportKind.STOPPED_BY_NODE,
-        ReportKind.STARTED_BY_NODE,
-    }
-)
 
 
 class StopReason(enum.StrEnum):

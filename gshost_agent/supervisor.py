@@ -10,7 +10,6 @@ have.
 from __future__ import annotations
 
 import asyncio
-import calendar
 import contextlib
 import logging
 import os
@@ -26,6 +25,14 @@ from gshost_agent.exits import exit_details, exit_key, exit_kind
 from gshost_agent.keepers import KeeperGone, KeeperHandle
 from gshost_agent.layout import GameIdentity, Layout, game_python
 from gshost_agent.players import PlayerRoster
+from gshost_agent.protocol import (
+    LAST_OUTPUT_LINES,
+    ReportKind,
+    ServerState,
+    format_time,
+    last_output,
+    parse_time,
+)
 from gshost_agent.readings import ProcessTree, Sample, SampleStore, disk_mb
 from gshost_agent.server_state import (
     Busy,
@@ -33,8 +40,6 @@ from gshost_agent.server_state import (
     InvalidState,
     MemoryRoot,
     Reporter,
-    ReportKind,
-    ServerState,
     StartRequest,
     StopReason,
     console_command_checked,
@@ -252,7 +257,7 @@ class Supervisor:
         assert self.keeper is not None and self.template is not None and self.intent is not None
         game = self.keeper.game() or {}
         self.pid = game.get("pid")
-        self.started_at = _epoch(game.get("started_at"))
+        self.started_at = parse_time(game.get("started_at"))
         self.tree = ProcessTree(self.pid) if self.pid else None
         self._watch = asyncio.get_running_loop().create_task(self._follow())
         if not self.intent.ready and self.intent.stop == StopReason.NONE:
@@ -374,7 +379,7 @@ class Supervisor:
             self.report(
                 self.server_id,
                 ReportKind.FAILED_TO_START,
-                {"last_output": [f"gshost-agent: {error}"[:200]]},
+                {"last_output": last_output([f"gshost-agent: {error}"])},
             )
             return False
         return True
@@ -393,7 +398,7 @@ class Supervisor:
             "exit_code": None,
             "signal": None,
             "oom": False,
-            "last_output": [line[:200] for line in self.keeper.console_log_tail(10)],
+            "last_output": last_output(self.keeper.console_log_tail(LAST_OUTPUT_LINES)),
         }
 
     # Reattaching after the agent came back ----------------------------------------------------
@@ -463,7 +468,7 @@ class Supervisor:
             uptime = int(time.time() - self.started_at)
         return {
             "state": str(self.state),
-            "sampled_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "sampled_at": format_time(),
             "cpu_percent": cpu,
             "memory_mb": memory,
             "memory_limit_mb": self.intent.request.memory_mb if self.intent else None,
@@ -489,11 +494,3 @@ def _substitute(argument: str, values: dict[str, str]) -> str:
     for placeholder, value in values.items():
         argument = argument.replace(placeholder, value)
     return argument
-
-
-def _epoch(stamp: object) -> float | None:
-    if not isinstance(stamp, str):
-        return None
-    with contextlib.suppress(ValueError):
-        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
-    return None

@@ -30,7 +30,8 @@ from gshost_agent import archives
 from gshost_agent.data_jobs import SERVER_FILE
 from gshost_agent.keeper import write_json_atomically
 from gshost_agent.layout import Layout
-from gshost_agent.server_state import InvalidState, ServerState
+from gshost_agent.protocol import ServerState
+from gshost_agent.server_state import InvalidState
 from gshost_agent.templates import GameCatalog
 
 ARCHIVE_SHA256_HEADER = "X-Archive-SHA256"

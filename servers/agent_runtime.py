@@ -21,6 +21,7 @@ from requests.adapters import HTTPAdapter
 from gshost import process_state
 from gshost.errors import InvalidInput
 from gshost.ids import format_timestamp
+from gshost_agent.protocol import parse_moment
 from gshost_agent.templates import load_template
 from servers.configuration import desired_settings, settings_report_applied
 from servers.errors import (
@@ -254,7 +255,9 @@ class AgentRuntime:
         if answer is None:
             return PlayerList(0, server_max_players(server), [])
         try:
-            players = [Player(str(p["name"]), _moment(p["joined_at"])) for p in answer["players"]]
+            players = [
+                Player(str(p["name"]), parse_moment(p["joined_at"])) for p in answer["players"]
+            ]
             return PlayerList(int(answer["count"]), int(answer["max"]), players)
         except (KeyError, TypeError, ValueError):
             raise _garbled(server) from None
@@ -266,7 +269,7 @@ class AgentRuntime:
         try:
             return StatsSample(
                 state=server.state,
-                sampled_at=_moment(answer["sampled_at"]),
+                sampled_at=parse_moment(answer["sampled_at"]),
                 cpu_percent=float(answer["cpu_percent"]),
                 memory_mb=int(answer["memory_mb"]),
                 memory_limit_mb=int(answer["memory_limit_mb"]),
@@ -293,7 +296,7 @@ class AgentRuntime:
         try:
             return [
                 MetricsSample(
-                    at=_moment(s["at"]),
+                    at=parse_moment(s["at"]),
                     cpu_percent=float(s["cpu_percent"]),
                     memory_mb=int(s["memory_mb"]),
                     network_in_kbps=None,
@@ -327,13 +330,6 @@ class AgentRuntime:
     def sweep(self, now: datetime) -> None:
         """Agents report what their processes do; only jobs of silent nodes time out."""
         jobs_fail_unreported(now)
-
-
-def _moment(value: Any) -> datetime:
-    moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        raise ValueError("a time without its offset")
-    return moment
 
 
 def _optional_float(value: Any) -> float | None:

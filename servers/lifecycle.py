@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from gshost_agent.protocol import last_output
 from servers.models import ServerState
 from webhooks.events import Event
 
@@ -47,9 +48,6 @@ TABLE: dict[tuple[ServerState, Trigger], tuple[ServerState, Event | None]] = {
     (S.STOPPED, Trigger.NODE_START): (S.STARTING, None),
 }
 
-MAX_OUTPUT_LINES = 10
-MAX_OUTPUT_LINE_LENGTH = 200
-
 
 @dataclass(frozen=True)
 class CrashDetails:
@@ -61,11 +59,10 @@ class CrashDetails:
     last_output: tuple[str, ...] = ()
 
     def data(self) -> dict[str, Any]:
-        lines = self.last_output[-MAX_OUTPUT_LINES:]
         return {
             "signal": self.signal,
             "oom": self.oom,
-            "last_output": [line[:MAX_OUTPUT_LINE_LENGTH] for line in lines],
+            "last_output": last_output(list(self.last_output)),
         }
 
 

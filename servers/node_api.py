@@ -18,17 +18,11 @@ from django.views.decorators.csrf import csrf_exempt
 
 from gshost.api import rate_limits
 from gshost.api.client_ip import client_ip
+from gshost_agent.protocol import JOB_REPORTS, ReportKind, ServerState, last_output
 from servers.errors import ServerNotOnNode
-from servers.lifecycle import MAX_OUTPUT_LINE_LENGTH, MAX_OUTPUT_LINES, CrashDetails
+from servers.lifecycle import CrashDetails
 from servers.models import Node
-from servers.node_reports import (
-    JOB_REPORTS,
-    JobReport,
-    Report,
-    ReportKind,
-    node_heartbeat,
-    node_report_apply,
-)
+from servers.node_reports import JobReport, Report, node_heartbeat, node_report_apply
 from servers.nodes import node_by_token
 
 MAX_BODY_BYTES = 64 * 1024
@@ -37,7 +31,6 @@ _SERVER_ID = re.compile(r"srv_[0-9A-Za-z]{1,40}")
 _JOB_ID = re.compile(r"job_[0-9A-Za-z]{1,40}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _OUTBOX_ID = re.compile(r"[0-9A-Za-z_.:-]{1,100}")
-_STATES = ("stopped", "starting", "running", "stopping", "restarting")
 
 
 class BadInput(Exception):
@@ -153,7 +146,7 @@ def _last_output(body: dict[str, Any]) -> tuple[str, ...]:
         return ()
     if not isinstance(value, list) or not all(isinstance(line, str) for line in value):
         raise BadInput("last_output", "last_output must be a list of strings.")
-    return tuple(_printable(line)[:MAX_OUTPUT_LINE_LENGTH] for line in value[-MAX_OUTPUT_LINES:])
+    return tuple(last_output([_printable(line) for line in value]))
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -229,7 +222,7 @@ def _servers(body: dict[str, Any]) -> dict[str, str]:
     for server_id, state in value.items():
         if not isinstance(server_id, str) or not _SERVER_ID.fullmatch(server_id):
             raise BadInput("servers", message)
-        if state not in _STATES:
+        if state not in set(ServerState):
             raise BadInput("servers", message)
     return value
 

@@ -9,7 +9,7 @@ from enum import StrEnum
 from django.db import transaction
 from django.utils import timezone
 
-from gshost_agent.server_state import ReportKind  # the protocol's names, defined once
+from gshost_agent.protocol import ReportKind
 from servers.configuration import settings_report_applied
 from servers.errors import InvalidState, JobNotOnNode, ServerNotOnNode
 from servers.jobs import job_begin, job_finish, job_progress
@@ -18,9 +18,6 @@ from servers.models import Job, JobKind, Node, Server, ServerState
 from servers.services import server_transition
 
 logger = logging.getLogger(__name__)
-
-
-JOB_REPORTS = (ReportKind.JOB_PROGRESS, ReportKind.JOB_FINISHED)
 
 
 class ReportOutcome(StrEnum):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gshost_agent.exits import exit_details, exit_key, exit_kind
-from gshost_agent.server_state import Intent, ReportKind, StartRequest, StopReason
+from gshost_agent.protocol import ReportKind
+from gshost_agent.server_state import Intent, StartRequest, StopReason
 
 REQUEST = StartRequest(game="demo", port=27015, memory_mb=256)
 

@@ -1,0 +1,83 @@
+"""The node protocol: the names, limits and formats the agent and the control plane share
+(docs/agent-protocol.md). Both sides import them from here, and only from here; the control
+plane imports nothing else of the agent but its game templates.
+
+Standard library only: the agent imports no Django, and this module is the agent's.
+"""
+
+from __future__ import annotations
+
+import calendar
+import enum
+import time
+from datetime import UTC, datetime
+
+# A report's `last_output`: the game's last console lines, each cut to this width.
+LAST_OUTPUT_LINES = 10
+LAST_OUTPUT_WIDTH = 200
+# A console command: one line of at most this many printable characters.
+COMMAND_LIMIT = 1000
+# Times on the wire: UTC, to the second, with a Z.
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class ServerState(enum.StrEnum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    RESTARTING = "restarting"
+
+
+class ReportKind(enum.StrEnum):
+    READY = "ready"
+    HALTED = "halted"
+    CRASHED = "crashed"
+    FAILED_TO_START = "failed_to_start"
+    STOPPED_BY_NODE = "stopped_by_node"
+    STARTED_BY_NODE = "started_by_node"  # again after a restore that stopped it; `ready` follows
+    JOB_PROGRESS = "job_progress"
+    JOB_FINISHED = "job_finished"
+
+
+# Reports of what a game process did carry its pid, exit and last output; job reports do not.
+PROCESS_REPORTS = frozenset(
+    {
+        ReportKind.READY,
+        ReportKind.HALTED,
+        ReportKind.CRASHED,
+        ReportKind.FAILED_TO_START,
+        ReportKind.STOPPED_BY_NODE,
+        ReportKind.STARTED_BY_NODE,
+    }
+)
+JOB_REPORTS = frozenset({ReportKind.JOB_PROGRESS, ReportKind.JOB_FINISHED})
+
+
+def last_output(lines: list[str]) -> list[str]:
+    """A report's `last_output`: the last LAST_OUTPUT_LINES lines, each cut to the width."""
+    return [str(line)[:LAST_OUTPUT_WIDTH] for line in lines[-LAST_OUTPUT_LINES:]]
+
+
+def format_time(epoch: float | None = None) -> str:
+    """`epoch` (now when None) as the protocol writes times."""
+    return time.strftime(TIME_FORMAT, time.gmtime(time.time() if epoch is None else epoch))
+
+
+def parse_time(stamp: object) -> float | None:
+    """A protocol time as seconds since the epoch; None when it is not one."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return float(calendar.timegm(time.strptime(stamp, TIME_FORMAT)))
+    except ValueError:
+        return None
+
+
+def parse_moment(value: object) -> datetime:
+    """An ISO 8601 time with its offset (a reading's `sampled_at`, a player's `joined_at`) as
+    an aware datetime; ValueError when it is not one."""
+    moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError("a time without its offset")
+    return moment.astimezone(UTC)
