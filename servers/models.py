@@ -84,6 +84,17 @@ class Node(models.Model):
     outbox_id = models.CharField(max_length=100, blank=True, default="")
     last_report_seq = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
+    # Capacity (CONTRACT §15.1): null until staff set it or the agent's first heartbeat tells
+    # its machine's (total memory, free disk of its data directory, 100 x its cores).
+    memory_mb = models.PositiveIntegerField(null=True, blank=True)
+    disk_mb = models.PositiveIntegerField(null=True, blank=True)
+    cpu_percent = models.PositiveIntegerField(null=True, blank=True)
+    overallocate_percent = models.PositiveIntegerField(default=0)
+    tags = models.JSONField(default=list, blank=True)  # ["eu", "ssd"]: placement keeps to them
+    drained = models.BooleanField(default=False)  # no new servers are placed on it
+    # What the agent last said in its heartbeat: how it seals games off, and its games.
+    isolation = models.CharField(max_length=100, blank=True, default="")
+    games = models.JSONField(default=list, blank=True)
 
     def __str__(self) -> str:
         return self.name
@@ -119,7 +130,7 @@ class Server(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_server_id)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="servers")
     name = models.CharField(max_length=100)
-    game = models.CharField(max_length=20, choices=Game.choices, default=Game.MINECRAFT)
+    game = models.CharField(max_length=32, default=Game.MINECRAFT)
     state = models.CharField(
         max_length=20, choices=ServerState.choices, default=ServerState.STOPPED
     )
@@ -136,6 +147,12 @@ class Server(models.Model):
     # what the host last reported running with. Keys missing from either take the default.
     desired_settings = models.JSONField(default=dict, blank=True)
     reported_settings = models.JSONField(default=dict, blank=True)
+    # The plan (CONTRACT §14.2): the kernel holds the game to it, placement counts it.
+    memory_mb = models.PositiveIntegerField(default=1024)
+    disk_mb = models.PositiveIntegerField(default=10240)
+    cpu_percent = models.PositiveIntegerField(default=100)  # 100 = one core
+    processes = models.PositiveIntegerField(default=256)
+    restart_on_crash = models.BooleanField(default=True)
 
     class Meta:
         indexes = [
@@ -159,6 +176,9 @@ class ServerTransition(models.Model):
     trigger = models.CharField(max_length=20)
     cause = models.CharField(max_length=200, blank=True, default="")
     exit_code = models.IntegerField(null=True, blank=True)
+    # How a game on an agent node ended: the signal, and whether the kernel killed it for memory.
+    signal = models.IntegerField(null=True, blank=True)
+    oom = models.BooleanField(default=False)
     at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -193,6 +213,11 @@ class BackupState(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
+class BackupLocation(models.TextChoices):
+    NODE = "node", "On the node"
+    OBJECT_STORAGE = "object_storage", "Object storage"
+
+
 class Backup(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_backup_id)
     server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="backups")
@@ -203,6 +228,9 @@ class Backup(models.Model):
     size_bytes = models.BigIntegerField(null=True, blank=True)
     # The archive's SHA-256 (hex) where the node made a real one; a restore checks it.
     sha256 = models.CharField(max_length=64, blank=True, default="")
+    location = models.CharField(
+        max_length=20, choices=BackupLocation.choices, default=BackupLocation.NODE
+    )
     created_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)
 
