@@ -5,6 +5,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import freezegun
 import pytest
 from django.core.cache import cache
 from django.test import Client
@@ -17,6 +18,9 @@ from audit.services import PanelContext
 from gshost import process_state
 from servers.models import Server
 from servers.services import server_create
+
+# pytest's own clock must stay real under frozen time, or --durations reports nonsense.
+freezegun.configure(extend_ignore_list=["_pytest.timing"])
 
 API = "/api/public/v1"
 
