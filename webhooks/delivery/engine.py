@@ -26,7 +26,6 @@ from webhooks.delivery import claims
 from webhooks.delivery.claims import Claim
 from webhooks.delivery.record import Finished, record_attempts
 from webhooks.models import AttemptError
-from webhooks.targets import client
 from webhooks.targets.signed import DELIVERY_HEADER, EVENT_HEADER, refused, send_signed
 from webhooks.targets.transport import AttemptResult
 
@@ -298,14 +297,9 @@ def attempt_deliveries(deliveries: Sequence[tuple[str, str]]) -> None:
         get_engine().wake(deliveries)
 
 
-def reset_process_state() -> None:
-    """Stop the engine and drop every per-process cache of the delivery path."""
-    stop_engine()
-    client.forget_sender()
-
-
+# Reset in name order, so the engine's threads stop before "webhooks.sender" closes the sender.
 process_state.register(
     "webhooks.delivery",
-    bound="WEBHOOK_SENDER_THREADS threads, one keep-alive pool per receiver address",
-    reset=reset_process_state,
+    bound="WEBHOOK_SENDER_THREADS threads",
+    reset=stop_engine,
 )

@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from django.db.models import Case, DateTimeField, F, Model, Value, When
 from django.utils import timezone
 
+from gshost import process_state
 from webhooks.delivery import policy
 from webhooks.delivery.claims import Claim
 from webhooks.delivery.policy import STATE_FIELDS, DeliveryState
@@ -233,3 +234,8 @@ def _recordset(name: str, columns: Sequence[tuple[str, type[Model], str]]) -> st
 def _json(rows: list[dict[str, Any]]) -> str:
     # Timestamps keep their microseconds and offset, so a lease compares equal to the row's.
     return json.dumps(rows, default=datetime.isoformat, separators=(",", ":"))
+
+
+process_state.register(
+    "webhooks.record_sql", bound="one SQL statement", reset=_one_statement_sql.cache_clear
+)
