@@ -118,9 +118,9 @@ def _claim_compare_and_set(
 
 
 # ``due`` written out, one arm per partial index (open rows in due order, asked-for
-# redeliveries), with the webhook's columns joined in: one round trip instead of three (with
-# the one-statement record, 294/s -> 567/s on the quiet bench). Only table names and status
-# constants are interpolated; tests hold both spellings to the same cases.
+# redeliveries), with the webhook's columns joined in: one round trip instead of three. Only
+# table names and status constants are interpolated; tests hold both spellings to the same
+# cases.
 _DELIVERIES: Final = connection.ops.quote_name(Delivery._meta.db_table)
 _FREE: Final = (
     "(lease_expires_at IS NULL OR lease_expires_at < %(now)s) AND NOT webhook_id = ANY(%(skip)s)"

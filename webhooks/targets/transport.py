@@ -183,7 +183,8 @@ class _DeadlineSSLSocket(ssl.SSLSocket):
 
 
 def ssl_context_for(ca_bundle: str | None) -> ssl.SSLContext:
-    """Shared client context for a CA bundle (certifi's when None); building one costs ~25 ms."""
+    """Shared client context for a CA bundle (certifi's when None): building one parses the
+    whole bundle, so it is built once per version of the file."""
     path = ca_bundle or certifi.where()
     stat = os.stat(path)
     return _build_ssl_context(os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
