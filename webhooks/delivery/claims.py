@@ -4,7 +4,8 @@ A row is **due** (``due``, the one definition) when an automatic attempt is due 
 redelivery was asked for, and nobody holds it: no lease, or one that ran out because its worker
 died (a lease is one attempt's deadline plus a small margin). Claiming stamps the lease and
 ``first_attempt_at`` (kept across retries, for the endpoint stats); nothing else changes until
-the attempt is recorded. A claim is one statement on PostgreSQL, three on SQLite.
+the attempt is recorded. A claim is one statement on PostgreSQL, three on SQLite; both read
+the columns named once here (``_COLUMNS``). Why two spellings: bench/delivery_spellings.py.
 """
 
 from __future__ import annotations
@@ -165,7 +166,8 @@ def _claim_in_one_statement(
 
 
 def _claims_of(rows: Iterable[tuple[Any, ...]]) -> list[Claim]:
-    return [Claim(*row[:12], DeliveryState(*row[12:])) for row in rows]  # type: ignore[call-arg]
+    split = len(_COLUMNS) - len(STATE_FIELDS)
+    return [Claim(*row[:split], DeliveryState(*row[split:])) for row in rows]  # type: ignore[call-arg]
 
 
 def give_back(claims: Iterable[Claim]) -> None:
