@@ -26,17 +26,19 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import psutil
 import trustme
-from agent_control_standin import REPORTS, ControlPlane, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.agent.control_plane import ControlPlane  # noqa: E402
+from tests.agent.lines import free_port  # noqa: E402
+
 WORLD_MB = int(os.environ.get("BENCH_BACKUP_MB", "1024"))
 TOKEN = "gsn_" + "b" * 43
 SERVER_ID = "srv_benchbackups00000001"
@@ -74,14 +76,14 @@ class Agent:
         issued = authority.issue_cert("127.0.0.1")
         issued.cert_chain_pems[0].write_to_path(str(work / "cert.pem"))
         issued.private_key_pem.write_to_path(str(work / "key.pem"))
-        self.plane = ThreadingHTTPServer(("127.0.0.1", free_port()), ControlPlane)
-        threading.Thread(target=self.plane.serve_forever, daemon=True).start()
+        self.plane = ControlPlane(port=free_port(), token=TOKEN)
+        self.plane.up()
         self.port = free_port()
         self.data = work / "data"
         env = {
             "PATH": os.environ["PATH"],
             "AGENT_TOKEN": TOKEN,
-            "AGENT_CONTROL_URL": f"http://127.0.0.1:{self.plane.server_port}",
+            "AGENT_CONTROL_URL": self.plane.url,
             "AGENT_DATA_DIR": str(self.data),
             "AGENT_BIND": f"127.0.0.1:{self.port}",
             "AGENT_TLS_CERT": str(work / "cert.pem"),
@@ -117,7 +119,7 @@ class Agent:
         self.call("POST", "jobs", {"job_id": job_id, "kind": kind, "game": "demo", **fields})
         peak = self.rss_mb()
         while True:
-            done = [r for r in list(REPORTS) if r.get("job_id") == job_id
+            done = [r for r in self.plane.all_reports() if r.get("job_id") == job_id
                     and r["kind"] == "job_finished"]  # fmt: skip
             if done:
                 if not done[0]["succeeded"]:
@@ -129,7 +131,7 @@ class Agent:
     def end(self) -> None:
         self.process.send_signal(signal.SIGTERM)
         self.process.wait(timeout=30)
-        self.plane.shutdown()
+        self.plane.down()
 
 
 def main() -> None:

@@ -19,17 +19,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import psutil
 import trustme
-from agent_control_standin import REPORTS, ControlPlane, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.agent.control_plane import ControlPlane  # noqa: E402
+from tests.agent.lines import free_port  # noqa: E402
+
 SERVERS = int(os.environ.get("BENCH_SERVERS", "50"))
 REST_SECONDS = int(os.environ.get("BENCH_REST_SECONDS", "30"))
 TOKEN = "gsn_" + "b" * 43
@@ -43,10 +45,10 @@ def wait_for(condition, timeout: float) -> None:  # type: ignore[no-untyped-def]
         time.sleep(0.1)
 
 
-def kinds(kind: str) -> int:
+def kinds(plane: ControlPlane, kind: str) -> int:
     """Reports of that kind, each counted once: a report may be delivered twice (its answer
-    lost), the control plane applies it once by its sequence number."""
-    return len({report["seq"] for report in list(REPORTS) if report["kind"] == kind})
+    lost), the stand-in control plane applies it once by its sequence number."""
+    return len([report for report in plane.all_reports() if report["kind"] == kind])
 
 
 def rss_mb(processes: list[psutil.Process]) -> list[float]:
@@ -61,13 +63,13 @@ def main() -> None:
     issued = authority.issue_cert("127.0.0.1")
     issued.cert_chain_pems[0].write_to_path(str(work / "cert.pem"))
     issued.private_key_pem.write_to_path(str(work / "key.pem"))
-    plane = ThreadingHTTPServer(("127.0.0.1", free_port()), ControlPlane)
-    threading.Thread(target=plane.serve_forever, daemon=True).start()
+    plane = ControlPlane(port=free_port(), token=TOKEN)
+    plane.up()
     port = free_port()
     env = {
         "PATH": os.environ["PATH"],
         "AGENT_TOKEN": TOKEN,
-        "AGENT_CONTROL_URL": f"http://127.0.0.1:{plane.server_port}",
+        "AGENT_CONTROL_URL": plane.url,
         "AGENT_DATA_DIR": str(work / "data"),
         "AGENT_BIND": f"127.0.0.1:{port}",
         "AGENT_TLS_CERT": str(work / "cert.pem"),
@@ -92,7 +94,7 @@ def main() -> None:
             headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
         )
         urllib.request.urlopen(request, context=tls, timeout=30).close()
-    wait_for(lambda: kinds("ready") == SERVERS, 180)
+    wait_for(lambda: kinds(plane, "ready") == SERVERS, 180)
     print(f"{SERVERS} demo servers ready in {time.monotonic() - began:.1f} s")
     players = [socket.create_connection(("127.0.0.1", p), timeout=10) for p in game_ports]
     for number, player in enumerate(players):
@@ -110,12 +112,12 @@ def main() -> None:
     agent.send_signal(signal.SIGINT)
     agent.wait(timeout=30)
     print(f"agent and games ended in {time.monotonic() - ending:.1f} s (limit 10 s)")
-    print(f"stopped_by_node reports: {kinds('stopped_by_node')} of {SERVERS}")
+    print(f"stopped_by_node reports: {kinds(plane, 'stopped_by_node')} of {SERVERS}")
     left = [p.pid for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     print(f"processes left: {left or 'none'}")
     for player in players:
         player.close()
-    plane.shutdown()
+    plane.down()
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -35,7 +35,7 @@ def encrypt_secret(secret: str) -> str:
 
 def decrypt_secret(token: str) -> str | None:
     """The secret, or None when no configured key can decrypt it."""
-    # Not cached: about 6 µs a decryption, nothing beside a network round trip.
+    # Not cached: a decryption is cheap beside the network round trip it precedes.
     try:
         return _cipher().decrypt(token.encode()).decode()
     except (InvalidToken, ValueError):

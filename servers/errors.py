@@ -109,6 +109,13 @@ class SimulatedNodeHasNoToken(NotSupported):
     default_message = "The simulated node has no token."
 
 
+class NotAMaintenanceAction(InvalidInput):
+    """A job kind other than wipe or reinstall asked as maintenance."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(f"Not a maintenance action: {kind}.", fields={"action": ["Not valid."]})
+
+
 class InvalidCommand(InvalidInput):
     """A console command that is empty, too long, or not one line of printable text."""
 

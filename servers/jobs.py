@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from audit.actors import Actor
 from audit.services import PanelAction
-from servers.errors import InvalidState
+from servers.errors import InvalidState, NotAMaintenanceAction
 from servers.models import (
     Backup,
     BackupState,
@@ -64,7 +64,7 @@ def backup_restore(*, server: Server, backup: Backup, actor: Actor) -> Job:
 def maintenance_start(*, server: Server, kind: JobKind, actor: Actor) -> Job:
     """Wipe the world, or reinstall the game. The server must be stopped."""
     if kind not in MAINTENANCE_KINDS:
-        raise ValueError(f"Not a maintenance action: {kind}")
+        raise NotAMaintenanceAction(kind)
     with transaction.atomic():
         server = _idle(server, (ServerState.STOPPED,), f"Stop the server to {kind.value}.")
         return _job_create(server, kind, actor)

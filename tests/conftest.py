@@ -162,9 +162,14 @@ def charlie_client(client: Client, charlie) -> Client:
 
 
 @pytest.fixture
-def staff_client(db: None) -> Client:
-    """A Django admin session of a superuser."""
-    staff = User.objects.create_superuser(email="staff@gshost.test", password="staff-pw-123")
+def staff(db: None) -> User:
+    """A superuser of the Django admin (staff of the hosting company, in no organization)."""
+    return User.objects.create_superuser(email="staff@gshost.test", password="staff-pw-123")
+
+
+@pytest.fixture
+def staff_client(staff: User) -> Client:
+    """A Django admin session of `staff`."""
     client = Client()
     client.force_login(staff)
     return client

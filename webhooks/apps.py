@@ -1,7 +1,6 @@
 import sys
 
 from django.apps import AppConfig
-from django.conf import settings
 
 
 class WebhooksConfig(AppConfig):
@@ -16,12 +15,10 @@ class WebhooksConfig(AppConfig):
         from gshost.schedules import Definition, schedule_after_migrate
         from webhooks.delivery.process import shield_cluster_children, start_in_worker
         from webhooks.metrics import backlog_collector
+        from webhooks.targets.client import use_configured_sender
 
         register_scrape_collector(backlog_collector)
-        if settings.DEV_WEBHOOK_LOOPBACK_HOSTS:  # development only: empty unless DEBUG is on
-            from webhooks.targets.dev_loopback import install
-
-            install(frozenset(host.lower() for host in settings.DEV_WEBHOOK_LOOPBACK_HOSTS))
+        use_configured_sender()  # in development, the demo receiver's names resolve to loopback
 
         # Each django-q2 worker process runs a delivery engine (sender threads) of its own.
         post_spawn.connect(start_in_worker, dispatch_uid="webhooks.delivery.engine")

@@ -2,22 +2,10 @@
 
 import pytest
 from django.contrib.admin.utils import quote
-from django.test import Client
 
 from accounts.models import ApiKey, User
 from audit.models import AuditRecord, Source
 from audit.services import PanelAction, PanelContext, audit_panel_action
-
-
-@pytest.fixture
-def staff(db) -> User:
-    return User.objects.create_superuser(email="staff@gshost.test", password="staff-pw-123")
-
-
-@pytest.fixture
-def staff_client(client: Client, staff: User) -> Client:
-    client.force_login(staff)
-    return client
 
 
 def test_it_never_shows_the_secret_hash_or_the_key(staff_client, make_key):

@@ -3,10 +3,10 @@ page, the panel's audit page, and (read-only) the staff admin."""
 
 import pytest
 from django.contrib.admin.utils import quote
-from django.test import Client, RequestFactory
+from django.test import RequestFactory
 
 from accounts.leaks import leak_context, leaked_token_handle
-from accounts.models import ApiKey, LeakSource, User
+from accounts.models import ApiKey, LeakSource
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
@@ -63,12 +63,6 @@ def test_the_panel_shows_a_reported_url_as_text_only(alice_client, make_key):
         content = alice_client.get(page).content.decode()
         assert "<script>alert(2)" not in content
         assert 'href="javascript:' not in content
-
-
-@pytest.fixture
-def staff_client(client: Client, db: None) -> Client:
-    client.force_login(User.objects.create_superuser(email="staff@gshost.test", password="pw"))
-    return client
 
 
 def test_the_admin_shows_the_leak_read_only(staff_client, leaked):

@@ -1,5 +1,6 @@
-"""A real agent (`python -m gshost_agent`) with real keepers and games, a local control plane
-that records what the agent reports, and certificates made by trustme.
+"""A real agent (`python -m gshost_agent`) with real keepers and games, the stand-in control
+plane of tests/agent/control_plane.py that records what the agent reports, and certificates
+made by trustme.
 
 Every process a test starts is ended by the fixtures: the agent, and every keeper and game
 found under the test's data directory.
@@ -17,11 +18,8 @@ import string
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +28,10 @@ import pytest
 import requests
 import trustme
 
+from tests.agent.control_plane import TOKEN, ControlPlane
 from tests.agent.lines import LineReader, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "gsn_" + "t" * 43
 BASE62 = string.digits + string.ascii_letters
 CGROUP_ROOT = Path("/sys/fs/cgroup/memory/gshost")
 
@@ -169,82 +167,6 @@ def games_dir() -> Iterator[Path]:
 
 
 # The control plane ---------------------------------------------------------------------------
-
-
-@dataclass
-class ControlPlane:
-    """Applies each report once per (outbox_id, seq), as the real one does, and keeps them."""
-
-    port: int
-    reports: list[dict[str, Any]] = field(default_factory=list)
-    repeats: int = 0
-    heartbeats: list[dict[str, Any]] = field(default_factory=list)
-    applied: dict[str, int] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    server: ThreadingHTTPServer | None = None
-    refused: set[str] = field(default_factory=set)  # servers "of another node": 403
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def up(self) -> None:
-        plane = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                    return self.answer(401, {"error": {"code": "unauthorized"}})
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if self.path == "/internal/nodes/heartbeat":
-                    with plane.lock:
-                        plane.heartbeats.append(body)
-                    return self.answer(200, {"node": "test"})
-                if self.path == "/internal/nodes/reports":
-                    if body["server_id"] in plane.refused:
-                        return self.answer(403, {"error": {"code": "forbidden"}})
-                    return self.answer(200, {"acknowledged": plane.apply(body)})
-                return self.answer(404, {"error": {"code": "not_found"}})
-
-            def answer(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def down(self) -> None:
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            self.server = None
-
-    def apply(self, body: dict[str, Any]) -> int:
-        with self.lock:
-            if body["seq"] <= self.applied.get(body["outbox_id"], 0):
-                self.repeats += 1
-            else:
-                self.applied[body["outbox_id"]] = body["seq"]
-                self.reports.append(body)
-        return int(body["seq"])
-
-    def reports_of(self, server_id: str) -> list[dict[str, Any]]:
-        with self.lock:
-            return [r for r in self.reports if r["server_id"] == server_id]
-
-    def wait_for_report(self, server_id: str, kind: str, timeout: float = 20.0) -> dict[str, Any]:
-        def found() -> dict[str, Any] | None:
-            matching = [r for r in self.reports_of(server_id) if r["kind"] == kind]
-            return matching[-1] if matching else None
-
-        return wait_until(found, timeout)
 
 
 @pytest.fixture

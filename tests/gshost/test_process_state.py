@@ -1,8 +1,9 @@
 """Every per-process cache and thread is declared in one registry, with its bound, and one
 call drops them all (what the tests do around each test)."""
 
-import importlib
+import ast
 from functools import partial
+from pathlib import Path
 
 import pytest
 
@@ -13,30 +14,129 @@ from tests.conftest import API, client_for
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
-# Each of these modules registers its state under its own name.
-REGISTERING_MODULES = (
-    "accounts.authentication",
-    "accounts.key_records",
-    "accounts.keys",
-    "accounts.usage",
-    "audit.buffer",
-    "audit.failed_auth",
-    "gshost.api.client_ip",
-    "gshost.api.rate_limits",
-    "gshost.encryption",
-    "gshost.monitoring.middleware",
-    "gshost.monitoring.views",
-    "servers.agent_runtime",
-    "servers.configuration",
-    "servers.runtime",
-    "webhooks.ping_limit",
-)
+ROOT = Path(__file__).resolve().parent.parent.parent
+PACKAGES = ("accounts", "audit", "gshost", "servers", "webhooks")
+CACHES = {"cache", "lru_cache"}
+STATE_AT_IMPORT = {"local", "Semaphore", "BoundedSemaphore", "Thread"}
+MUTATORS = {"append", "add", "extend", "update", "setdefault", "put", "pop", "clear", "insert"}
+
+# Modules that keep something across requests on purpose, and why it is no cache to reset.
+NOT_STATE = {
+    # The registry itself.
+    "gshost/process_state.py": "the registry of process state",
+    # Filled once by the apps' ready(), the same in every process: wiring, not a cache.
+    "gshost/monitoring/metrics.py": "collectors the apps add at start",
+    "gshost/schedules.py": "schedules the apps declare at start",
+}
 
 
-def test_the_registry_lists_every_cache_and_thread():
-    for module in REGISTERING_MODULES:
-        importlib.import_module(module)
-    assert set(REGISTERING_MODULES) <= {state.name for state in process_state.registered()}
+def _called(node: ast.AST) -> str | None:
+    target = node.func if isinstance(node, ast.Call) else node
+    if isinstance(target, ast.Attribute):
+        return target.attr
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def holds_process_state(tree: ast.Module) -> list[str]:
+    """What in a module outlives a request: a cached function, a global rebound, a thread,
+    semaphore or thread-local made at import, an at-fork hook, or a module-level container
+    that its functions fill."""
+    containers = {
+        target.id
+        for statement in tree.body
+        if isinstance(statement, ast.Assign | ast.AnnAssign)
+        and isinstance(statement.value, ast.Call | ast.Dict | ast.List | ast.Set)
+        for target in (
+            statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        )
+        if isinstance(target, ast.Name)
+    }
+    found = [
+        f"{_called(statement.value)}() at import"
+        for statement in tree.body
+        if isinstance(statement, ast.Assign | ast.AnnAssign)
+        and isinstance(statement.value, ast.Call)
+        and _called(statement.value) in STATE_AT_IMPORT
+    ]
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        found += [f"@{_called(d)} {function.name}" for d in function.decorator_list
+                  if _called(d) in CACHES]  # fmt: skip
+        for node in ast.walk(function):
+            if isinstance(node, ast.Global):
+                found.append(f"global {', '.join(node.names)}")
+            elif isinstance(node, ast.Call) and _called(node) == "register_at_fork":
+                found.append("an at-fork hook")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in containers
+                and node.func.attr in MUTATORS
+            ):
+                found.append(f"{node.func.value.id}.{node.func.attr}()")
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                and t.value.id in containers for t in node.targets
+            ):  # fmt: skip
+                found.append("an item set in a module-level container")
+    return found
+
+
+def registers(tree: ast.Module) -> bool:
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "register"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "process_state"
+        for node in ast.walk(tree)
+    )
+
+
+def stateful_modules() -> dict[str, list[str]]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = str(path.relative_to(ROOT))
+            if "migrations" in path.parts or name in NOT_STATE:
+                continue
+            if what := holds_process_state(ast.parse(path.read_text())):
+                found[name] = what
+    return found
+
+
+def test_every_module_holding_process_state_registers_it():
+    unregistered = {
+        name: what
+        for name, what in stateful_modules().items()
+        if not registers(ast.parse((ROOT / name).read_text()))
+    }
+    assert unregistered == {}
+
+
+def test_the_scan_finds_each_kind_of_process_state():
+    source = """
+import functools, os, threading
+_local = threading.local()
+_seen = {}
+@functools.lru_cache(maxsize=8)
+def cached(): ...
+def remember(key):
+    global _last
+    _seen[key] = True
+    _seen.setdefault(key, 1)
+    os.register_at_fork(after_in_child=remember)
+"""
+    assert holds_process_state(ast.parse(source)) == [
+        "local() at import",
+        "@lru_cache cached",
+        "global _last",
+        "an item set in a module-level container",
+        "_seen.setdefault()",
+        "an at-fork hook",
+    ]
 
 
 def test_each_registered_state_says_what_bounds_it():

@@ -7,8 +7,9 @@ from django.utils import timezone
 from freezegun import freeze_time
 
 from audit.actors import Actor
-from servers.jobs import backup_create
-from servers.models import Backup, Job, Server
+from servers.errors import NotAMaintenanceAction
+from servers.jobs import backup_create, maintenance_start
+from servers.models import Backup, Job, JobKind, Server
 from servers.runtime import runtime_sweep
 from tests.conftest import API, client_for, error_of
 
@@ -207,6 +208,12 @@ def test_a_bad_maintenance_action_is_400(make_key, acme_server):
         f"{API}/servers/{acme_server.id}/maintenance", {"action": "format-c"}, format="json"
     )
     assert set(error_of(response)["fields"]) == {"action"}
+
+
+def test_a_backup_is_not_a_maintenance_action(acme_server):
+    with pytest.raises(NotAMaintenanceAction):
+        maintenance_start(server=acme_server, kind=JobKind.BACKUP, actor=Actor.system("test"))
+    assert not Job.objects.filter(server=acme_server).exists()
 
 
 def test_a_server_cannot_start_while_it_is_being_wiped(make_key, acme_server):

@@ -3,7 +3,6 @@ events; each action audited, each page scoped to the current organization and th
 scopes."""
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 from freezegun import freeze_time
 
@@ -16,20 +15,6 @@ from servers.schedules import ScheduleInput, schedule_create
 from tests.servers.conftest import Published
 
 PANEL = "/panel/servers/"
-
-
-@pytest.fixture
-def alice_client(alice) -> Client:
-    client = Client()
-    client.force_login(alice.user)
-    return client
-
-
-@pytest.fixture
-def bob_client(bob) -> Client:
-    client = Client()
-    client.force_login(bob.user)
-    return client
 
 
 def page(client, path, status=200):

@@ -23,11 +23,6 @@ def signed_in(membership) -> Client:
     return client
 
 
-@pytest.fixture
-def alice_client(alice) -> Client:
-    return signed_in(alice)
-
-
 def send(server, command):
     return server_send_command(server=server, command=command, actor=Actor.system("test"))
 

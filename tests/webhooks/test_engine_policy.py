@@ -160,8 +160,11 @@ def test_a_hand_off_the_broker_refuses_is_counted_and_never_raised(
 
 _FORK_MASKS = """
 import os, signal, sys
+from gshost import process_state
 from webhooks.delivery.process import shield_cluster_children
 shield_cluster_children([sys.argv[1], sys.argv[2]])
+if sys.argv[3:] == ["reset"]:
+    process_state.reset_all()
 read, write = os.pipe()
 if os.fork() == 0:
     blocked = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
@@ -176,15 +179,16 @@ print(os.read(read, 32).decode(), "parent-blocked" if parent else "parent-open")
 @pytest.mark.parametrize(
     ("command", "expected"),
     [
-        ("qcluster", "child-blocked parent-open"),
-        ("runserver", "child-open parent-open"),
+        (["qcluster"], "child-blocked parent-open"),
+        (["runserver"], "child-open parent-open"),
+        (["qcluster", "reset"], "child-open parent-open"),  # process state reset: no shield
     ],
 )
 def test_only_qclusters_children_are_forked_with_sigterm_blocked(
-    command: str, expected: str
+    command: list[str], expected: str
 ) -> None:
     run = subprocess.run(
-        [sys.executable, "-c", _FORK_MASKS, "manage.py", command],
+        [sys.executable, "-c", _FORK_MASKS, "manage.py", *command],
         check=True, capture_output=True, text=True, timeout=60, cwd=ROOT,
     )  # fmt: skip
 

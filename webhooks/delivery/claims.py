@@ -4,7 +4,8 @@ A row is **due** (``due``, the one definition) when an automatic attempt is due 
 redelivery was asked for, and nobody holds it: no lease, or one that ran out because its worker
 died (a lease is one attempt's deadline plus a small margin). Claiming stamps the lease and
 ``first_attempt_at`` (kept across retries, for the endpoint stats); nothing else changes until
-the attempt is recorded. A claim is one statement on PostgreSQL, three on SQLite.
+the attempt is recorded. A claim is one statement on PostgreSQL, three on SQLite; both read
+the columns named once here (``_COLUMNS``). Why two spellings: bench/delivery_spellings.py.
 """
 
 from __future__ import annotations
@@ -118,9 +119,9 @@ def _claim_compare_and_set(
 
 
 # ``due`` written out, one arm per partial index (open rows in due order, asked-for
-# redeliveries), with the webhook's columns joined in: one round trip instead of three (with
-# the one-statement record, 294/s -> 567/s on the quiet bench). Only table names and status
-# constants are interpolated; tests hold both spellings to the same cases.
+# redeliveries), with the webhook's columns joined in: one round trip instead of three. Only
+# table names and status constants are interpolated; tests hold both spellings to the same
+# cases.
 _DELIVERIES: Final = connection.ops.quote_name(Delivery._meta.db_table)
 _FREE: Final = (
     "(lease_expires_at IS NULL OR lease_expires_at < %(now)s) AND NOT webhook_id = ANY(%(skip)s)"
@@ -165,7 +166,8 @@ def _claim_in_one_statement(
 
 
 def _claims_of(rows: Iterable[tuple[Any, ...]]) -> list[Claim]:
-    return [Claim(*row[:12], DeliveryState(*row[12:])) for row in rows]  # type: ignore[call-arg]
+    split = len(_COLUMNS) - len(STATE_FIELDS)
+    return [Claim(*row[:split], DeliveryState(*row[split:])) for row in rows]  # type: ignore[call-arg]
 
 
 def give_back(claims: Iterable[Claim]) -> None:

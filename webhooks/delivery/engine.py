@@ -26,14 +26,13 @@ from webhooks.delivery import claims
 from webhooks.delivery.claims import Claim
 from webhooks.delivery.record import Finished, record_attempts
 from webhooks.models import AttemptError
-from webhooks.targets import client
 from webhooks.targets.signed import DELIVERY_HEADER, EVENT_HEADER, refused, send_signed
 from webhooks.targets.transport import AttemptResult
 
 logger = logging.getLogger(__name__)
 
-# An idle sender's longest sleep, and the due scan's pause once it found nothing: a retry
-# starts about a second after it falls due at worst (1.0 s gave p99 1.87 s of the 2 s target).
+# An idle sender's longest sleep, and the due scan's pause once it found nothing: together
+# they bound how late a retry or a lost hand-off's row starts (about a second at worst).
 IDLE_SECONDS: Final = 0.5
 STOP_SECONDS: Final = 12.0  # the attempt deadline (10 s) and recording
 _RECORD_PAUSES: Final = (0.1, 0.5, 1.0)  # a failed recording is tried again after these
@@ -173,9 +172,9 @@ class Engine:
 
     def _next_claim(self) -> Claim | None:
         """The next of this process's claimed rows, claiming more when none are left. One
-        claim takes up to WEBHOOK_CLAIM_ROWS rows for all the senders, so no row waits for
-        another's attempt: on the quiet bench, 4 rows a claim sent by its claimer gave 680/s,
-        16 sent by their claimer 890/s, 16 shared by the senders 1,010-1,280/s."""
+        claim takes up to WEBHOOK_CLAIM_ROWS rows for all the senders: one round trip serves
+        many attempts, and no row waits behind another's attempt for the sender that claimed
+        it."""
         with self._claim_lock:
             if not self._claimed:
                 taken = self._claim()
@@ -187,9 +186,9 @@ class Engine:
     def _claim(self) -> list[Claim]:
         """Named rows first, by id; else the due rows. Scanning for due rows costs an index
         scan, so it runs at once while it finds rows and, once it found none, not again for
-        IDLE_SECONDS in this process. Rows beyond a webhook's limit go back at once. Claiming
-        by id pays: with the scan alone, bursts of 10,000 went at 893-927/s (0.61-0.69 of
-        the bare loop) against 1,093-1,134/s (0.75-0.78) in the same runs."""
+        IDLE_SECONDS in this process. Rows beyond a webhook's limit go back at once. Named rows
+        are claimed by primary key, which costs less than the scan's index range over a
+        backlog."""
         full = set(self._in_flight.full())
         named = self._take_named(full)
         if named:
@@ -217,9 +216,9 @@ class Engine:
     def _record(self, done: Finished) -> None:
         """Record at once, with whatever other senders finished meanwhile: the sender that
         gets the recording lock writes everything waiting in one batch (one statement on
-        PostgreSQL), the others go back to sending (each sender recording its own: 458-567/s;
-        batched this way: 678/s, same bench). A crash re-sends only what was on the
-        network or waiting for the batch being written; no row waits for a slower attempt."""
+        PostgreSQL), the others go back to sending: one commit serves every attempt finished
+        meanwhile. A crash re-sends only what was on the network or waiting for the batch
+        being written; no row waits for a slower attempt."""
         self._finished.append(done)
         while self._finished and self._recording.acquire(blocking=False):
             try:
@@ -298,14 +297,9 @@ def attempt_deliveries(deliveries: Sequence[tuple[str, str]]) -> None:
         get_engine().wake(deliveries)
 
 
-def reset_process_state() -> None:
-    """Stop the engine and drop every per-process cache of the delivery path."""
-    stop_engine()
-    client.forget_sender()
-
-
+# Reset in name order, so the engine's threads stop before "webhooks.sender" closes the sender.
 process_state.register(
     "webhooks.delivery",
-    bound="WEBHOOK_SENDER_THREADS threads, one keep-alive pool per receiver address",
-    reset=reset_process_state,
+    bound="WEBHOOK_SENDER_THREADS threads",
+    reset=stop_engine,
 )

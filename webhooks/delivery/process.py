@@ -18,24 +18,40 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from gshost import process_state
+
 logger = logging.getLogger(__name__)
+
+# The process whose forks the at-fork hook shields (qcluster's main process), if any. The hook
+# itself cannot be removed once installed: resetting this makes it do nothing.
+_shielded_pid: int | None = None
+_hook_installed = False
 
 
 def shield_cluster_children(argv: Sequence[str]) -> None:
     """In the main process of ``manage.py qcluster``: fork children with SIGTERM blocked."""
+    global _shielded_pid, _hook_installed
     if list(argv[1:2]) != ["qcluster"]:
         return
-    main_pid = os.getpid()
+    _shielded_pid = os.getpid()
+    if not _hook_installed:
+        os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent)
+        _hook_installed = True
 
-    def before_fork() -> None:
-        if os.getpid() == main_pid:
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
-    def after_fork_in_parent() -> None:
-        if os.getpid() == main_pid:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+def _before_fork() -> None:
+    if os.getpid() == _shielded_pid:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
-    os.register_at_fork(before=before_fork, after_in_parent=after_fork_in_parent)
+
+def _after_fork_in_parent() -> None:
+    if os.getpid() == _shielded_pid:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def stop_shielding() -> None:
+    global _shielded_pid
+    _shielded_pid = None
 
 
 def start_in_worker(**_signal_kwargs: Any) -> None:
@@ -53,3 +69,10 @@ def _end_at_parents_sigterm() -> None:
         if sender == os.getppid():
             os.kill(os.getpid(), signal.SIGKILL)  # leases in flight run out and are retaken
         logger.info("SIGTERM from pid %s left to the cluster's orderly stop", sender)
+
+
+process_state.register(
+    "webhooks.cluster_shield",
+    bound="one at-fork hook, installed once, acting in qcluster's main process only",
+    reset=stop_shielding,
+)

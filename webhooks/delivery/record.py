@@ -1,15 +1,19 @@
 """Recording finished attempts: each attempt row, its delivery's next state (``policy``),
 the endpoint stats' counts, and the lease released, all or nothing: one statement on
-PostgreSQL (``write_in_one_statement``), a transaction of a few ORM statements elsewhere.
-The state moves only while the claim's lease holds (a row retaken by another worker keeps the
-newer holder's state; the attempt is still recorded, as it was made). Once committed,
-``recording_hooks`` hears what happened: metrics, and notices of deliveries that just failed.
+PostgreSQL (``write_in_one_statement``), a transaction of a few ORM statements elsewhere
+(``_write_in_transaction``). Both write the columns named once here (``ATTEMPT_COLUMNS``) and
+in ``policy`` (``STATE_FIELDS``). The state moves only while the claim's lease holds (a row
+retaken by another worker keeps the newer holder's state; the attempt is still recorded, as it
+was made). Once committed: the metrics, and notices of deliveries that just failed.
+
+Why two spellings: bench/delivery_spellings.py times both on PostgreSQL in one run.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
@@ -19,13 +23,32 @@ from django.db import connection, transaction
 from django.db.models import Case, DateTimeField, F, Model, Value, When
 from django.utils import timezone
 
+from gshost import process_state
+from webhooks import metrics
 from webhooks.delivery import policy
 from webhooks.delivery.claims import Claim
 from webhooks.delivery.policy import STATE_FIELDS, DeliveryState
-from webhooks.health import recording_hooks, rollup
+from webhooks.health import notices, rollup
 from webhooks.metrics import AttemptOutcome
-from webhooks.models import AttemptTrigger, Delivery, DeliveryAttempt, DeliveryOutcomeCount
+from webhooks.models import (
+    AttemptTrigger,
+    Delivery,
+    DeliveryAttempt,
+    DeliveryOutcomeCount,
+    DeliveryStatus,
+)
 from webhooks.targets.transport import AttemptResult
+
+logger = logging.getLogger(__name__)
+
+# An attempt row's columns besides its key, delivery and number, from the model: what both
+# spellings write. Each is the attempt result's field of the same name, but the trigger (the
+# claim's) and the error ("" for none).
+ATTEMPT_COLUMNS: Final = tuple(
+    field.name
+    for field in DeliveryAttempt._meta.concrete_fields
+    if field.name not in ("id", "delivery", "number")
+)
 
 
 @dataclass(frozen=True)
@@ -54,7 +77,18 @@ def record_attempts(finished: Sequence[Finished]) -> None:
         if (found := written.get(done.claim.delivery_id)) is not None
         for number, applied in [found]
     ]
-    recording_hooks.after_commit(outcomes)
+    _after_commit(outcomes)
+
+
+def _after_commit(outcomes: Sequence[AttemptOutcome]) -> None:
+    """Metrics, then the failure notices; never raises (the rows are committed)."""
+    try:
+        metrics.attempts_recorded(outcomes)
+    except Exception:
+        logger.exception("Could not count webhook attempts")
+    failed = [o.delivery_id for o in outcomes if o.settled_as == DeliveryStatus.FAILED]
+    if failed:
+        notices.deliveries_failed(failed)
 
 
 def _write_in_transaction(changes: Sequence[Change]) -> dict[str, tuple[int, bool]]:
@@ -101,54 +135,47 @@ def _answered(claim: Claim) -> datetime | None:
 
 
 def _attempt_fields(done: Finished) -> dict[str, Any]:
-    result = done.result
+    """The attempt row's ``ATTEMPT_COLUMNS``."""
+    own = {"trigger": done.claim.trigger.value, "error": done.result.error or ""}
     return {
-        "trigger": done.claim.trigger.value,
-        "started_at": result.started_at,
-        "duration_ms": result.duration_ms,
-        "status_code": result.status_code,
-        "response_body": result.response_body,
-        "request_headers": result.request_headers,
-        "response_headers": result.response_headers,
-        "error": result.error or "",
+        name: own[name] if name in own else getattr(done.result, name) for name in ATTEMPT_COLUMNS
     }
 
 
 def _rollup(claim: Claim, after: DeliveryState) -> list[rollup.OutcomeChange]:
-    return recording_hooks.rollup_changes(
+    """The endpoint stats' count changes when this attempt settles its delivery."""
+    latency = None
+    if after.completed_at is not None and claim.first_attempt_at is not None:
+        latency = (after.completed_at - claim.first_attempt_at).total_seconds() * 1000
+    return rollup.settled_changes(
         webhook_id=claim.webhook_id,
         created_at=claim.created_at,
-        status_before=claim.state.status,
-        status_after=after.status,
-        first_attempt_at=claim.first_attempt_at,
-        completed_at=after.completed_at,
+        before=claim.state.status,
+        after=after.status,
+        latency_ms=latency,
     )
 
 
 def _outcome(done: Finished, number: int, after: DeliveryState) -> AttemptOutcome:
+    """The attempt for the metrics; the lag is kept for a delivery's first automatic attempt
+    only."""
     claim, result = done.claim, done.result
-    return recording_hooks.outcome_of(
-        delivery_id=claim.delivery_id,
+    first = number == 1 and claim.trigger == AttemptTrigger.AUTOMATIC
+    settled = after.status != claim.state.status and after.status in metrics.SETTLED
+    return AttemptOutcome(
         trigger=claim.trigger.value,
-        attempt_number=number,
         status_code=result.status_code,
         error=result.error,
-        started_at=result.started_at,
+        due_at=claim.state.next_attempt_at if first else None,
+        started_at=result.started_at if first else None,
+        settled_as=after.status if settled else None,
+        delivery_id=claim.delivery_id,
         finished_at=result.started_at + timedelta(milliseconds=result.duration_ms),
-        due_at=claim.state.next_attempt_at,
-        status_before=claim.state.status,
-        status_after=after.status,
     )
 
 
 # --- PostgreSQL: a batch in one statement -----------------------------------------------------
 
-# An attempt row's columns besides its key, delivery and number (``_attempt_fields``' keys).
-_ATTEMPT_FIELDS: Final = tuple(
-    field.name
-    for field in DeliveryAttempt._meta.concrete_fields
-    if field.name not in ("id", "delivery", "number")
-)
 _COUNT_KEYS: Final = ("delivery_id", "webhook_id", "hour", "outcome", "latency_bucket", "count")
 
 
@@ -184,14 +211,14 @@ def _one_statement_sql() -> str:
     attempts, deliveries = quote(DeliveryAttempt._meta.db_table), quote(Delivery._meta.db_table)
     counts = quote(DeliveryOutcomeCount._meta.db_table)
     assignments = ", ".join(f"{quote(name)} = b.{quote(name)}" for name in STATE_FIELDS)
-    attempt_columns = ", ".join(quote(name) for name in _ATTEMPT_FIELDS)
-    attempt_values = ", ".join(f"b.{quote(name)}" for name in _ATTEMPT_FIELDS)
+    attempt_columns = ", ".join(quote(name) for name in ATTEMPT_COLUMNS)
+    attempt_values = ", ".join(f"b.{quote(name)}" for name in ATTEMPT_COLUMNS)
     batch_columns = [
         ("delivery_id", Delivery, "id"),
         ("lease", Delivery, "lease_expires_at"),
         ("answered_request", Delivery, "redelivery_requested_at"),
         *((name, Delivery, name) for name in STATE_FIELDS),
-        *((name, DeliveryAttempt, name) for name in _ATTEMPT_FIELDS),
+        *((name, DeliveryAttempt, name) for name in ATTEMPT_COLUMNS),
     ]
     count_columns = [("delivery_id", Delivery, "id")] + [
         (name, DeliveryOutcomeCount, name) for name in _COUNT_KEYS[1:]
@@ -233,3 +260,8 @@ def _recordset(name: str, columns: Sequence[tuple[str, type[Model], str]]) -> st
 def _json(rows: list[dict[str, Any]]) -> str:
     # Timestamps keep their microseconds and offset, so a lease compares equal to the row's.
     return json.dumps(rows, default=datetime.isoformat, separators=(",", ":"))
+
+
+process_state.register(
+    "webhooks.record_sql", bound="one SQL statement", reset=_one_statement_sql.cache_clear
+)

@@ -1,7 +1,9 @@
 """This process's HTTPS client for webhook hosts: one ``WebhookSender`` (keep-alive pools, one
 cached SSL context) built from the settings, rebuilt only when they change (in practice, in
-tests), never one inherited across fork. Tests, the benchmark's worker and the demo replace
-``sender_factory`` to resolve their receiver's name to loopback.
+tests), never one inherited across fork. Tests and the benchmark's worker replace
+``sender_factory`` to resolve their receiver's name to loopback; in development the settings
+do (``DEV_WEBHOOK_LOOPBACK_HOSTS``, see ``dev_loopback``). Both are process state, dropped by
+``use_configured_sender``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from gshost import process_state
 from webhooks.targets.transport import IPNetwork, Resolver, WebhookSender
 
 
@@ -90,3 +93,29 @@ def forget_sender() -> None:
         current, _sender = _sender, None
     if current is not None and current[0][0] == os.getpid():
         current[1].close()
+
+
+def configured_sender_factory() -> SenderFactory:
+    """``build_sender``; in development, one that resolves the demo receiver's names to
+    127.0.0.1 (``DEV_WEBHOOK_LOOPBACK_HOSTS``, empty unless DEBUG is on)."""
+    if not settings.DEV_WEBHOOK_LOOPBACK_HOSTS:
+        return build_sender
+    from webhooks.targets.dev_loopback import loopback_sender_factory
+
+    return loopback_sender_factory(
+        frozenset(host.lower() for host in settings.DEV_WEBHOOK_LOOPBACK_HOSTS)
+    )
+
+
+def use_configured_sender() -> None:
+    """Close the sender and build the next one with the factory the settings ask for."""
+    global sender_factory
+    forget_sender()
+    sender_factory = configured_sender_factory()
+
+
+process_state.register(
+    "webhooks.sender",
+    bound="one sender (a keep-alive pool per receiver address) and the factory that builds it",
+    reset=use_configured_sender,
+)

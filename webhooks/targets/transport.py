@@ -36,6 +36,7 @@ from urllib3.exceptions import SSLError as Urllib3SSLError
 from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 from urllib3.util import SKIP_HEADER
 
+from gshost import process_state
 from webhooks.delivery.policy import is_success
 from webhooks.models import AttemptError
 from webhooks.targets.url_safety import CheckedUrl, is_public_ip
@@ -130,7 +131,8 @@ def _resolve_in_time(resolve: Resolver, host: str, port: int) -> list[IPAddress]
     getaddrinfo cannot be interrupted, so the lookup runs on a daemon thread of its own (which
     never delays the process's exit) and is abandoned when the deadline passes.
     """
-    if not _resolutions.acquire(timeout=_remaining_seconds() or 0):
+    gate = _resolutions  # released to the semaphore it was taken from, even after a reset
+    if not gate.acquire(timeout=_remaining_seconds() or 0):
         raise TimeoutError("too many name resolutions under way")
     outcome: dict[str, Any] = {}
     done = threading.Event()
@@ -141,7 +143,7 @@ def _resolve_in_time(resolve: Resolver, host: str, port: int) -> list[IPAddress]
         except BaseException as exc:  # handed to the attempt's thread
             outcome["error"] = exc
         finally:
-            _resolutions.release()
+            gate.release()
             done.set()
 
     threading.Thread(target=lookup, name="webhook-resolve", daemon=True).start()
@@ -181,7 +183,8 @@ class _DeadlineSSLSocket(ssl.SSLSocket):
 
 
 def ssl_context_for(ca_bundle: str | None) -> ssl.SSLContext:
-    """Shared client context for a CA bundle (certifi's when None); building one costs ~25 ms."""
+    """Shared client context for a CA bundle (certifi's when None): building one parses the
+    whole bundle, so it is built once per version of the file."""
     path = ca_bundle or certifi.where()
     stat = os.stat(path)
     return _build_ssl_context(os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
@@ -197,6 +200,22 @@ def _build_ssl_context(path: str, _mtime_ns: int, _size: int) -> ssl.SSLContext:
     context.hostname_checks_common_name = False
     context.sslsocket_class = _DeadlineSSLSocket
     return context
+
+
+def forget_resolutions_and_contexts() -> None:
+    """A fresh semaphore (lookups still running release the one they took) and no SSL context
+    cached."""
+    global _resolutions
+    _resolutions = threading.BoundedSemaphore(MAX_RESOLUTIONS)
+    _build_ssl_context.cache_clear()
+
+
+process_state.register(
+    "webhooks.transport",
+    bound=f"{MAX_RESOLUTIONS} name resolutions under way, 8 SSL contexts (one per CA bundle "
+    "file version)",
+    reset=forget_resolutions_and_contexts,
+)
 
 
 # --- connection pools ---------------------------------------------------------------------------
