@@ -95,13 +95,16 @@ trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
 trap 'stop_all; exit 129' HUP
 
-taken=()
-for port in "$PORT" "$RECEIVER_PORT" "$AGENT_PORT"; do
-  port_taken "$port" && taken+=("$port")
+taken=0
+for setting in PORT RECEIVER_PORT AGENT_PORT; do
+  if port_taken "${!setting}"; then
+    echo "make run: port ${!setting} ($setting) is taken on 127.0.0.1" >&2
+    taken=1
+  fi
 done
-if ((${#taken[@]})); then
-  echo "make run: port ${taken[*]} of 127.0.0.1 is taken, most likely by another make run that" \
-    "is still running (stop it first), else move it: PORT=, RECEIVER_PORT=, AGENT_PORT=" >&2
+if ((taken)); then
+  echo "make run: not started. Another make run still running? Stop it, or choose other ports" \
+    "(e.g. PORT=9000 make run)." >&2
   exit 1
 fi
 
