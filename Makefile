@@ -13,7 +13,6 @@ ENV_FILE ?= .env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
 
 # What running needs; the test and lint tools come with install-dev.
 install: $(BIN)/python
