@@ -5,30 +5,47 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/gshost
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
+# The settings file `make run` writes once and every command of the checkout reads (manage.py
+# from any terminal, `gshost` run here): DEBUG=true and a SECRET_KEY of its own.
+ENV_FILE ?= .env
 
-.PHONY: install run test lint typecheck browser freeciv test-postgres test-sqlite bench bench-deliveries clean
+.PHONY: install install-dev run test lint typecheck browser freeciv test-postgres test-sqlite bench bench-deliveries clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
 
+# What running needs; the test and lint tools come with install-dev.
 install: $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements.lock
 
-# Web + worker on SQLite and django-q2's ORM broker, with demo data and a local HTTPS webhook
-# receiver that prints every delivery. Ctrl-C stops all three.
-run: install
-	DEBUG=true $(BIN)/python manage.py migrate --noinput
-	DEBUG=true $(BIN)/python manage.py collectstatic --noinput --verbosity 0
+install-dev: $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements-dev.lock
+
+# Made once, never rewritten: a new SECRET_KEY would undo every stored webhook secret.
+$(ENV_FILE):
+	@umask 077 && { \
+	  echo "# Development settings written by make run; every manage.py command reads them."; \
+	  echo "DEBUG=true"; \
+	  echo "SECRET_KEY=$$($(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(50))')"; \
+	} > $@.partial && mv $@.partial $@
+	@echo "wrote $@ (DEBUG=true and a new SECRET_KEY)"
+
+# Web + worker on SQLite and django-q2's ORM broker, with demo data, a local HTTPS webhook
+# receiver that prints every delivery, and a local node agent running the demo's games. The
+# script replaces make's shell (exec), so Ctrl-C, SIGTERM to make and a closed terminal all
+# reach it, and it stops everything it started.
+run: install $(ENV_FILE)
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	@echo "API: http://127.0.0.1:$(PORT)/api/public/v1/  (docs: /api/public/v1/docs/)"
-	DEBUG=true DEMO=1 PORT=$(PORT) PANEL_URL=http://127.0.0.1:$(PORT)/panel/keys/ \
+	exec env DEBUG=true DEMO=1 PORT=$(PORT) PANEL_URL=http://127.0.0.1:$(PORT)/panel/keys/ \
 	  ./scripts/run-web-and-worker.sh
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: install
+typecheck: install-dev
 	$(BIN)/mypy .
 
 browser:
@@ -37,12 +54,12 @@ browser:
 freeciv:
 	./scripts/ensure-freeciv.sh
 
-test-postgres: install browser freeciv
+test-postgres: install-dev browser freeciv
 	./scripts/ensure-services.sh
 	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(BIN)/python -m pytest
 
 # The node agent has no database: its tests (tests/agent) run once, in the PostgreSQL pass.
-test-sqlite: install browser freeciv
+test-sqlite: install-dev browser freeciv
 	DATABASE_URL= REDIS_URL= $(BIN)/python -m pytest --ignore=tests/agent
 
 # Lint, types, then the whole suite twice: PostgreSQL + Redis, and the embedded SQLite default.
@@ -51,7 +68,7 @@ test-sqlite: install browser freeciv
 # scripts/ensure-freeciv.sh when missing) and a schemathesis run against the served OpenAPI schema.
 test: lint typecheck test-postgres test-sqlite
 
-bench: install
+bench: install-dev
 	./scripts/ensure-services.sh
 	./scripts/ensure-wrk.sh
 	$(BIN)/python bench/auth.py
@@ -61,7 +78,7 @@ bench: install
 	$(BIN)/python bench/agent_backups.py
 	$(BIN)/python bench/agent_migration.py
 
-bench-deliveries: install
+bench-deliveries: install-dev
 	./scripts/ensure-services.sh
 	$(BIN)/python bench/deliveries.py
 

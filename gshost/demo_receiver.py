@@ -104,12 +104,15 @@ class _Server(ThreadingHTTPServer):
 def serve(host: str, port: int, ca_file: Path, secret_file: Path | None) -> None:
     import trustme  # a development dependency, like this receiver
 
+    # Bound first: while another receiver holds the port, the CA it serves with stays as it is.
+    server = _Server(port, secret_file)
     ca = trustme.CA()
-    ca_file.parent.mkdir(parents=True, exist_ok=True)
-    ca.cert_pem.write_to_path(str(ca_file))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ca.issue_cert(host).configure_cert(context)
-    server = _Server(port, secret_file)
+    ca_file.parent.mkdir(parents=True, exist_ok=True)
+    partial = ca_file.with_name(ca_file.name + ".partial")
+    ca.cert_pem.write_to_path(str(partial))
+    partial.replace(ca_file)  # whole or absent: the service never reads half a CA
     # The handshake happens on the handler thread, so one silent client cannot stall the rest.
     server.socket = context.wrap_socket(
         server.socket, server_side=True, do_handshake_on_connect=False

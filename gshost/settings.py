@@ -14,7 +14,16 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 ASSETS_DIR = BASE_DIR if (BASE_DIR / "templates").is_dir() else Path(__file__).resolve().parent
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+# Where this installation keeps its files (.env, the SQLite default, collected static files):
+# the checkout that holds manage.py, or for an installed package the directory it is run from
+# (never inside site-packages). PROJECT_DIR names it explicitly.
+PROJECT_DIR = Path(
+    os.environ.get("PROJECT_DIR")
+    or (BASE_DIR if (BASE_DIR / "manage.py").is_file() else Path.cwd())
+).resolve()
+# Settings from a file (`make run` writes PROJECT_DIR/.env once); real environment variables win.
+ENV_FILE = Path(os.environ.get("ENV_FILE") or PROJECT_DIR / ".env")
+environ.Env.read_env(ENV_FILE, overwrite=False)
 
 
 def _rate(name: str, default: str) -> str:
@@ -119,7 +128,7 @@ TEMPLATES = [
     },
 ]
 
-DATABASE_URL = env.str("DATABASE_URL", default="") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
+DATABASE_URL = env.str("DATABASE_URL", default="") or f"sqlite:///{PROJECT_DIR / 'db.sqlite3'}"
 DATABASES = {"default": env.db_url_config(DATABASE_URL)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
@@ -189,7 +198,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = env.str("STATIC_ROOT", default="") or BASE_DIR / "staticfiles"
+STATIC_ROOT = env.str("STATIC_ROOT", default="") or PROJECT_DIR / "staticfiles"
 STATICFILES_DIRS = [ASSETS_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

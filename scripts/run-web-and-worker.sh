@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # `make run`: the demo's HTTPS webhook receiver, the django-q2 worker, the web server and (with
 # DEMO=1) a local node agent running the demo organization's servers as real game processes,
-# all development-only. Ctrl-C (or SIGTERM) stops everything within 10 s and leaves nothing
-# behind: the agent first (it stops its games and reports it), then the others; each runs in a
-# process group of its own, gets SIGTERM, and whatever is still there after STOP_GRACE_SECONDS
-# gets SIGKILL. If one of them exits, the others are stopped too.
+# all development-only. However it is ended (Ctrl-C, SIGTERM to it or to the `make` that runs
+# it, SIGHUP from a closed terminal) it stops everything within 10 s and leaves nothing behind:
+# the agent first (it stops its games and reports it), then the others; each runs in a process
+# group of its own, gets SIGTERM, and whatever is still there after STOP_GRACE_SECONDS gets
+# SIGKILL. If one of them exits, the others are stopped too. It refuses to start, before
+# touching anything, while one of its ports is taken (another `make run` still running).
 #
 #   PORT            web port (8000)
 #   RECEIVER_PORT   the receiver's port (8443)
@@ -25,6 +27,7 @@ AGENT_PORT=${AGENT_PORT:-8444}
 AGENT_STOP_SECONDS=3
 groups=()
 agent_group=""
+step=""  # the pid of a one-off step (demo data, starting the servers) under way
 
 stop_agent() {
   [[ -n "$agent_group" ]] || return 0
@@ -41,7 +44,8 @@ stop_agent() {
 }
 
 stop_all() {
-  trap '' INT TERM
+  trap '' INT TERM HUP
+  [[ -n "$step" ]] && kill -TERM "$step" 2>/dev/null
   stop_agent
   for group in "${groups[@]}"; do kill -TERM -- "-$group" 2>/dev/null; done
   local deadline=$((SECONDS + STOP_GRACE_SECONDS))
@@ -53,7 +57,8 @@ stop_all() {
   done
   for group in "${groups[@]}"; do kill -KILL -- "-$group" 2>/dev/null; done
   wait 2>/dev/null
-  echo "stopped web, worker, receiver and agent"
+  # After a closed terminal there is nowhere to write: never let that stop the stopping.
+  echo "stopped web, worker, receiver and agent" 2>/dev/null
 }
 
 # setsid: a process group (and session) of its own, so its pid is the group to signal.
@@ -62,8 +67,46 @@ start() {
   groups+=("$!")
 }
 
+# A one-off step runs in the background and is waited for: bash runs a trap only once the
+# foreground command is over, but interrupts `wait` at once.
+run_step() {
+  "$@" &
+  step=$!
+  wait "$step"
+  local status=$?
+  step=""
+  return "$status"
+}
+
+port_taken() {
+  "$PY" - "$1" <<'PYTHON'
+import socket, sys
+with socket.socket() as sock:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", int(sys.argv[1])))
+    except OSError:
+        sys.exit(0)
+sys.exit(1)
+PYTHON
+}
+
 trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
+trap 'stop_all; exit 129' HUP
+
+taken=0
+for setting in PORT RECEIVER_PORT AGENT_PORT; do
+  if port_taken "${!setting}"; then
+    echo "make run: port ${!setting} ($setting) is taken on 127.0.0.1" >&2
+    taken=1
+  fi
+done
+if ((taken)); then
+  echo "make run: not started. Another make run still running? Stop it, or choose other ports" \
+    "(e.g. PORT=9000 make run)." >&2
+  exit 1
+fi
 
 mkdir -p "$RUN_DIR"
 RUN_DIR=$(cd "$RUN_DIR" && pwd)
@@ -102,7 +145,7 @@ if [[ "${DEMO:-0}" == 1 ]]; then
   DEMO_WEBHOOK_URL="https://$RECEIVER_HOST:$RECEIVER_PORT/hook" \
     DEMO_WEBHOOK_SECRET_FILE="$RUN_DIR/webhook-secret" \
     DEMO_NODE_URL="https://127.0.0.1:$AGENT_PORT" DEMO_NODE_CA_FILE="$AGENT_DIR/cert.pem" \
-    DEMO_NODE_TOKEN_FILE="$AGENT_DIR/token" "$PY" manage.py demo || {
+    DEMO_NODE_TOKEN_FILE="$AGENT_DIR/token" run_step "$PY" manage.py demo || {
     stop_all
     exit 1
   }
@@ -122,7 +165,7 @@ if [[ "${DEMO:-0}" == 1 ]]; then
     "$PY" -m gshost_agent --stop-servers-on-exit &
   agent_group=$!
   groups+=("$agent_group")
-  "$PY" manage.py startservers demo --wait 30 || echo "the demo's servers were not all started"
+  run_step "$PY" manage.py startservers demo --wait 30 || echo "the demo's servers were not all started"
 fi
 
 wait -n

@@ -18,6 +18,11 @@ MAX_WINDOW = timedelta(hours=24)
 MIN_WINDOW = timedelta(minutes=5)
 MAX_SAMPLES = 120
 _WINDOW = re.compile(r"([1-9][0-9]{0,4})([mh])")
+# What parse_window accepts, as the API schema states it: 5m to 1440m, 1h to 24h, or nothing.
+WINDOW_PATTERN = (
+    r"^(?:(?:[5-9]|[1-9][0-9]|[1-9][0-9]{2}|1[0-3][0-9]{2}|14[0-3][0-9]|1440)m"
+    r"|(?:[1-9]|1[0-9]|2[0-4])h|)$"
+)
 
 
 def parse_window(raw: str | None) -> tuple[str, timedelta]:

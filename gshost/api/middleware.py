@@ -14,7 +14,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from audit.recording import record_api_call
 from gshost.api import rate_limits
 from gshost.api.client_ip import client_ip
-from gshost.api.errors import ApiError, ErrorCode, as_api_error
+from gshost.api.errors import ApiError, ErrorCode, as_api_error, invalid_request
+from gshost.api.query import repeated_params
 
 logger = logging.getLogger(__name__)
 
@@ -64,21 +65,29 @@ class PublicApiMiddleware:
         view_func: Callable[..., Any],
         view_args: tuple[Any, ...],
         view_kwargs: dict[str, Any],
-    ) -> None:
-        """A path id holding a character no id has (NUL, a surrogate, any unprintable one)
+    ) -> HttpResponse | None:
+        """A query parameter given twice is `400 invalid_request` on every route, before the
+        view runs.
+
+        A path id holding a character no id has (NUL, a surrogate, any unprintable one)
         names nothing, and PostgreSQL could not even compare it: the view is given an id that
         names nothing instead, so the route answers its own 404 in its own order (after
         authentication and scope), as for any unknown id. The audit keeps the path as sent."""
         if not is_public_api(request):
-            return
+            return None
+        repeated = repeated_params(request.GET)
+        if repeated:
+            message = "A query parameter is given more than once."
+            return envelope(request, invalid_request(message, repeated))
         hostile = [k for k, v in view_kwargs.items() if isinstance(v, str) and not v.isprintable()]
         if not hostile:
-            return
+            return None
         match = request.resolver_match
         if match is not None and match.kwargs is view_kwargs:
             match.kwargs = dict(view_kwargs)  # the audit records the ids as they were sent
         for name in hostile:
             view_kwargs[name] = NAMES_NOTHING
+        return None
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not is_public_api(request):

@@ -17,7 +17,10 @@ _ERROR_REF: Final = {"$ref": "#/components/schemas/Error"}
 _BODY_METHODS: Final = frozenset({"post", "put", "patch"})
 
 _STATUS_TEXT: Final = {
-    400: "The request is not valid (body, parameters or filters).",
+    400: (
+        "The request is not valid (body, parameters or filters), or gives a query parameter "
+        "more than once."
+    ),
     401: "No key, or a key that cannot be used.",
     403: "The key may not do this.",
     404: "No such object for this key.",
@@ -54,6 +57,15 @@ ERROR_SCHEMA: Final = {
             },
         }
     },
+}
+
+# Answered by the web server (gunicorn's limit_request_line, 4094 bytes by default) before the
+# API sees the request, so in plain text rather than the error envelope.
+REQUEST_LINE_TOO_LONG: Final = {
+    "description": (
+        "The request line (method, path and query string) is longer than the web server "
+        "accepts; answered by the web server, with a plain-text body."
+    )
 }
 
 CURSOR_PATTERN: Final = "^[A-Za-z0-9_-]+$"  # gshost.api.pagination's, which the API enforces
@@ -111,6 +123,8 @@ def postprocess_schema(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
             codes = error_codes(path, method, operation)
             for status, names in codes.items():
                 operation["responses"].setdefault(str(status), _error_response(status, names))
+            operation["responses"].setdefault("414", REQUEST_LINE_TOO_LONG)
+            operation["responses"] = dict(sorted(operation["responses"].items()))
     return result
 
 
@@ -161,9 +175,7 @@ def error_codes(path: str, method: str, operation: dict[str, Any]) -> dict[int, 
         add(401, "missing_token", "invalid_token", "token_expired", "token_revoked")
         add(403, "insufficient_scope", "ip_not_allowed")
         add(429, "rate_limited")
-    query = [p for p in operation.get("parameters", []) if p.get("in") == "query"]
-    if query or method in _BODY_METHODS:
-        add(400, "invalid_request")
+    add(400, "invalid_request")  # at least: a query parameter given more than once
     if method in _BODY_METHODS:
         add(413, "payload_too_large")
     if "{server_id}" in path:

@@ -15,7 +15,14 @@ from servers.api.serializers import (
     StatsSerializer,
 )
 from servers.capabilities import Capability
-from servers.readings import metrics_read, migration_status, parse_window, players_read, stats_read
+from servers.readings import (
+    WINDOW_PATTERN,
+    metrics_read,
+    migration_status,
+    parse_window,
+    players_read,
+    stats_read,
+)
 
 
 class ServerReadingsViewSet(ServerRouteViewSet):
@@ -35,7 +42,14 @@ class ServerReadingsViewSet(ServerRouteViewSet):
         return Response(PlayersSerializer(players_read(self.server())).data)
 
     @extend_schema(
-        parameters=[OpenApiParameter("window", OpenApiTypes.STR, description="5m to 24h")],
+        parameters=[
+            OpenApiParameter(
+                "window",
+                OpenApiTypes.STR,
+                description="Minutes or hours, like 30m or 6h, from 5m to 24h; default 1h.",
+                pattern=WINDOW_PATTERN,
+            )
+        ],
         responses=MetricsSerializer,
         extensions=NODE_UNAVAILABLE,
     )

@@ -150,3 +150,27 @@ def test_it_treats_sigterm_like_stop(game):
     game.process.send_signal(signal.SIGTERM)
     game.output.wait_for("^stopping$")
     assert game.process.wait(timeout=10) == 0
+
+
+def test_gshost_play_joins_the_game_without_nc(game):
+    played = subprocess.run(
+        [sys.executable, "-m", "gshost_agent.play", "127.0.0.1", str(game.port)],
+        input="JOIN alice\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert played.returncode == 0, played.stderr
+    assert played.stdout.splitlines()[0] == "WELCOME alice"
+
+
+def test_gshost_play_says_when_the_game_cannot_be_reached():
+    played = subprocess.run(
+        [sys.executable, "-m", "gshost_agent.play", "127.0.0.1", str(free_port())],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert played.returncode == 1
+    assert "cannot reach 127.0.0.1:" in played.stderr

@@ -299,3 +299,22 @@ def test_error_responses_carry_a_request_id_too(db):
     response = client_for(None).get(CURRENT, HTTP_X_REQUEST_ID="abc-123")
     assert response.status_code == 401
     assert response["X-Request-Id"] == "abc-123"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "query", ["limit=1&limit=2", "limit=1&limit=1", "limit=1&cursor=a&cursor=b"]
+)
+def test_a_query_parameter_given_twice_is_invalid_request_naming_it(make_key, query):
+    response = client_for(make_key(["servers:read"])).get(f"{API}/servers?{query}")
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["code"] == "invalid_request"
+    assert list(error["fields"]) == [query.rsplit("&", 1)[1].split("=")[0]]
+
+
+@pytest.mark.django_db
+def test_a_query_parameter_given_twice_is_invalid_request_on_a_route_without_parameters(make_key):
+    response = client_for(make_key()).get(f"{CURRENT}?x=1&x=2")
+    assert response.status_code == 400
+    assert error_of(response)["fields"] == {"x": ["Given more than once: give it once."]}

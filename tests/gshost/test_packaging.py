@@ -1,5 +1,7 @@
-"""The wheel carries every package, migration, template and static file, and a console script."""
+"""The wheel carries every package, migration, template and static file, and a console script;
+installed, it keeps its settings file and database in the directory it runs from."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -100,6 +102,7 @@ def test_it_declares_the_agent_and_demo_game_console_scripts(wheel):
     text = wheel.read(entry_points).decode()
     assert "gshost-agent = gshost_agent.__main__:main" in text
     assert "gshost-demo-game = gshost_agent.demo_game:main" in text
+    assert "gshost-play = gshost_agent.play:main" in text
 
 
 def test_it_ships_no_tests_or_benchmarks(wheel):
@@ -117,3 +120,40 @@ def test_it_runs_django_commands_through_python_dash_m_gshost():
     )
     assert result.returncode == 0, result.stderr
     assert "System check identified no issues" in result.stdout
+
+
+def test_installed_it_reads_the_env_file_and_keeps_the_database_where_it_runs(wheel, tmp_path):
+    site = tmp_path / "site-packages"
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q"]
+    subprocess.run(
+        [*pip, "--target", str(site), str(wheel.filename)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".env").write_text("DEBUG=true\nSECRET_KEY=" + "k" * 50 + "\n")
+    settings_from_elsewhere = {
+        "SECRET_KEY",
+        "DEBUG",
+        "ENV_FILE",
+        "PROJECT_DIR",
+        "DATABASE_URL",
+        "REDIS_URL",
+        "STATIC_ROOT",
+        "DJANGO_SETTINGS_MODULE",
+    }
+    env = {name: value for name, value in os.environ.items() if name not in settings_from_elsewhere}
+    result = subprocess.run(
+        [sys.executable, "-m", "gshost", "migrate", "--noinput", "-v0"],
+        cwd=project,
+        env={**env, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (project / "db.sqlite3").is_file()
+    assert list(site.rglob("db.sqlite3*")) == []

@@ -1,23 +1,28 @@
-"""`make run`'s script: the demo's servers run as real game processes on a local agent and
-deliver signed webhooks to the local receiver (a game killed with SIGKILL arrives as
-server.crashed), and Ctrl-C stops web, worker, receiver, agent and games within 10 s, leaving
-no process behind.
+"""`make run`, run as a newcomer runs it: typed into an interactive shell on a terminal of its own
+(a pseudo-terminal, as a terminal window gives). The demo's servers run as real game processes
+on a local agent and deliver signed webhooks to the local receiver; a second terminal's
+`manage.py` finds the settings `make run` wrote; a second `make run` refuses while the first
+holds the ports; and every way of ending it (Ctrl-C, a closed terminal, SIGTERM to `make`,
+SIGTERM to its script) stops web, worker, receiver, agent and games, leaving no process behind
+and no port taken, so the next `make run` starts cleanly.
 
-The script runs as `make run` runs it: on its own SQLite file, with the django-q2 ORM broker.
+Every run of this module shares one SQLite file, one run directory and one set of ports, as
+runs in one checkout do; the django-q2 ORM broker carries the tasks.
 """
 
 import contextlib
+import fcntl
 import json
 import os
+import pty
 import re
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
+import termios
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,19 +32,10 @@ import pytest
 from tests.processes import command_line, descendants, process, processes
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "run-web-and-worker.sh"
-STOP_DEADLINE_SECONDS = 10
-
-
-@dataclass
-class Running:
-    process: subprocess.Popen[bytes]
-    log: Path
-    env: dict[str, str]
-    port: int
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
+DEMO_SERVERS = ("Survival", "Creative", "Racing league")
+START_SECONDS = 180  # the first run installs, migrates and collects static files
+STOP_SECONDS = 30
+STOPPED = "stopped web, worker, receiver and agent"
 
 
 def _free_port() -> int:
@@ -48,80 +44,193 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_for(condition: Callable[[], bool], seconds: float, what: str, running: Running) -> None:
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float, what: str, log: Path) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if condition():
             return
         time.sleep(0.2)
-    raise AssertionError(f"{what} did not happen within {seconds} s:\n{running.output()[-4000:]}")
+    output = log.read_text(errors="replace") if log.exists() else "(no output)"
+    raise AssertionError(f"{what} did not happen within {seconds} s:\n{output[-4000:]}")
 
 
-def _web_answers(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=1):
-            return True
-    except OSError:
-        return False
+def _take_the_terminal() -> None:
+    """In the child, after setsid: its stdin, the pseudo-terminal, becomes its controlling
+    terminal, so closing the other end hangs it up as closing a terminal window does."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
-@pytest.fixture(scope="module", name="running")
-def running_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+class Terminal:
+    """An interactive bash on a pseudo-terminal, with job control: what a terminal window runs.
+    What is typed is echoed back to the terminal, which nobody reads: a few hundred bytes, far
+    below what a pseudo-terminal holds."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.master, replica = pty.openpty()
+        self.shell = subprocess.Popen(
+            ["bash", "--norc", "--noprofile", "-i"],
+            cwd=ROOT,
+            env={**env, "HISTFILE": "/dev/null", "PS1": "$ "},
+            stdin=replica,
+            stdout=replica,
+            stderr=replica,
+            start_new_session=True,
+            preexec_fn=_take_the_terminal,
+        )
+        os.close(replica)
+        self.open = True
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    def close(self) -> None:
+        """The window is closed: the kernel hangs up the terminal and its shell gets SIGHUP."""
+        if self.open:
+            os.close(self.master)
+            self.open = False
+
+
+@dataclass
+class MakeRun:
+    terminal: Terminal
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def make(self) -> int:
+        [pid] = [
+            pid
+            for pid in descendants(self.terminal.shell.pid)
+            if command_line(pid).startswith("make run")
+        ]
+        return pid
+
+    def script(self) -> int:
+        [pid] = [
+            pid
+            for pid in descendants(self.terminal.shell.pid)
+            if "run-web-and-worker.sh" in command_line(pid)
+        ]
+        return pid
+
+    def started(self) -> set[int]:
+        """Every process this run started (the shell that typed `make run` excepted)."""
+        return descendants(self.terminal.shell.pid)
+
+
+@dataclass
+class Checkout:
+    """What every `make run` of this module shares."""
+
+    env: dict[str, str]
+    workdir: Path
+    ports: tuple[int, int, int]
+    runs: int = 0
+
+    def start(self) -> MakeRun:
+        self.runs += 1
+        log = self.workdir / f"make-run-{self.runs}.log"
+        terminal = Terminal(self.env)
+        terminal.type(f"make run > {log} 2>&1\n".encode())
+        run = MakeRun(terminal, log)
+        _wait_for(
+            lambda: all(_receiver_saw(run, "server.started", name) for name in DEMO_SERVERS),
+            START_SECONDS,
+            "server.started of every demo server",
+            log,
+        )
+        return run
+
+    def second_terminal(self, *command: str) -> subprocess.CompletedProcess[str]:
+        """A command typed in another terminal: none of make run's variables, in the checkout."""
+        env = {
+            name: value
+            for name, value in self.env.items()
+            if name not in {"SECRET_KEY", "DEBUG", "DEMO", "PORT"}
+        }
+        return subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+
+
+@pytest.fixture(scope="module", name="checkout")
+def checkout_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Checkout]:
     workdir = tmp_path_factory.mktemp("make-run")
     # The games' user must reach their directories: pytest's own temporary tree is private.
     agent_data = Path(tempfile.mkdtemp(prefix="gshost-make-run-test-", dir="/tmp"))
     agent_data.chmod(0o711)
+    ports = (_free_port(), _free_port(), _free_port())
     env = {
-        **os.environ,
+        name: value
+        for name, value in os.environ.items()
+        # make run writes its own settings file, with a secret key of its own.
+        if name not in {"SECRET_KEY", "DJANGO_SETTINGS_MODULE", "MAKEFLAGS", "MFLAGS"}
+    }
+    env |= {
+        "ENV_FILE": str(workdir / ".env"),
         "DATABASE_URL": f"sqlite:///{workdir / 'db.sqlite3'}",
         "REDIS_URL": "",
-        "DEBUG": "true",
-        "DEMO": "1",
-        "PORT": str(_free_port()),
-        "RECEIVER_PORT": str(_free_port()),
-        "AGENT_PORT": str(_free_port()),
+        "STATIC_ROOT": str(workdir / "static"),
+        "PORT": str(ports[0]),
+        "RECEIVER_PORT": str(ports[1]),
+        "AGENT_PORT": str(ports[2]),
         "AGENT_DATA_DIR": str(agent_data),
         "RUN_DIR": str(workdir / "run"),
-        "SIMULATED_RUNTIME_DELAY_SECONDS": "0.5",
     }
-    manage = [sys.executable, "manage.py", "migrate", "--noinput", "-v0"]
-    subprocess.run(manage, cwd=ROOT, env=env, check=True, timeout=180)
-    log = workdir / "run.log"
-    with log.open("wb") as out:
-        script = subprocess.Popen(
-            [str(SCRIPT)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    running = Running(script, log, env, int(env["PORT"]))
+    checkout = Checkout(env, workdir, ports)
     try:
-        _wait_for(lambda: _web_answers(running.port), 60, "the web server answering", running)
-        yield running
+        yield checkout
     finally:
-        if script.poll() is None:  # a test failed before the script stopped
-            _kill_everything_left(script)
         shutil.rmtree(agent_data, ignore_errors=True)
 
 
-def _kill_everything_left(script: subprocess.Popen[bytes]) -> None:
-    """After a failure: the script and the process group of each thing it started (each runs
-    in a session of its own), so nothing outlives the test."""
-    groups = {found.group for pid in descendants(script.pid) if (found := process(pid))}
-    for group in {script.pid, *groups}:
+def _kill_everything_left(run: MakeRun) -> None:
+    """After a failure: the shell and the process group of each thing it started (most run in
+    sessions of their own), so nothing outlives the test."""
+    shell = run.terminal.shell
+    groups = {found.group for pid in descendants(shell.pid) if (found := process(pid))}
+    for group in {shell.pid, *groups}:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(group, signal.SIGKILL)
-    script.wait()
+    run.terminal.close()
+    shell.wait()
 
 
-def _receiver_saw(running: Running, event: str, server: str) -> bool:
-    return f"[receiver] {event} server='{server}'" in running.output()
+@contextlib.contextmanager
+def _make_run(checkout: Checkout) -> Iterator[MakeRun]:
+    run = checkout.start()
+    try:
+        yield run
+    finally:
+        if any((found := process(pid)) and found.alive for pid in run.started()):
+            _kill_everything_left(run)
+        run.terminal.close()
+        run.terminal.shell.wait(timeout=STOP_SECONDS)
 
 
-def _delivered_payload(running: Running, event: str, server: str) -> dict[str, object]:
-    lines = running.output().splitlines()
+@pytest.fixture(scope="module", name="running")
+def running_fixture(checkout: Checkout) -> Iterator[MakeRun]:
+    with _make_run(checkout) as run:
+        yield run
+
+
+def _receiver_saw(run: MakeRun, event: str, server: str) -> bool:
+    return f"[receiver] {event} server='{server}'" in run.output()
+
+
+def _delivered_payload(run: MakeRun, event: str, server: str) -> dict[str, object]:
+    lines = run.output().splitlines()
     index = next(
         i for i, line in enumerate(lines) if f"[receiver] {event} server='{server}'" in line
     )
@@ -129,41 +238,77 @@ def _delivered_payload(running: Running, event: str, server: str) -> dict[str, o
     return dict(json.loads(lines[index + 1].removeprefix("[receiver]").strip()))
 
 
-def _game_process(running: Running, server: str) -> int:
-    """The pid of the server's demo game, found by the port the demo printed for it."""
-    port = re.search(rf"{server} +demo +node local +127\.0\.0\.1:(\d+)", running.output())
-    assert port is not None, running.output()[-4000:]
-    wanted = f"demo_game.py --port {port[1]} "
+def _demo_server(run: MakeRun, server: str) -> tuple[str, int]:
+    """The server's id and game port, as the demo printed them."""
+    found = re.search(rf"(srv_\w+) +{server} +demo +node local +127\.0\.0\.1:(\d+)", run.output())
+    assert found is not None, run.output()[-4000:]
+    return found[1], int(found[2])
+
+
+def _game_process(run: MakeRun, server: str) -> int:
+    wanted = f"demo_game.py --port {_demo_server(run, server)[1]} "
     [pid] = [found.pid for found in processes() if wanted in command_line(found.pid) + " "]
     return pid
 
 
-def test_it_runs_the_demo_servers_as_real_games_that_deliver_server_started(running):
+def _assert_everything_stops(
+    run: MakeRun, checkout: Checkout, end: Callable[[MakeRun], None]
+) -> None:
+    started = run.started()
+    commands = " ".join(command_line(pid) for pid in started)
+    for name in ("qcluster", "gunicorn", "demo_receiver", "gshost_agent", "demo_game.py"):
+        assert name in commands
+    end(run)
     _wait_for(
-        lambda: _receiver_saw(running, "server.started", "Survival"),
-        60,
-        "a delivery of server.started",
-        running,
+        lambda: not any((found := process(pid)) and found.alive for pid in started),
+        STOP_SECONDS,
+        "the end of every process make run started",
+        run.log,
     )
+    assert STOPPED in run.output()
+    assert all(_port_free(port) for port in checkout.ports)
+
+
+def test_it_runs_the_demo_servers_as_real_games_that_deliver_server_started(running):
     payload = _delivered_payload(running, "server.started", "Survival")
     assert payload["data"] == {"previous_state": "starting"}
     pid = _game_process(running, "Survival")
     assert Path(f"/proc/{pid}").stat().st_uid != 0  # a game never runs as root
 
 
-def test_it_delivers_server_crashed_when_a_game_is_killed(running):
-    _wait_for(
-        lambda: _receiver_saw(running, "server.started", "Creative"),
-        60,
-        "Creative running",
-        running,
+def test_a_second_make_run_refuses_while_the_first_holds_its_ports(running, checkout):
+    ca = Path(checkout.env["RUN_DIR"], "ca.pem").read_bytes()
+    second = subprocess.run(
+        ["make", "run"], cwd=ROOT, env=checkout.env, capture_output=True, text=True, timeout=180
     )
+    assert second.returncode != 0
+    assert "is taken" in second.stderr
+    assert "Demo data is ready" not in second.stdout
+    # The running receiver's CA, which the running worker trusts, is left as it is.
+    assert Path(checkout.env["RUN_DIR"], "ca.pem").read_bytes() == ca
+
+
+def test_a_second_terminal_runs_manage_py_with_the_settings_make_run_wrote(running, checkout):
+    server_id, _port = _demo_server(running, "Racing league")
+    result = checkout.second_terminal(
+        str(ROOT / ".venv/bin/python"), "manage.py", "simulate", server_id, "crash"
+    )
+    assert result.returncode == 0, result.stderr
+    _wait_for(
+        lambda: _receiver_saw(running, "server.crashed", "Racing league"),
+        60,
+        "a delivery of server.crashed",
+        running.log,
+    )
+
+
+def test_it_delivers_server_crashed_when_a_game_is_killed(running):
     os.kill(_game_process(running, "Creative"), signal.SIGKILL)
     _wait_for(
         lambda: _receiver_saw(running, "server.crashed", "Creative"),
-        30,
+        60,
         "a delivery of server.crashed",
-        running,
+        running.log,
     )
     data = _delivered_payload(running, "server.crashed", "Creative")["data"]
     assert {key: value for key, value in data.items() if key != "last_output"} == {
@@ -175,15 +320,20 @@ def test_it_delivers_server_crashed_when_a_game_is_killed(running):
     assert data["last_output"][-1].startswith("ready on port")
 
 
-def test_it_stops_web_worker_and_receiver_within_ten_seconds_of_ctrl_c(running):
-    started = descendants(running.process.pid)
-    commands = " ".join(command_line(pid) for pid in started)
-    for name in ("qcluster", "gunicorn", "demo_receiver", "gshost_agent", "demo_game.py"):
-        assert name in commands
-    running.process.send_signal(signal.SIGINT)
-    try:
-        running.process.wait(timeout=STOP_DEADLINE_SECONDS)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(f"still running after Ctrl-C:\n{running.output()[-4000:]}") from None
-    assert "stopped web, worker, receiver and agent" in running.output()
-    assert {pid for pid in started if (found := process(pid)) and found.alive} == set()
+def test_ctrl_c_stops_everything_it_started(running, checkout):
+    _assert_everything_stops(running, checkout, lambda run: run.terminal.type(b"\x03"))
+
+
+def test_a_closed_terminal_stops_everything_it_started(checkout):
+    with _make_run(checkout) as run:
+        _assert_everything_stops(run, checkout, lambda run: run.terminal.close())
+
+
+def test_sigterm_to_make_stops_everything_it_started(checkout):
+    with _make_run(checkout) as run:
+        _assert_everything_stops(run, checkout, lambda run: os.kill(run.make(), signal.SIGTERM))
+
+
+def test_sigterm_to_its_script_stops_everything_it_started(checkout):
+    with _make_run(checkout) as run:
+        _assert_everything_stops(run, checkout, lambda run: os.kill(run.script(), signal.SIGTERM))

@@ -71,6 +71,14 @@ def test_it_documents_the_error_envelope_on_every_operation(client):
         assert "missing_token" in _error_codes(operation, "401")
 
 
+def test_it_documents_a_repeated_query_parameter_and_a_long_request_line_on_every_operation(
+    client,
+):
+    for path, method, operation in _operations(client):
+        assert "invalid_request" in _error_codes(operation, "400"), (method, path)
+        assert "414" in operation["responses"], (method, path)
+
+
 def test_it_documents_the_leak_report_as_open_to_anyone(client):
     operations = {(m, p): op for p, m, op in _operations(client)}
     for key in OPEN_OPERATIONS:

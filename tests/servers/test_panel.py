@@ -304,3 +304,12 @@ def test_a_config_event_without_changes_is_refused(alice_client, acme_server):
     )
     assert response.status_code == 400
     assert not ConfigEvent.objects.exists()
+
+
+def test_the_crash_history_shows_the_signal_and_an_oom_kill(alice_client, acme_server):
+    acme_server.transitions.create(
+        from_state="running", to_state="crashed", trigger="node", signal=9, oom=True
+    )
+    html = page(alice_client, f"{PANEL}{acme_server.id}/")
+    assert "killed by SIGKILL (9)" in html
+    assert "out of memory" in html

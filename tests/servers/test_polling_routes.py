@@ -4,8 +4,12 @@ import re
 
 import pytest
 from freezegun import freeze_time
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from audit.actors import Actor
+from gshost.errors import InvalidInput
+from servers.readings import WINDOW_PATTERN, parse_window
 from servers.transfers import migration_begin
 from tests.conftest import API, client_for, error_of
 
@@ -117,3 +121,24 @@ def test_server_readings_need_servers_read(make_key, acme_server, path):
     response = client_for(make_key(["backups:read"])).get(f"{API}/servers/{acme_server.id}/{path}")
     assert response.status_code == 403
     assert error_of(response)["required_scope"] == "servers:read"
+
+
+def _metrics_window_accepted(text: str) -> bool:
+    try:
+        parse_window(text)
+    except InvalidInput:
+        return False
+    return True
+
+
+@given(st.from_regex(r"[0-9]{0,5}[mhd]?", fullmatch=True))
+@example("")
+@example("5m")
+@example("4m")
+@example("1440m")
+@example("1441m")
+@example("24h")
+@example("25h")
+@example("05m")
+def test_the_schemas_metrics_window_pattern_matches_exactly_what_is_accepted(text):
+    assert (re.search(WINDOW_PATTERN, text) is not None) == _metrics_window_accepted(text)

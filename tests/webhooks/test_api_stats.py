@@ -1,9 +1,12 @@
 """GET /webhooks/{id}/stats: counts, success rate, latency and the series, from delivery rows."""
 
+import re
 from datetime import datetime, timedelta
 
 import pytest
 from freezegun import freeze_time
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from audit.actors import Actor
 from tests.conftest import client_for, error_of
@@ -15,6 +18,7 @@ from tests.webhooks.webhook_fixtures import (
     outsider_fixture,  # noqa: F401
     webhook_fixture,  # noqa: F401
 )
+from webhooks.errors import InvalidWindow
 from webhooks.health.rollup import (
     apply_changes,
     bucket_bounds,
@@ -22,7 +26,7 @@ from webhooks.health.rollup import (
     latency_bucket,
     settled_changes,
 )
-from webhooks.health.stats import parse_window
+from webhooks.health.stats import WINDOW_PATTERN, parse_window
 from webhooks.models import DeliveryStatus
 from webhooks.services import webhook_create
 
@@ -185,3 +189,37 @@ def test_it_puts_a_latency_in_a_bucket_within_five_percent(latency):
 
 def test_it_answers_no_percentile_without_successes():
     assert interpolated_percentile([], 0.5) is None
+
+
+def _accepted(text: str) -> bool:
+    try:
+        parse_window(text)
+    except InvalidWindow:
+        return False
+    return True
+
+
+@given(st.from_regex(r"[0-9]{1,4}[hdmHw]?", fullmatch=True))
+@example("1h")
+@example("168h")
+@example("169h")
+@example("0h")
+@example("01h")
+@example("1d")
+@example("7d")
+@example("8d")
+@example("0d")
+def test_the_schemas_window_pattern_matches_exactly_what_is_accepted(text):
+    assert (re.search(WINDOW_PATTERN, text) is not None) == _accepted(text)
+
+
+def test_the_schema_states_the_window_pattern(admin):
+    schema = admin.get("/api/public/v1/schema/?format=json").json()
+    [parameter] = [
+        parameter
+        for parameter in schema["paths"]["/api/public/v1/webhooks/{webhook_id}/stats"]["get"][
+            "parameters"
+        ]
+        if parameter["name"] == "window"
+    ]
+    assert parameter["schema"]["pattern"] == WINDOW_PATTERN

@@ -13,6 +13,7 @@ from gshost.api.fields import TimestampField
 from webhooks.api.views import _WebhookRoutes
 from webhooks.health.stats import (
     DEFAULT_WINDOW,
+    WINDOW_PATTERN,
     Bucket,
     WebhookStats,
     webhook_stats,
@@ -48,7 +49,10 @@ class StatsOutput(serializers.Serializer[WebhookStats]):
 
 
 WINDOW_PARAMETER = OpenApiParameter(
-    "window", str, description="`<n>h` or `<n>d`, from 1h to 7d; default 24h."
+    "window",
+    str,
+    description="`<n>h` or `<n>d`, from 1h to 7d (168h); default 24h.",
+    pattern=WINDOW_PATTERN,
 )
 
 

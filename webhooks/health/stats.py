@@ -32,6 +32,8 @@ DEFAULT_WINDOW: Final = "24h"
 # Beyond this, one bucket per day instead of one per hour.
 HOURLY_UP_TO: Final = timedelta(hours=48)
 _WINDOW: Final = re.compile(r"([1-9][0-9]{0,3})([hd])")
+# What parse_window accepts, as the API schema states it: 1h to 168h, or 1d to 7d.
+WINDOW_PATTERN: Final = r"^(?:(?:[1-9]|[1-9][0-9]|1[0-5][0-9]|16[0-8])h|[1-7]d)$"
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,10 @@ def _describe(demo: DemoOrganization, organization: Organization, servers: list[
     if any(server.node.is_agent for server in servers):
         playable = next(server for server in servers if server.node.is_agent)
         host, port = playable.address.rsplit(":", 1)
-        lines.append(f"  play: nc {host} {port}, then type JOIN <your name> (once it runs)")
+        lines.append(
+            f"  play: .venv/bin/python -m gshost_agent.play {host} {port}, "
+            "then type JOIN <your name> (once it runs)"
+        )
     return "\n".join(lines)
 
 
@@ -206,7 +209,9 @@ def _how_to_see_a_delivery(panel_url: str, webhook: tuple[str, str]) -> str:
         [
             f"Webhook {webhook_id} sends all eight events to {url}",
             "(the local receiver, which prints each delivery and whether its signature verified).",
-            f"  1. start a server at {urljoin(panel_url, '/panel/servers/')}",
-            f"  2. watch the delivery at {deliveries_url}",
+            "  1. the demo's servers are being started now on the local agent: each start is",
+            "     delivered as server.started (stop or start one at "
+            f"{urljoin(panel_url, '/panel/servers/')} for more)",
+            f"  2. watch the deliveries at {deliveries_url}",
         ]
     )
