@@ -2,6 +2,6 @@
 listener that holds connections without answering."""
 
 from tests.fleet.holding import holding_listener
-from tests.servers.node_fixtures import agent_node, stand_in_agent
+from tests.servers.node_fixtures import agent_node, demo_server, node_token, stand_in_agent
 
-__all__ = ["agent_node", "holding_listener", "stand_in_agent"]
+__all__ = ["agent_node", "demo_server", "holding_listener", "node_token", "stand_in_agent"]
