@@ -4,12 +4,15 @@ so that a refusal or an unreachable agent rolls the action back. What the proces
 comes back as reports (`servers.node_reports`).
 
 HTTPS only, verified against the node's CA (or the system's), with the node token as bearer,
-no proxies from the environment, and short timeouts. A node without a heartbeat for 30 s, or
-whose agent does not answer, is `NodeUnavailable` (503 node_unavailable): nothing is queued.
+no proxies from the environment. A node without a heartbeat for 30 s, or whose agent does not
+answer, is `NodeUnavailable` (503 node_unavailable): nothing is queued. How long a call may
+take, and when a node is not even tried, is `servers.node_calls`.
 """
 
+import json
 import logging
 import ssl
+import time
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -17,6 +20,7 @@ from urllib.parse import quote
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3.util import Timeout
 
 from gshost import process_state
 from gshost.errors import InvalidInput
@@ -33,6 +37,13 @@ from servers.errors import (
 from servers.jobs import jobs_fail_unreported
 from servers.lifecycle import Trigger
 from servers.models import Job, JobKind, Node, NodeState, Server, ServerMigration, ServerState
+from servers.node_calls import (
+    CONNECT_TIMEOUT_SECONDS,
+    DEADLINE_SECONDS,
+    node_call_begin,
+    node_call_end,
+    node_mark_failing,
+)
 from servers.nodes import node_token
 from servers.runtime import (
     CommandResult,
@@ -48,8 +59,7 @@ from servers.services import server_transition
 
 logger = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_SECONDS = 3.0
-READ_TIMEOUT_SECONDS = 10.0
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
 DEFAULT_MEMORY_MB = 1024
 SESSIONS_KEPT = 32  # one per node CA; a process talks to a handful of nodes
 # Answers that say why the agent refused; 422, 502 and 507 come from transfers (a checksum
@@ -104,47 +114,76 @@ def agent_call(
     path: str,
     body: dict[str, Any] | None = None,
     params: dict[str, str] | None = None,
-    read_timeout: float = READ_TIMEOUT_SECONDS,
+    read_timeout: float | None = None,
 ) -> dict[str, Any]:
     """One call to the node's agent: its JSON answer, AgentError for an error it answered,
-    NodeUnavailable when the node is unreachable or the agent cannot be reached."""
+    NodeUnavailable when the node is unreachable or failing, or the agent cannot be reached
+    within the deadline (`read_timeout`: a long call's own, such as a transfer's upload)."""
     if node.state() != NodeState.ONLINE:
         raise NodeUnavailable(node.name, "no heartbeat for 30 s")
     token = node_token(node)
     if token is None:
         logger.error("Node %s: its token cannot be decrypted (WEBHOOK_SECRET_KEYS?)", node.name)
         raise NodeUnavailable(node.name, "its token cannot be used")
+    deadline = DEADLINE_SECONDS if read_timeout is None else CONNECT_TIMEOUT_SECONDS + read_timeout
+    slot = node_call_begin(node, deadline=deadline, takes_slot=read_timeout is None)
     try:
-        response = _session(node.ca_pem).request(
-            method,
-            node.url.rstrip("/") + path,
-            json=body,
-            params=params,
-            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
-            timeout=(CONNECT_TIMEOUT_SECONDS, read_timeout),
-            allow_redirects=False,
-        )
-    except (requests.RequestException, ssl.SSLError) as error:
+        status, raw = _request(node, method, path, body, params, token, deadline)
+    except (requests.RequestException, ssl.SSLError, TimeoutError) as error:
         logger.warning("Node %s: %s %s failed: %s", node.name, method, path, type(error).__name__)
+        node_mark_failing(node)
         raise NodeUnavailable(node.name, "its agent cannot be reached") from None
-    return _answer(node, method, path, response)
+    finally:
+        node_call_end(slot)
+    return _answer(node, method, path, status, raw)
 
 
-def _answer(node: Node, method: str, path: str, response: requests.Response) -> dict[str, Any]:
+def _request(
+    node: Node,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+    params: dict[str, str] | None,
+    token: str,
+    deadline: float,
+) -> tuple[int, bytes]:
+    """Status and body, all of it within `deadline` seconds (TimeoutError otherwise)."""
+    ends_at = time.monotonic() + deadline
+    timeout = Timeout(connect=CONNECT_TIMEOUT_SECONDS, read=deadline, total=deadline)
+    with _session(node.ca_pem).request(
+        method,
+        node.url.rstrip("/") + path,
+        json=body,
+        params=params,
+        headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+        timeout=timeout,  # type: ignore[arg-type]  # requests hands a urllib3 Timeout on
+        allow_redirects=False,
+        stream=True,
+    ) as response:
+        chunks, size = [], 0
+        for chunk in response.iter_content(64 * 1024):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES or time.monotonic() > ends_at:
+                raise TimeoutError("the answer took too long or was too large")
+        return response.status_code, b"".join(chunks)
+
+
+def _answer(node: Node, method: str, path: str, status: int, raw: bytes) -> dict[str, Any]:
     try:
-        answer = response.json()
+        answer = json.loads(raw) if raw else None
     except ValueError:
         answer = None
-    if response.status_code < 300:
+    if status < 300:
         return answer if isinstance(answer, dict) else {}  # an empty 202 is an acceptance
     found = answer.get("error") if isinstance(answer, dict) else None
     error: dict[str, Any] = found if isinstance(found, dict) else {}
     code, message = str(error.get("code", "")), str(error.get("message", ""))[:300]
-    if response.status_code in REFUSALS:
-        raise AgentError(response.status_code, code, message)
-    logger.warning("Node %s: %s %s answered %s %s", node.name, method, path,
-                   response.status_code, code)  # fmt: skip
-    raise NodeUnavailable(node.name, f"its agent answered {response.status_code}")
+    if status in REFUSALS:
+        raise AgentError(status, code, message)
+    logger.warning("Node %s: %s %s answered %s %s", node.name, method, path, status,
+                   code)  # fmt: skip
+    raise NodeUnavailable(node.name, f"its agent answered {status}")
 
 
 def _server_path(server: Server, action: str) -> str:

@@ -5,8 +5,13 @@ node, known by its bearer token. Bodies are JSON objects of at most 64 KiB, vali
 strictly: a bad one is 400, never a 5xx. docs/agent-protocol.md describes both.
 """
 
+import copy
+import hashlib
 import json
 import re
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -16,14 +21,21 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
+from gshost import process_state
 from gshost.api import rate_limits
 from gshost.api.client_ip import client_ip
 from gshost_agent.protocol import JOB_REPORTS, ReportKind, ServerState, last_output
 from servers.errors import ServerNotOnNode
 from servers.lifecycle import CrashDetails
 from servers.models import Node
-from servers.node_reports import JobReport, Report, node_heartbeat, node_report_apply
-from servers.nodes import node_by_token
+from servers.node_reports import (
+    JobReport,
+    NodeTokenChanged,
+    Report,
+    node_heartbeat,
+    node_report_apply,
+)
+from servers.nodes import node_by_token, token_hash
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_SERVERS_IN_HEARTBEAT = 10_000
@@ -75,6 +87,9 @@ def node_route(view: NodeView) -> Callable[[HttpRequest], HttpResponse]:
             return view(request, node, body)
         except BadInput as bad:
             return _error(400, "invalid_request", bad.message, fields={bad.field: [bad.message]})
+        except NodeTokenChanged:
+            _known_nodes.forget(node)
+            return _refused(request)
 
     wrapper.__name__ = view.__name__
     return wrapper
@@ -96,7 +111,47 @@ def _node_of(request: HttpRequest) -> Node | None:
     scheme, _, token = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
     if scheme != "Bearer" or not token.strip():
         return None
-    return node_by_token(token.strip())
+    return _known_nodes.node(token.strip())
+
+
+class _KnownNodes:
+    """Which node a token is, remembered by each web process (by the token's hash): every
+    node calls every 10 s, and finding it was most of a heartbeat's cost. Safe to remember:
+    every write a call makes checks that the token is still the node's (NodeTokenChanged),
+    so a rotated token changes nothing, and is forgotten at its first try."""
+
+    KEPT = 10_000
+    SECONDS = 600.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._nodes: OrderedDict[str, tuple[float, Node]] = OrderedDict()
+
+    def node(self, token: str) -> Node | None:
+        digest, now = token_hash(token), time.monotonic()
+        with self._lock:
+            known = self._nodes.get(digest)
+            if known is not None and known[0] > now:
+                self._nodes.move_to_end(digest)
+                return copy.copy(known[1])
+        node = node_by_token(token)
+        if node is not None:
+            with self._lock:
+                self._nodes[digest] = (now + self.SECONDS, copy.copy(node))
+                while len(self._nodes) > self.KEPT:
+                    self._nodes.popitem(last=False)
+        return node
+
+    def forget(self, node: Node) -> None:
+        with self._lock:
+            self._nodes.pop(node.token_hash or "", None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._nodes.clear()
+
+
+_known_nodes = _KnownNodes()
 
 
 def _read_body(request: HttpRequest) -> bytes | None:
@@ -227,6 +282,48 @@ def _servers(body: dict[str, Any]) -> dict[str, str]:
     return value
 
 
+class _LastServers:
+    """Per node, a digest of the servers its last heartbeat to this process listed: our
+    comparison with them (only for the log) runs when they change, not every 10 s."""
+
+    KEPT = 10_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._digests: OrderedDict[int, bytes] = OrderedDict()
+
+    def changed(self, node: Node, servers: dict[str, str]) -> bool:
+        digest = hashlib.blake2b(json.dumps(servers, sort_keys=True).encode(), digest_size=16)
+        with self._lock:
+            if self._digests.get(node.id) == digest.digest():
+                self._digests.move_to_end(node.id)
+                return False
+            self._digests[node.id] = digest.digest()
+            while len(self._digests) > self.KEPT:
+                self._digests.popitem(last=False)
+        return True
+
+    def clear(self) -> None:
+        with self._lock:
+            self._digests.clear()
+
+
+_last_servers = _LastServers()
+
+
+def _forget_nodes() -> None:
+    _known_nodes.clear()
+    _last_servers.clear()
+
+
+process_state.register(
+    "servers.node_api",
+    bound=f"at most {_KnownNodes.KEPT:,} nodes by their token's hash, each for "
+    f"{_KnownNodes.SECONDS:.0f} s, and a digest of the servers each last listed",
+    reset=_forget_nodes,
+)
+
+
 # The routes
 
 
@@ -238,7 +335,9 @@ def heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpRes
     outbox_id = body.get("outbox_id")
     if outbox_id is not None:
         _text(body, "outbox_id", _OUTBOX_ID)
-    node_heartbeat(node=node, agent_version=version, servers=_servers(body))
+    servers = _servers(body)
+    compared = servers if _last_servers.changed(node, servers) else {}
+    node_heartbeat(node=node, agent_version=version, servers=compared)
     return JsonResponse({"node": node.name})
 
 

@@ -51,16 +51,28 @@ class Report:
     job: JobReport | None = None
 
 
+class NodeTokenChanged(Exception):
+    """The token the node was known by is no longer its own (rotated since, or the node is
+    gone): nothing was written. The caller may have found the node in a cache."""
+
+
 def node_heartbeat(*, node: Node, agent_version: str, servers: dict[str, str]) -> Node:
-    """The node is alive now. `servers` (what the agent runs) is only compared, for the log."""
+    """The node is alive now: one UPDATE, which also checks that `node.token_hash` is still
+    the node's. `servers` (what the agent runs) is only compared, for the log."""
     now = timezone.now()
-    Node.objects.filter(id=node.id).update(last_heartbeat_at=now, agent_version=agent_version)
+    updated = Node.objects.filter(id=node.id, token_hash=node.token_hash).update(
+        last_heartbeat_at=now, agent_version=agent_version
+    )
+    if not updated:
+        raise NodeTokenChanged()
     node.last_heartbeat_at, node.agent_version = now, agent_version
     _log_disagreements(node, servers)
     return node
 
 
 def _log_disagreements(node: Node, reported: dict[str, str]) -> None:
+    if not reported:
+        return
     known = dict(Server.objects.filter(node=node, id__in=list(reported)).values_list("id", "state"))
     for server_id, state in reported.items():
         if server_id not in known:
@@ -75,7 +87,9 @@ def node_report_apply(*, node: Node, report: Report) -> ReportOutcome:
     """Apply one report once. A report of a server on another node is refused (nothing
     changes); one whose move does not apply now is acknowledged and logged as ignored."""
     with transaction.atomic():
-        locked = Node.objects.select_for_update().get(id=node.id)
+        locked = Node.objects.select_for_update().filter(id=node.id).first()
+        if locked is None or locked.token_hash != node.token_hash:
+            raise NodeTokenChanged()
         # Locking the server waits for an action still under way on it (a start whose
         # transaction has not committed when a quick `ready` arrives), so the report is
         # applied to the state that action leaves, not the one before it.

@@ -1,0 +1,271 @@
+"""Benchmark: a fleet of nodes talking to the control plane through the node protocol.
+
+The control plane served by gunicorn (the shipped gunicorn.conf.py) on PostgreSQL + Redis;
+a stand-in for the agents in this process speaks their protocol: each node sends a heartbeat
+every 10 s listing its servers (spread evenly over the 10 s), and reports what its games do
+(`crashed`, `started_by_node`, `ready`, in turn per server, one report per node every
+BENCH_REPORT_EVERY seconds). Three phases of BENCH_SECONDS each, in the same run:
+
+1. baseline: one node with BENCH_SERVERS servers, heartbeats and reports;
+2. BENCH_NODES nodes x BENCH_SERVERS servers at rest: heartbeats only;
+3. the same with reports.
+
+Each phase prints the handling time of heartbeats and reports as gunicorn measured it (its
+access log: request read to response written), p50 and p99, and the web processes' CPU as a
+share of one core (the gunicorn process group, from /proc).
+
+    python bench/fleet.py      # BENCH_NODES (500), BENCH_SERVERS (40), BENCH_SECONDS (60),
+                               # BENCH_REPORT_EVERY (10)
+
+Needs PostgreSQL and Redis (scripts/ensure-services.sh).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("BENCH_DB_NAME", "gshost_bench_fleet")
+os.environ.setdefault("BENCH_REDIS_DB", "3")
+
+import requests
+
+from bench.delivery_rig import ENV, ROOT, prepare_database, setup_django
+
+NODES = int(os.environ.get("BENCH_NODES", "500"))
+SERVERS = int(os.environ.get("BENCH_SERVERS", "40"))
+SECONDS = float(os.environ.get("BENCH_SECONDS", "60"))
+REPORT_EVERY = float(os.environ.get("BENCH_REPORT_EVERY", "10"))
+HEARTBEAT_SECONDS = 10.0
+GUNICORN = ROOT / ".venv" / "bin" / "gunicorn"
+ACCESS_FORMAT = "%(m)s %(U)s %(s)s %(D)s"  # method, path, status, microseconds taken
+CYCLE = ("crashed", "started_by_node", "ready")  # a running server's reports, in turn
+
+
+@dataclass
+class StandInNode:
+    name: str
+    token: str
+    servers: list[str]
+    outbox_id: str
+    seq: int = 0
+    states: dict[str, str] = field(default_factory=dict)  # what the agent says it runs
+    next_report: itertools.count[int] = field(default_factory=itertools.count)
+
+    def heartbeat(self) -> dict[str, object]:
+        return {"agent_version": "bench", "outbox_id": self.outbox_id, "servers": self.states}
+
+    def report(self) -> dict[str, object]:
+        """The next move of the next server: crashed, started by the node, ready, ..."""
+        turn = next(self.next_report)
+        server = self.servers[turn % len(self.servers)]
+        kind = CYCLE[(turn // len(self.servers)) % len(CYCLE)]
+        self.seq += 1
+        self.states[server] = {"crashed": "stopped", "started_by_node": "starting"}.get(
+            kind, "running"
+        )
+        return {
+            "outbox_id": self.outbox_id, "seq": self.seq, "server_id": server, "kind": kind,
+            "at": None, "pid": 4242, "exit_code": 1 if kind == "crashed" else None,
+            "signal": None, "oom": False, "last_output": ["bench"] if kind == "crashed" else [],
+        }  # fmt: skip
+
+
+def make_fleet(count: int, prefix: str) -> list[StandInNode]:
+    """`count` nodes registered through the service, `SERVERS` running servers each (written
+    in bulk: the set-up is not what is measured)."""
+    from accounts.models import Organization
+    from servers.models import Server, ServerState
+    from servers.nodes import NodeInput, node_create
+
+    organization, _ = Organization.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
+    nodes = []
+    for n in range(count):
+        created = node_create(
+            data=NodeInput(
+                name=f"{prefix}-{n}", url=f"https://10.0.{n // 250}.{n % 250 + 1}:8444",
+                address=f"10.0.{n // 250}.{n % 250 + 1}", ports="27000-27099",
+            )
+        )  # fmt: skip
+        rows = [
+            Server(organization=organization, name=f"{prefix}-{n}-{s}", game="demo",
+                   node=created.node, port=27000 + s, state=ServerState.RUNNING)
+            for s in range(SERVERS)
+        ]  # fmt: skip
+        Server.objects.bulk_create(rows)
+        ids = [row.id for row in rows]
+        nodes.append(
+            StandInNode(created.node.name, created.token, ids, f"obx_{prefix}{n}",
+                        states=dict.fromkeys(ids, "running"))
+        )  # fmt: skip
+    return nodes
+
+
+class Web:
+    def __init__(self, work: Path) -> None:
+        from tests.agent.lines import free_port
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.access_log = work / "access.log"
+        env = {
+            **ENV,
+            "GUNICORN_BIND": f"127.0.0.1:{self.port}",
+            "GUNICORN_ACCESS_LOG": str(self.access_log),
+            "GUNICORN_LOG_LEVEL": "warning",
+            "PROMETHEUS_MULTIPROC_DIR": str(work / "metrics"),
+        }
+        (work / "metrics").mkdir()
+        self.process = subprocess.Popen(
+            [str(GUNICORN), "-c", str(ROOT / "gunicorn.conf.py"), "gshost.wsgi",
+             "--access-logformat", ACCESS_FORMAT],
+            cwd=ROOT, env=env, start_new_session=True,
+        )  # fmt: skip
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"{self.url}/healthz", timeout=1).read()
+                return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise SystemExit("gunicorn did not start")
+
+    def cpu_seconds(self) -> float:
+        from tests.processes import processes
+
+        return sum(p.cpu_seconds for p in processes() if p.group == self.process.pid)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=30)
+
+
+class Driver:
+    """Sends each node's heartbeats (every 10 s) and reports (every REPORT_EVERY s), spread
+    evenly, from a pool of threads with a keep-alive session each."""
+
+    def __init__(self, web: Web) -> None:
+        self.web = web
+        self.local = threading.local()
+        self.failures: list[str] = []
+
+    def _post(self, node: StandInNode, path: str, body: dict[str, object]) -> None:
+        session = getattr(self.local, "session", None)
+        if session is None:
+            session = self.local.session = requests.Session()
+            session.trust_env = False
+        answer = session.post(
+            f"{self.web.url}/internal/nodes/{path}", json=body, timeout=30,
+            headers={"Authorization": f"Bearer {node.token}"},
+        )  # fmt: skip
+        if answer.status_code != 200:
+            self.failures.append(f"{path} {answer.status_code} {answer.text[:200]}")
+
+    def run(self, nodes: list[StandInNode], seconds: float, reports: bool) -> None:
+        events: list[tuple[float, StandInNode, str]] = []
+        for n, node in enumerate(nodes):
+            offset = HEARTBEAT_SECONDS * n / len(nodes)
+            events += [(offset + k * HEARTBEAT_SECONDS, node, "heartbeat")
+                       for k in range(int(seconds / HEARTBEAT_SECONDS))]  # fmt: skip
+            if reports:
+                offset = REPORT_EVERY * n / len(nodes)
+                events += [(offset + k * REPORT_EVERY, node, "reports")
+                           for k in range(int(seconds / REPORT_EVERY))]  # fmt: skip
+        events.sort(key=lambda event: event[0])
+        locks = {node.name: threading.Lock() for node in nodes}  # a node's reports in order
+        start = time.monotonic()
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            for at, node, path in events:
+                delay = start + at - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                pool.submit(self._send, locks[node.name], node, path)
+            time.sleep(max(0.0, start + seconds - time.monotonic()))  # the whole phase
+
+    def _send(self, lock: threading.Lock, node: StandInNode, path: str) -> None:
+        with lock:
+            body = node.heartbeat() if path == "heartbeat" else node.report()
+            self._post(node, path, body)
+
+
+def handling_ms(log: Path, offset: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {"heartbeat": [], "reports": []}
+    with log.open() as lines:
+        lines.seek(offset)
+        for line in lines:
+            _method, path, status, micros = line.split()
+            what = path.rsplit("/", 1)[-1]
+            if what in times and status == "200":
+                times[what].append(int(micros) / 1000)
+    return times
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
+
+
+def phase(web: Web, nodes: list[StandInNode], reports: bool, what: str) -> dict[str, float]:
+    driver = Driver(web)
+    offset = web.access_log.stat().st_size if web.access_log.exists() else 0
+    cpu_before, started = web.cpu_seconds(), time.monotonic()
+    driver.run(nodes, SECONDS, reports)
+    cpu, elapsed = web.cpu_seconds() - cpu_before, time.monotonic() - started
+    time.sleep(1)  # the access log's last lines
+    times = handling_ms(web.access_log, offset)
+    figures = {"cpu_percent": 100 * cpu / elapsed}
+    print(f"{what}: {len(nodes)} node(s) x {SERVERS} servers, {elapsed:.0f} s")
+    for kind, values in times.items():
+        if values:
+            p50, p99 = percentile(values, 0.5), percentile(values, 0.99)
+            figures[f"{kind}_p50"], figures[f"{kind}_p99"] = p50, p99
+            print(f"  {kind:<10} n={len(values):<6} p50 {p50:6.1f} ms  p99 {p99:6.1f} ms")
+    print(f"  web CPU    {figures['cpu_percent']:5.2f} % of one core")
+    if driver.failures:
+        print(f"  {len(driver.failures)} calls failed, first: {driver.failures[0]}")
+    return figures
+
+
+def main() -> None:
+    print(f"load before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
+    prepare_database()
+    setup_django()
+    one = make_fleet(1, "solo")
+    fleet = make_fleet(NODES, "fleet")
+    work = Path(tempfile.mkdtemp(prefix="gshost-bench-fleet-"))
+    web = Web(work)
+    try:
+        idle_before, idle_started = web.cpu_seconds(), time.monotonic()
+        time.sleep(5)
+        idle = 100 * (web.cpu_seconds() - idle_before) / (time.monotonic() - idle_started)
+        print(f"idle web CPU: {idle:.2f} % of one core")
+        base = phase(web, one, reports=True, what="baseline")
+        rest = phase(web, fleet, reports=False, what="fleet at rest")
+        busy = phase(web, fleet, reports=True, what="fleet with reports")
+        print("against the one-node baseline:")
+        for name, figures in (("at rest", rest), ("with reports", busy)):
+            ratios = ", ".join(
+                f"{key} x{figures[key] / base[key]:.2f}"
+                for key in ("heartbeat_p50", "heartbeat_p99", "reports_p50", "reports_p99")
+                if key in figures and base.get(key)
+            )
+            print(f"  {name}: {ratios}; web CPU {figures['cpu_percent']:.2f} % of one core")
+    finally:
+        web.stop()
+    print(f"load after: {os.getloadavg()[0]:.2f} (1 min)")
+
+
+if __name__ == "__main__":
+    main()
