@@ -6,7 +6,8 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/gshost
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint typecheck browser freeciv test-postgres test-sqlite bench bench-deliveries clean
+.PHONY: install run test lint typecheck browser freeciv test-postgres test-sqlite bench bench-deliveries clean \
+	cluster test-cluster bench-load
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +65,15 @@ bench: install
 bench-deliveries: install
 	./scripts/ensure-services.sh
 	$(BIN)/python bench/deliveries.py
+
+# The control plane as a cluster on this machine (root: network namespaces): HAProxy on
+# http://127.0.0.1:$(CLUSTER_PORT) in front of two web replicas, PgBouncer, two worker hosts and
+# Redis. Ctrl-C stops everything it started.
+CLUSTER_PORT ?= 8080
+cluster: install
+	./scripts/ensure-services.sh
+	./scripts/ensure-cluster-tools.sh
+	CLUSTER_PORT=$(CLUSTER_PORT) $(BIN)/python -m cluster
 
 clean:
 	rm -rf $(VENV) staticfiles db.sqlite3* run build dist *.egg-info
