@@ -75,5 +75,12 @@ cluster: install
 	./scripts/ensure-cluster-tools.sh
 	CLUSTER_PORT=$(CLUSTER_PORT) $(BIN)/python -m cluster
 
+# The cluster's fault tests (a replica or a worker host killed, PgBouncer restarted, Redis
+# stopped): a real cluster per test, so not part of `make test`.
+test-cluster: install
+	./scripts/ensure-services.sh
+	./scripts/ensure-cluster-tools.sh
+	GSHOST_CLUSTER_TESTS=1 DATABASE_URL=$(PG_URL) $(BIN)/python -m pytest tests/cluster -v
+
 clean:
 	rm -rf $(VENV) staticfiles db.sqlite3* run build dist *.egg-info

@@ -4,17 +4,24 @@ Cluster `k` owns the bridge `gsc<k>` with the subnet 10.210.<k>.0/24; the machin
 10.210.<k>.1 on it (the load balancer, PgBouncer and Redis listen there), host `n` of the
 cluster is 10.210.<k>.<n> in the namespace `gshost-c<k>-<name>`. The owner's pid is written
 beside the bridge's name, so a cluster whose owner died is cleaned up by the next one.
+
+Inside every host the name `machine.gshost-cluster.example` is the machine itself
+(/etc/netns/<namespace>/hosts, which `ip netns exec` puts in place of /etc/hosts): a webhook
+receiver of a test or a benchmark listens there under a name a webhook URL may use.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 SUBNET_PREFIX = "10.210"
 OWNERS_DIR = Path("/run/gshost-cluster")
+NETNS_ETC = Path("/etc/netns")
+MACHINE_NAME = "machine.gshost-cluster.example"
 MAX_CLUSTERS = 250
 
 
@@ -40,6 +47,7 @@ def _remove_leftovers(index: int) -> None:
         name = line.split()[0] if line.strip() else ""
         if name.startswith(f"gshost-c{index}-"):
             ip("netns", "delete", name, check=False)
+            shutil.rmtree(NETNS_ETC / name, ignore_errors=True)
     ip("link", "delete", f"gsc{index}", check=False)
 
 
@@ -97,6 +105,10 @@ class Network:
         outer, inner = f"gsc{self.index}h{number}", f"gsc{self.index}n{number}"
         ip("netns", "add", host.namespace)
         self.hosts.append(host)
+        etc = NETNS_ETC / host.namespace
+        etc.mkdir(parents=True, exist_ok=True)
+        machine_hosts = Path("/etc/hosts").read_text()
+        (etc / "hosts").write_text(f"{machine_hosts.rstrip()}\n{self.gateway} {MACHINE_NAME}\n")
         ip("link", "add", outer, "type", "veth", "peer", "name", inner)
         ip("link", "set", inner, "netns", host.namespace)
         ip("link", "set", outer, "master", self.bridge, "up")
@@ -111,6 +123,7 @@ class Network:
     def remove(self) -> None:
         for host in self.hosts:
             ip("netns", "delete", host.namespace, check=False)  # its veth pair goes with it
+            shutil.rmtree(NETNS_ETC / host.namespace, ignore_errors=True)
         self.hosts.clear()
         ip("link", "delete", self.bridge, check=False)
         (OWNERS_DIR / f"gsc{self.index}.pid").unlink(missing_ok=True)

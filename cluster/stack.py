@@ -127,9 +127,16 @@ class Cluster:
 
     # --- starting --------------------------------------------------------------------------
 
+    def create_network(self) -> str:
+        """The cluster's bridge, before anything starts; returns the machine's address on it
+        (for a service of the caller's that the hosts must reach, such as a webhook receiver)."""
+        if self.network is None:
+            self.network = Network.create()
+        return self.network.gateway
+
     def start(self) -> None:
         try:
-            self.network = Network.create()
+            self.create_network()
             self._start_redis()
             self._start_pgbouncer()
             self._migrate()
