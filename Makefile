@@ -82,5 +82,17 @@ test-cluster: install
 	./scripts/ensure-cluster-tools.sh
 	GSHOST_CLUSTER_TESTS=1 DATABASE_URL=$(PG_URL) $(BIN)/python -m pytest tests/cluster -v
 
+# The cluster under load with Locust: 10,000 servers on a stand-in fleet, 1,000 keys polling,
+# crashes and starts with bursts, webhooks to a local receiver; two replicas and two worker
+# hosts, then one of each (LOAD_ARGS="--phase-seconds 300" and so on change the run).
+# AUDIT_SOAK_MINUTES sets the audit purge soak's length (30).
+AUDIT_SOAK_MINUTES ?= 30
+bench-load: install
+	./scripts/ensure-services.sh
+	./scripts/ensure-cluster-tools.sh
+	$(BIN)/pip install --quiet -r requirements-load.lock
+	$(BIN)/python bench/load/run.py $(LOAD_ARGS)
+	$(BIN)/python bench/load/audit_soak.py --minutes $(AUDIT_SOAK_MINUTES)
+
 clean:
 	rm -rf $(VENV) staticfiles db.sqlite3* run build dist *.egg-info

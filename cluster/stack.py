@@ -265,15 +265,26 @@ class Cluster:
         """SIGKILL a replica or worker host with everything it forked."""
         next(p for p in [*self.web, *self.workers] if p.name == name).kill()
 
-    def backend_states(self) -> dict[str, str]:
-        """HAProxy's view of each replica: UP, DOWN, ... (from its stats socket)."""
+    def stop_host(self, name: str) -> None:
+        """Stop a replica or worker host as an operator would (SIGTERM, then the grace)."""
+        stop_all([p for p in [*self.web, *self.workers] if p.name == name], STOP_GRACE_SECONDS)
+
+    def disable_web(self, name: str) -> None:
+        """Take a replica out of HAProxy's rotation (maintenance), as before an upgrade."""
+        self._haproxy_command(f"disable server web/{name}")
+
+    def _haproxy_command(self, command: str) -> str:
         with socket.socket(socket.AF_UNIX) as stats:
             stats.connect(str(self.run_dir / "haproxy.sock"))
-            stats.sendall(b"show stat\n")
+            stats.sendall(command.encode() + b"\n")
             data = b""
             while chunk := stats.recv(65536):
                 data += chunk
-        lines = data.decode().splitlines()
+        return data.decode()
+
+    def backend_states(self) -> dict[str, str]:
+        """HAProxy's view of each replica: UP, DOWN, ... (from its stats socket)."""
+        lines = self._haproxy_command("show stat").splitlines()
         header = lines[0].lstrip("# ").split(",")
         states = {}
         for line in lines[1:]:
