@@ -9,7 +9,8 @@ REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 # from any terminal, `gshost` run here): DEBUG=true and a SECRET_KEY of its own.
 ENV_FILE ?= .env
 
-.PHONY: install install-dev run test lint typecheck browser freeciv test-postgres test-sqlite bench bench-deliveries clean
+.PHONY: install install-dev run test lint typecheck browser freeciv test-postgres test-sqlite bench bench-deliveries clean \
+	cluster test-cluster bench-load
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -81,6 +82,34 @@ bench: install-dev
 bench-deliveries: install-dev
 	./scripts/ensure-services.sh
 	$(BIN)/python bench/deliveries.py
+
+# The control plane as a cluster on this machine (root: network namespaces): HAProxy on
+# http://127.0.0.1:$(CLUSTER_PORT) in front of two web replicas, PgBouncer, two worker hosts and
+# Redis. Ctrl-C stops everything it started.
+CLUSTER_PORT ?= 8080
+cluster: install
+	./scripts/ensure-services.sh
+	./scripts/ensure-cluster-tools.sh
+	CLUSTER_PORT=$(CLUSTER_PORT) $(BIN)/python -m cluster
+
+# The cluster's fault tests (a replica or a worker host killed, PgBouncer restarted, Redis
+# stopped): a real cluster per test, so not part of `make test`.
+test-cluster: install-dev
+	./scripts/ensure-services.sh
+	./scripts/ensure-cluster-tools.sh
+	GSHOST_CLUSTER_TESTS=1 DATABASE_URL=$(PG_URL) $(BIN)/python -m pytest tests/cluster -v
+
+# The cluster under load with Locust: 10,000 servers on a stand-in fleet, 1,000 keys polling,
+# crashes and starts with bursts, webhooks to a local receiver; two replicas and two worker
+# hosts, then one of each (LOAD_ARGS="--phase-seconds 300" and so on change the run).
+# AUDIT_SOAK_MINUTES sets the audit purge soak's length (30).
+AUDIT_SOAK_MINUTES ?= 30
+bench-load: install-dev
+	./scripts/ensure-services.sh
+	./scripts/ensure-cluster-tools.sh
+	$(BIN)/pip install --quiet -r requirements-load.lock
+	$(BIN)/python bench/load/run.py $(LOAD_ARGS)
+	$(BIN)/python bench/load/audit_soak.py --minutes $(AUDIT_SOAK_MINUTES)
 
 clean:
 	rm -rf $(VENV) staticfiles db.sqlite3* run build dist *.egg-info

@@ -139,6 +139,25 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # An unreachable database answers 503 within this many seconds, never hangs a thread.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=5)
+    )
+
+# `pgbouncer` when DATABASE_URL names PgBouncer in transaction mode: consecutive transactions
+# of one connection may then run on different server connections, so nothing may outlive a
+# transaction. Django's server-side cursors (DECLARE ... WITH HOLD for .iterator() outside a
+# transaction) would; prepared statements stay off (Django's default with psycopg 3, kept so),
+# and the code takes no advisory locks and sets no session state (Django's own SET TIME ZONE
+# is a parameter PgBouncer tracks per client).
+DATABASE_POOLER = env.str("DATABASE_POOLER", default="")
+if DATABASE_POOLER not in {"", "pgbouncer"}:
+    raise ImproperlyConfigured(
+        f"DATABASE_POOLER must be empty or 'pgbouncer', got {DATABASE_POOLER!r}"
+    )
+if DATABASE_POOLER == "pgbouncer":
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = None
 
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:

@@ -7,6 +7,8 @@ from gshost.api.urls import urlpatterns as api_patterns
 from gshost.api.views import HealthView
 from gshost.monitoring.views import metrics_view, readyz
 
+handler500 = "gshost.server_errors.server_error"
+
 urlpatterns = [
     path("healthz", HealthView.as_view(), name="healthz"),
     path("readyz", readyz, name="readyz"),

@@ -5,6 +5,7 @@ from enum import StrEnum
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -50,6 +51,7 @@ class ErrorCode(StrEnum):
     RATE_LIMITED = "rate_limited"
     NOT_SUPPORTED = "not_supported"
     NODE_UNAVAILABLE = "node_unavailable"
+    SERVICE_UNAVAILABLE = "service_unavailable"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -63,7 +65,11 @@ DEFAULT_MESSAGES = {
     ErrorCode.PAYLOAD_TOO_LARGE: "The request body is larger than 1 MiB.",
     ErrorCode.RATE_LIMITED: "Too many requests; retry after the time given in Retry-After.",
     ErrorCode.INTERNAL_ERROR: "Something went wrong on our side. Retry later.",
+    ErrorCode.SERVICE_UNAVAILABLE: "The service cannot reach its database just now. Retry later.",
 }
+# What a caller is told to wait after a database outage: a restarted pooler or a failed-over
+# primary is usually back within seconds.
+DATABASE_RETRY_AFTER_SECONDS = 5
 
 
 class ApiError(exceptions.APIException):
@@ -99,6 +105,22 @@ def rate_limited(retry_after: int) -> ApiError:
         retry_after=retry_after,
         headers={"Retry-After": str(retry_after)},
     )
+
+
+def database_unavailable() -> ApiError:
+    retry_after = DATABASE_RETRY_AFTER_SECONDS
+    return ApiError(
+        503,
+        ErrorCode.SERVICE_UNAVAILABLE,
+        retry_after=retry_after,
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
+def is_database_outage(exc: BaseException) -> bool:
+    """The database (or the pooler in front of it) could not be reached or dropped the
+    connection: the request's transaction was rolled back, so a retry is safe."""
+    return isinstance(exc, OperationalError | InterfaceError)
 
 
 def payload_too_large() -> ApiError:
@@ -161,6 +183,8 @@ def as_api_error(exc: Exception) -> ApiError:
         return from_domain_error(exc)
     if isinstance(exc, RequestDataTooBig):
         return payload_too_large()
+    if is_database_outage(exc):
+        return database_unavailable()
     if isinstance(exc, OverflowError):  # a value beyond what a date or number can hold
         return invalid_request("A value in the request is out of range.")
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
@@ -193,7 +217,7 @@ def error_response(error: ApiError, request: HttpRequest | None = None) -> Respo
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     handled = exceptions.APIException | Http404 | DomainError | RequestDataTooBig | OverflowError
-    if not isinstance(exc, handled):
+    if not isinstance(exc, handled) and not is_database_outage(exc):
         return None  # a real bug: PublicApiMiddleware answers 500 with the envelope, and logs it
     request = context.get("request")
     django_request = getattr(request, "_request", None)

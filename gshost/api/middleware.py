@@ -95,6 +95,10 @@ class PublicApiMiddleware:
         error = as_api_error(exception)
         if error.code == ErrorCode.INTERNAL_ERROR:
             logger.exception("Unhandled error in %s %s", request.method, request.path)
+        elif error.code == ErrorCode.SERVICE_UNAVAILABLE:
+            logger.warning(
+                "Database unreachable in %s %s: %s", request.method, request.path, exception
+            )
         return envelope(request, error)
 
     def _add_rate_limit_headers(self, request: HttpRequest, response: HttpResponse) -> None:

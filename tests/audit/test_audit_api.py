@@ -6,6 +6,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from freezegun import freeze_time
 
@@ -339,6 +341,19 @@ def test_the_purge_answers_how_many_rows_went(acme):
         AuditRecord(organization=acme, occurred_at=old, source="api", action="x") for _ in range(3)
     )
     assert audit_purge_expired() == 3
+
+
+def test_the_purge_deletes_in_batches_until_nothing_expired_is_left(acme):
+    old, recent = timezone.now() - timedelta(hours=25), timezone.now() - timedelta(hours=23)
+    AuditRecord.objects.bulk_create(
+        AuditRecord(organization=acme, occurred_at=at, source="api", action="x")
+        for at in [old] * 7 + [recent] * 2
+    )
+    with CaptureQueriesContext(connection) as queries:
+        assert audit_purge_expired(batch_rows=3) == 7
+    deletes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("DELETE")]
+    assert len(deletes) == 3
+    assert AuditRecord.objects.filter(occurred_at=recent).count() == 2
 
 
 # Isolation
