@@ -11,24 +11,15 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet
 
+from audit.actors import Actor
 from gshost.encryption import decrypt_secret, encrypt_secret
 from gshost.ids import random_base62
-from gshost_agent.templates import available_games
-from servers.errors import (
-    GameNotOnNode,
-    InvalidNodeInput,
-    NodeFull,
-    SimulatedNodeHasNoToken,
-)
+from servers.errors import InvalidNodeInput, NodeFull, SimulatedNodeHasNoToken
 from servers.models import (
     DEFAULT_FIRST_PORT,
     DEFAULT_LAST_PORT,
-    SIMULATED_GAMES,
     SIMULATED_NODE_NAME,
-    TEMPLATE_GAMES,
-    Game,
     Node,
     NodeKind,
     Server,
@@ -64,12 +55,6 @@ def simulated_node() -> Node:
     return node
 
 
-def games_of(node: Node) -> tuple[str, ...]:
-    if node.is_agent:
-        return tuple(game for game in available_games() if game in TEMPLATE_GAMES)
-    return tuple(game for game in Game.values if game in SIMULATED_GAMES)
-
-
 # Registering
 
 
@@ -80,6 +65,12 @@ class NodeInput:
     address: str
     ports: str = f"{DEFAULT_FIRST_PORT}-{DEFAULT_LAST_PORT}"
     ca_pem: str = ""
+    # Capacity: None takes what the agent reports of its machine at its first heartbeat.
+    memory_mb: int | None = None
+    disk_mb: int | None = None
+    cpu_percent: int | None = None
+    overallocate_percent: int = 0
+    tags: str = ""  # "eu,ssd"
 
 
 def clean_node_name(name: str) -> str:
@@ -147,6 +138,32 @@ def clean_ca_pem(pem: str) -> str:
     return pem.strip() + "\n"
 
 
+_TAG = re.compile(r"[a-z0-9][a-z0-9_-]{0,29}")
+MAX_TAGS = 20
+MAX_CAPACITY = 2**31 - 1
+MAX_OVERALLOCATE_PERCENT = 1000
+
+
+def clean_tags(tags: str) -> list[str]:
+    """`a,b` as a sorted list of distinct tags (lowercase letters, digits, - and _)."""
+    found = sorted({tag.strip().lower() for tag in tags.split(",") if tag.strip()})
+    bad = [tag for tag in found if not _TAG.fullmatch(tag)]
+    if bad or len(found) > MAX_TAGS:
+        raise InvalidNodeInput(
+            f"Tags are at most {MAX_TAGS} words of lowercase letters, digits, - and _, "
+            "separated by commas."
+        )
+    return found
+
+
+def clean_capacity(name: str, value: int | None, *, high: int = MAX_CAPACITY) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+        raise InvalidNodeInput(f"{name} must be a whole number from 0 to {high}.")
+    return value
+
+
 @dataclass(frozen=True)
 class NewNode:
     node: Node
@@ -160,6 +177,15 @@ def node_create(*, data: NodeInput) -> NewNode:
     address = clean_address(data.address)
     first_port, last_port = clean_ports(data.ports)
     ca_pem = clean_ca_pem(data.ca_pem)
+    capacity = {
+        "memory_mb": clean_capacity("--memory", data.memory_mb),
+        "disk_mb": clean_capacity("--disk", data.disk_mb),
+        "cpu_percent": clean_capacity("--cpu", data.cpu_percent),
+    }
+    overallocate = clean_capacity(
+        "--overallocate", data.overallocate_percent, high=MAX_OVERALLOCATE_PERCENT
+    )
+    tags = clean_tags(data.tags)
     token = new_node_token()
     with transaction.atomic():
         if Node.objects.filter(name=name).exists():
@@ -174,6 +200,9 @@ def node_create(*, data: NodeInput) -> NewNode:
             ca_pem=ca_pem,
             encrypted_token=encrypt_secret(token),
             token_hash=token_hash(token),
+            overallocate_percent=overallocate or 0,
+            tags=tags,
+            **capacity,
         )
     logger.info("Node %s registered at %s", node.name, node.url)
     return NewNode(node, token)
@@ -192,6 +221,15 @@ def node_rotate_token(*, node: Node) -> str:
     return token
 
 
+def node_set_drained(*, node: Node, drained: bool, actor: Actor) -> Node:
+    """Drained, no new server is placed on the node; its servers keep running."""
+    Node.objects.filter(id=node.id).update(drained=drained)
+    node.drained = drained
+    logger.info("Node %s %s by %s", node.name, "drained" if drained else "undrained",
+                actor.describe())  # fmt: skip
+    return node
+
+
 def node_by_token(token: str) -> Node | None:
     """The agent node whose token this is, compared in constant time; None otherwise."""
     if not _TOKEN.fullmatch(token):
@@ -203,45 +241,7 @@ def node_by_token(token: str) -> Node | None:
     return node
 
 
-# Ports and placement
-
-
-def nodes_with_usage() -> QuerySet[Node]:
-    """Nodes with `server_count` and `used_ports` (servers holding a port) annotated."""
-    return Node.objects.annotate(
-        server_count=Count("servers"),
-        used_ports=Count("servers", filter=Q(servers__port__isnull=False)),
-    )
-
-
-def free_port_count(node: Node) -> int | None:
-    """Ports of the range not taken; None for the simulated node (it needs none)."""
-    if not node.is_agent:
-        return None
-    used = getattr(node, "used_ports", None)
-    if used is None:
-        used = Server.objects.filter(node=node, port__isnull=False).count()
-    return max(0, node.port_count - used)
-
-
-def node_for_new_server(game: str | None) -> Node:
-    """Without a node named: the agent node with the most free ports (for a template game, or
-    no game given), else the simulated node."""
-    if game is None or game in TEMPLATE_GAMES:
-        agents = [n for n in nodes_with_usage().filter(kind=NodeKind.AGENT) if free_port_count(n)]
-        if agents:
-            return max(agents, key=lambda n: (free_port_count(n) or 0, -n.id))
-    return simulated_node()
-
-
-def default_game(node: Node) -> str:
-    return Game.DEMO if node.is_agent else Game.MINECRAFT
-
-
-def check_game_on_node(node: Node, game: str) -> None:
-    games = games_of(node)
-    if game not in games:
-        raise GameNotOnNode(node.name, game, games)
+# Ports
 
 
 def allocate_port(node: Node) -> int:
@@ -253,3 +253,11 @@ def allocate_port(node: Node) -> int:
         if port not in used:
             return port
     raise NodeFull(node.name, node.first_port, node.last_port)
+
+
+def free_port_count(node: Node) -> int | None:
+    """Ports of the range not taken; None for the simulated node (it needs none)."""
+    if not node.is_agent:
+        return None
+    used = Server.objects.filter(node=node, port__isnull=False).count()
+    return max(0, node.port_count - used)

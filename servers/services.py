@@ -1,5 +1,6 @@
 """Writes to servers: creation and every change of state, through the lifecycle table."""
 
+from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 
@@ -10,10 +11,12 @@ from accounts.models import Organization
 from audit.actors import Actor
 from audit.services import PanelAction
 from servers import events
-from servers.errors import InvalidCommand, InvalidState, UnknownGame
+from servers.errors import InvalidCommand, InvalidState
+from servers.games import default_game
 from servers.lifecycle import REQUESTS, CrashDetails, Move, Trigger, move
-from servers.models import ConsoleCommand, Game, Node, Server, ServerState, ServerTransition
-from servers.nodes import allocate_port, check_game_on_node, default_game, node_for_new_server
+from servers.models import ConsoleCommand, Node, Server, ServerState, ServerTransition
+from servers.nodes import allocate_port
+from servers.placement import Plan, place
 from servers.runtime import get_runtime
 from servers.selectors import server_busy_job
 from servers.transfers import format_address
@@ -35,28 +38,39 @@ def server_create(
     game: str | None = None,
     address: str = "",
     node: Node | None = None,
+    plan: Plan | None = None,
+    tags: Sequence[str] = (),
+    restart_on_crash: bool = True,
 ) -> Server:
-    """A new server of the organization; it starts `stopped`.
+    """A new server of the organization with its plan; it starts `stopped`.
 
-    Without `node`, on the agent node with the most free ports (for a template game), else
-    the simulated node. A server on an agent node takes a free port of the node's range and
-    the node's address; GameNotOnNode or NodeFull when the game does not run there or no
-    port is free.
+    Without `node`, on the node the placement rule picks (`servers.placement`): online, not
+    drained, with the `tags`, offering the game, with a free port and room for the plan.
+    Without `game`, the node's default game. A server on an agent node takes a free port of
+    the node's range and the node's address. UnknownGame when no node offers the game;
+    NoNodeFits, GameNotOnNode or NodeFull when no node (or not `node`) takes it.
     """
-    if game is not None and game not in Game.values:
-        raise UnknownGame(game, Game.values)
-    with transaction.atomic():
-        node = node or node_for_new_server(game)
-        game = game or default_game(node)
-        check_game_on_node(node, game)
-        server = Server(organization=organization, name=name, game=game, node=node)
-        if node.is_agent:
-            server.port = allocate_port(node)
-            server.address = format_address(node.address, server.port)
+    plan = plan or Plan()
+
+    def build(chosen: Node) -> Server:
+        server = Server(
+            organization=organization,
+            name=name,
+            game=game or default_game(chosen),
+            node=chosen,
+            restart_on_crash=restart_on_crash,
+            **plan.fields(),
+        )
+        if chosen.is_agent:
+            server.port = allocate_port(chosen)
+            server.address = format_address(chosen.address, server.port)
         else:
             server.address = address or _default_address(server.id)
         server.save(force_insert=True)
-    return server
+        return server
+
+    with transaction.atomic():
+        return place(game=game, plan=plan, tags=tags, node=node, build=build)
 
 
 def _default_address(server_id: str) -> str:
