@@ -43,7 +43,10 @@ class ServerAdminForm(forms.ModelForm):
 
     class Meta:
         model = Server
-        fields = ("organization", "name", "game", "address", "disabled_capabilities")
+        fields = (
+            "organization", "name", "game", "address", "memory_mb", "disk_mb", "cpu_percent",
+            "processes", "restart_on_crash", "disabled_capabilities",
+        )  # fmt: skip
 
     # The node and port are chosen when the server is created (createserver).
 
@@ -84,7 +87,8 @@ def _cause(request: HttpRequest) -> str:
 class ServerAdmin(admin.ModelAdmin):
     form = ServerAdminForm
     list_display = (
-        "name", "id", "organization", "game", "state", "node", "address", "created_at"
+        "name", "id", "organization", "game", "state", "node", "address", "memory_mb",
+        "restart_on_crash", "created_at",
     )  # fmt: skip
     list_filter = ("game", "state", "node", "organization")
     search_fields = ("name", "id", "organization__name", "organization__slug")

@@ -74,16 +74,24 @@ class Move:
     event: Event | None
 
     def event_data(
-        self, exit_code: int | None = None, crash: CrashDetails | None = None
+        self,
+        exit_code: int | None = None,
+        crash: CrashDetails | None = None,
+        will_restart: bool = False,
     ) -> dict[str, Any]:
         """The event's `data` (its payload schema); empty when the move fires nothing. A
-        crash reported by an agent node adds `signal`, `oom` and `last_output`."""
+        crash says whether the server is started again by itself (`will_restart`); one
+        reported by an agent node adds `signal`, `oom` and `last_output`."""
         if self.event in (Event.SERVER_STARTED, Event.SERVER_STOPPED):
             return {"previous_state": self.source.value}
         if self.event == Event.SERVER_CRASHED:
             failed = self.trigger == Trigger.FAILED_TO_START
-            data = {"reason": "failed_to_start" if failed else "exited", "exit_code": exit_code}
-            return data if crash is None else {**data, **crash.data()}
+            data: dict[str, Any] = {
+                "reason": "failed_to_start" if failed else "exited",
+                "exit_code": exit_code,
+            }
+            data = data if crash is None else {**data, **crash.data()}
+            return {**data, "will_restart": will_restart}
         return {}
 
 

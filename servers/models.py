@@ -143,11 +143,19 @@ class Server(models.Model):
     cpu_percent = models.PositiveIntegerField(default=100)  # 100 = one core
     processes = models.PositiveIntegerField(default=256)
     restart_on_crash = models.BooleanField(default=True)
+    # When a crash is to be followed by an automatic start (docs/nodes.md, "Crash restarts");
+    # cleared by that start, or by any other move of the state before it.
+    restart_due_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [
             models.Index(fields=["organization", "created_at"]),
             models.Index(fields=["state", "state_changed_at"]),
+            models.Index(
+                fields=["restart_due_at"],
+                condition=models.Q(restart_due_at__isnull=False),
+                name="server_restart_due",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=["node", "port"], name="one_server_per_node_port")

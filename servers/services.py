@@ -1,16 +1,21 @@
 """Writes to servers: creation and every change of state, through the lifecycle table."""
 
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 
 from django.db import transaction
 from django.utils import timezone
+from django_q.tasks import async_task
 
 from accounts.models import Organization
 from audit.actors import Actor
 from audit.services import PanelAction
+from gshost import handoff
+from gshost.errors import DomainError
 from servers import events
+from servers.crash_restarts import AUTOMATIC_CAUSE, RESTART_DELAY, restart_due
 from servers.errors import InvalidCommand, InvalidState
 from servers.games import default_game
 from servers.lifecycle import REQUESTS, CrashDetails, Move, Trigger, move
@@ -21,6 +26,8 @@ from servers.runtime import get_runtime
 from servers.selectors import server_busy_job
 from servers.transfers import format_address
 from webhooks.events import Event
+
+logger = logging.getLogger(__name__)
 
 MAX_COMMAND_LENGTH = 1000
 
@@ -98,14 +105,18 @@ def server_transition(
         if step is None:
             raise InvalidState(server.state, _refusal(trigger, server.state))
         now = timezone.now()
+        due = restart_due(server, trigger, now)
         changed = Server.objects.filter(id=server.id, state=server.state).update(
-            state=step.target, state_changed_at=now, updated_at=now
+            state=step.target, state_changed_at=now, updated_at=now, restart_due_at=due
         )
         if changed != 1:
             current = Server.objects.get(id=server_id).state
             raise InvalidState(current, _refusal(trigger, current))
-        server.state, server.state_changed_at = step.target, now
-        _record(server, step, cause, exit_code, now, crash)
+        server.state, server.state_changed_at, server.restart_due_at = step.target, now, due
+        if due is not None:
+            cause = f"{cause}; restarts automatically in {RESTART_DELAY.seconds} s"
+            handoff.after_commit(async_task, "servers.tasks.crash_restart", due.isoformat())
+        _record(server, step, cause, exit_code, now, crash, will_restart=due is not None)
     return server
 
 
@@ -116,6 +127,7 @@ def _record(
     exit_code: int | None,
     now: datetime,
     crash: CrashDetails | None = None,
+    will_restart: bool = False,
 ) -> None:
     ServerTransition.objects.create(
         server=server,
@@ -127,7 +139,7 @@ def _record(
         at=now,
     )
     if step.event is not None:
-        data = step.event_data(exit_code, crash)
+        data = step.event_data(exit_code, crash, will_restart)
         events.publish(server, step.event, data, occurred_at=now)
 
 
@@ -156,6 +168,44 @@ def server_power(*, server: Server, action: PowerAction, actor: Actor) -> Server
         runtime = get_runtime(server)
         {"start": runtime.start, "stop": runtime.stop, "restart": runtime.restart}[action](server)
     return server
+
+
+def server_set_restart_on_crash(*, server: Server, enabled: bool, actor: Actor) -> Server:
+    """Whether a crash of the server is followed by an automatic start (docs/nodes.md)."""
+    with transaction.atomic():
+        Server.objects.filter(id=server.id).update(
+            restart_on_crash=enabled, updated_at=timezone.now()
+        )
+        server.restart_on_crash = enabled
+        actor.audit(
+            organization_id=server.organization_id,
+            action=PanelAction.SERVER_UPDATE,
+            server_id=server.id,
+        )
+    return server
+
+
+AUTOMATIC = Actor.system(AUTOMATIC_CAUSE)
+
+
+def crash_restarts_run_due(now: datetime) -> int:
+    """Start the crashed servers whose automatic start is due; how many were started. Each
+    is claimed by compare-and-set first, so any number of callers make one start."""
+    due = Server.objects.filter(restart_due_at__lte=now, state=ServerState.STOPPED)
+    started = 0
+    for server in due.select_related("node"):
+        claim = Server.objects.filter(
+            id=server.id, state=ServerState.STOPPED, restart_due_at=server.restart_due_at
+        )
+        if claim.update(restart_due_at=None) != 1:
+            continue
+        try:
+            server_power(server=server, action=PowerAction.START, actor=AUTOMATIC)
+        except DomainError as refused:
+            logger.info("Server %s not started again after its crash: %s", server.id, refused)
+            continue
+        started += 1
+    return started
 
 
 def clean_command(command: str) -> str:

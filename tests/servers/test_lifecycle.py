@@ -68,8 +68,15 @@ def test_it_tells_a_crash_from_a_failed_start():
     assert move("running", Trigger.CRASH).event_data(137) == {
         "reason": "exited",
         "exit_code": 137,
+        "will_restart": False,
     }
     assert move("starting", Trigger.FAILED_TO_START).event_data(None) == {
         "reason": "failed_to_start",
         "exit_code": None,
+        "will_restart": False,
     }
+
+
+def test_a_crash_says_whether_the_server_is_started_again():
+    data = move("running", Trigger.CRASH).event_data(137, will_restart=True)
+    assert data["will_restart"] is True
