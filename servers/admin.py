@@ -11,9 +11,11 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from audit.actors import Actor
+from audit.services import PanelContext
 from gshost.errors import DomainError
 from gshost.panel_errors import refusal_message
 from servers.capabilities import Capability
+from servers.mishaps import mishap_crash, mishap_fail_start
 from servers.models import (
     Backup,
     ConfigEvent,
@@ -23,13 +25,13 @@ from servers.models import (
     Schedule,
     ScheduleRun,
     Server,
+    ServerState,
     ServerTransition,
     SettingChange,
 )
 from servers.node_transfers import migration_to_node_start
 from servers.nodes import node_rotate_token, node_set_drained, simulated_node
 from servers.placement import NodeLoad, load_of, nodes_with_usage
-from servers.simulated_host import host_crash, host_fail_start
 from servers.transfers import migration_begin, suggest_new_address
 
 
@@ -108,15 +110,15 @@ class ServerAdmin(admin.ModelAdmin):
             obj.node = simulated_node()
         super().save_model(request, obj, form, change)
 
-    @admin.action(description="Simulate: crash now (running or restarting servers)")
+    @admin.action(description="Crash now: kill the game (running or restarting servers)")
     def simulate_crash(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
-        cause = _cause(request)
-        _each(request, queryset, lambda s: _state(host_crash(server_id=s.id, cause=cause)))
+        actor = Actor.system(_cause(request))
+        _each(request, queryset, lambda s: _killed(mishap_crash(server=s, actor=actor)))
 
-    @admin.action(description="Simulate: fail to start (stopped or starting servers)")
+    @admin.action(description="Simulate: fail to start (stopped or starting simulated servers)")
     def simulate_fail_start(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
-        cause = _cause(request)
-        _each(request, queryset, lambda s: _state(host_fail_start(server_id=s.id, cause=cause)))
+        actor = Actor.system(_cause(request))
+        _each(request, queryset, lambda s: _state(mishap_fail_start(server=s, actor=actor)))
 
     @admin.action(description="Simulate: migrate to another host")
     def simulate_migrate(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
@@ -153,6 +155,12 @@ class ServerAdmin(admin.ModelAdmin):
 
 def _state(server: Server) -> str:
     return f"now {server.state}; server.crashed fired."
+
+
+def _killed(server: Server) -> str:
+    if server.state == ServerState.STOPPED:
+        return _state(server)
+    return f"its game on node {server.node.name} was killed; the node reports the crash."
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -270,7 +278,7 @@ class NodeAdmin(admin.ModelAdmin):
         self._set_drained(request, queryset, drained=False)
 
     def _set_drained(self, request: HttpRequest, queryset: QuerySet[Node], drained: bool) -> None:
-        actor = Actor.system(_cause(request))
+        actor = Actor.person(PanelContext.from_request(request))
         names = [node_set_drained(node=n, drained=drained, actor=actor).name for n in queryset]
         word = "drained" if drained else "undrained"
         messages.success(request, f"{word.capitalize()}: {', '.join(names) or 'none'}.")
@@ -282,7 +290,7 @@ class NodeAdmin(admin.ModelAdmin):
             messages.error(request, "Choose exactly one agent node to rotate its token.")
             return None
         node = agents[0]
-        token = node_rotate_token(node=node)
+        token = node_rotate_token(node=node, actor=Actor.person(PanelContext.from_request(request)))
         context = {**self.admin_site.each_context(request), "node": node, "token": token}
         response = TemplateResponse(request, "admin/servers/node_token.html", context)
         response["Cache-Control"] = "no-store"

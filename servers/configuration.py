@@ -166,7 +166,8 @@ def settings_update(
             action=PanelAction.SERVER_UPDATE,
             server_id=current.id,
         )
-        get_runtime(current).push_settings(current)
+        # After the commit (of the outermost transaction): no call to a node inside one.
+        transaction.on_commit(lambda: get_runtime(current).push_settings(current))
     server.desired_settings = current.desired_settings
     return rows
 

@@ -24,6 +24,9 @@ class Trigger(StrEnum):
     CRASH = "crash"  # the game exited without being asked to
     NODE_STOP = "node_stop"  # the node stops the game on its own (agent shutting down, restore)
     NODE_START = "node_start"  # the node starts it again on its own (after a restore)
+    # The node did not take a stop or restart (it refused, or could not be reached): the
+    # server is back where it was. A start it did not take is FAILED_TO_START.
+    NOT_TAKEN = "not_taken"
 
 
 REQUESTS: frozenset[Trigger] = frozenset({Trigger.START, Trigger.STOP, Trigger.RESTART})
@@ -46,6 +49,8 @@ TABLE: dict[tuple[ServerState, Trigger], tuple[ServerState, Event | None]] = {
     (S.STARTING, Trigger.NODE_STOP): (S.STOPPING, None),
     (S.RESTARTING, Trigger.NODE_STOP): (S.STOPPING, None),
     (S.STOPPED, Trigger.NODE_START): (S.STARTING, None),
+    (S.STOPPING, Trigger.NOT_TAKEN): (S.RUNNING, None),
+    (S.RESTARTING, Trigger.NOT_TAKEN): (S.RUNNING, None),
 }
 
 

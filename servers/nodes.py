@@ -10,18 +10,21 @@ import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from django.contrib.admin.models import CHANGE, LogEntry
 from django.db import transaction
 
+from accounts.models import User
 from audit.actors import Actor
 from gshost.encryption import decrypt_secret, encrypt_secret
 from gshost.ids import random_base62
-from servers.errors import InvalidNodeInput, NodeFull, SimulatedNodeHasNoToken
+from servers.errors import InvalidNodeInput, NodeFull, NodeUnavailable, SimulatedNodeHasNoToken
 from servers.models import (
     DEFAULT_FIRST_PORT,
     DEFAULT_LAST_PORT,
     SIMULATED_NODE_NAME,
     Node,
     NodeKind,
+    NodeState,
     Server,
 )
 
@@ -170,7 +173,27 @@ class NewNode:
     token: str  # shown once, never stored in clear
 
 
-def node_create(*, data: NodeInput) -> NewNode:
+PLATFORM = Actor.system("the platform")
+
+
+def node_trail(node: Node, actor: Actor, message: str) -> None:
+    """What was done to a node, and by whom: in the log always, and for staff (a person) in
+    the admin's history of the node as well (Django's LogEntry, like the admin's own edits)."""
+    logger.info("Node %s: %s by %s", node.name, message, actor.describe())
+    if not actor.user_email:
+        return
+    user = User.objects.filter(email__iexact=actor.user_email).first()
+    if user is not None:
+        LogEntry.objects.log_actions(
+            user_id=user.pk,
+            queryset=[node],
+            action_flag=CHANGE,
+            change_message=message,
+            single_object=True,
+        )
+
+
+def node_create(*, data: NodeInput, actor: Actor = PLATFORM) -> NewNode:
     """A new agent node; its token is returned once."""
     name = clean_node_name(data.name)
     url = clean_url(data.url)
@@ -204,11 +227,11 @@ def node_create(*, data: NodeInput) -> NewNode:
             tags=tags,
             **capacity,
         )
-    logger.info("Node %s registered at %s", node.name, node.url)
+    node_trail(node, actor, f"registered at {node.url}")
     return NewNode(node, token)
 
 
-def node_rotate_token(*, node: Node) -> str:
+def node_rotate_token(*, node: Node, actor: Actor = PLATFORM) -> str:
     """A new token for an agent node; the old one stops working at once."""
     if not node.is_agent:
         raise SimulatedNodeHasNoToken()
@@ -217,16 +240,23 @@ def node_rotate_token(*, node: Node) -> str:
         encrypted_token=encrypt_secret(token), token_hash=token_hash(token)
     )
     node.encrypted_token, node.token_hash = encrypt_secret(token), token_hash(token)
-    logger.info("Node %s: token rotated", node.name)
+    node_trail(node, actor, "token rotated")
     return token
+
+
+def node_require_reachable(server: Server) -> None:
+    """NodeUnavailable (503) when the server's node has sent no heartbeat for 30 s: asked
+    before anything is recorded, so nothing is, and nothing is queued."""
+    node = server.node
+    if node.state() != NodeState.ONLINE:
+        raise NodeUnavailable(node.name, "no heartbeat for 30 s")
 
 
 def node_set_drained(*, node: Node, drained: bool, actor: Actor) -> Node:
     """Drained, no new server is placed on the node; its servers keep running."""
     Node.objects.filter(id=node.id).update(drained=drained)
     node.drained = drained
-    logger.info("Node %s %s by %s", node.name, "drained" if drained else "undrained",
-                actor.describe())  # fmt: skip
+    node_trail(node, actor, "drained" if drained else "undrained")
     return node
 
 

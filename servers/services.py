@@ -1,5 +1,6 @@
 """Writes to servers: creation and every change of state, through the lifecycle table."""
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from datetime import datetime
@@ -16,11 +17,17 @@ from gshost import handoff
 from gshost.errors import DomainError
 from servers import events
 from servers.crash_restarts import AUTOMATIC_CAUSE, RESTART_DELAY, restart_due
-from servers.errors import InvalidCommand, InvalidState
-from servers.games import default_game
+from servers.errors import InvalidCommand, InvalidState, NodeRefused, NodeUnavailable
+from servers.games import default_game, template
 from servers.lifecycle import REQUESTS, CrashDetails, Move, Trigger, move
-from servers.models import ConsoleCommand, Node, Server, ServerState, ServerTransition
-from servers.nodes import allocate_port
+from servers.models import (
+    ConsoleCommand,
+    Node,
+    Server,
+    ServerState,
+    ServerTransition,
+)
+from servers.nodes import allocate_port, node_require_reachable
 from servers.placement import Plan, place
 from servers.runtime import get_runtime
 from servers.selectors import server_busy_job
@@ -150,7 +157,12 @@ def _refusal(trigger: Trigger, state: str) -> str:
 
 
 def server_power(*, server: Server, action: PowerAction, actor: Actor) -> Server:
-    """Ask for start, stop or restart; the runtime reports the outcome later."""
+    """Ask for start, stop or restart. The move is recorded and committed first, then the
+    node is asked (never inside the transaction, nor holding a lock); the runtime reports the
+    outcome later. A node known to be unreachable is refused at once, with nothing recorded;
+    a node that then does not take the request has that recorded (`request_not_taken`) and
+    the refusal raised."""
+    node_require_reachable(server)
     with transaction.atomic():
         if action == PowerAction.START:
             busy = server_busy_job(server)
@@ -165,9 +177,30 @@ def server_power(*, server: Server, action: PowerAction, actor: Actor) -> Server
             action=PanelAction.SERVER_POWER,
             server_id=server.id,
         )
-        runtime = get_runtime(server)
-        {"start": runtime.start, "stop": runtime.stop, "restart": runtime.restart}[action](server)
+    runtime = get_runtime(server)
+    ask = {"start": runtime.start, "stop": runtime.stop, "restart": runtime.restart}[action]
+    try:
+        ask(server)
+    except (NodeUnavailable, NodeRefused) as failed:
+        request_not_taken(server=server, trigger=Trigger(action.value), why=failed.message)
+        raise
     return server
+
+
+NOT_TAKEN = {
+    Trigger.START: Trigger.FAILED_TO_START,  # server.crashed, reason failed_to_start
+    Trigger.STOP: Trigger.NOT_TAKEN,
+    Trigger.RESTART: Trigger.NOT_TAKEN,
+}
+
+
+def request_not_taken(*, server: Server, trigger: Trigger, why: str) -> None:
+    """The node did not take a request already recorded: a start becomes a failed start,
+    a stop or restart leaves the server running as it was. Nothing when a report moved the
+    server meanwhile."""
+    cause = f"the node did not take the {trigger.value}: {why}"
+    with contextlib.suppress(InvalidState):
+        server_transition(server_id=server.id, trigger=NOT_TAKEN[trigger], cause=cause)
 
 
 def server_set_restart_on_crash(*, server: Server, enabled: bool, actor: Actor) -> Server:
@@ -208,6 +241,18 @@ def crash_restarts_run_due(now: datetime) -> int:
     return started
 
 
+def server_kill(*, server: Server, actor: Actor) -> Server:
+    """Kill a running or restarting server's game (SIGKILL), whatever its node: a crash,
+    which its host reports like any other (server.crashed follows). Needs a reachable node."""
+    current = Server.objects.select_related("node").get(id=server.id)
+    if current.state not in (ServerState.RUNNING, ServerState.RESTARTING):
+        raise InvalidState(current.state, f"Only a running game can crash; it is {current.state}.")
+    node_require_reachable(current)
+    logger.info("Server %s: its game is killed by %s", current.id, actor.describe())
+    get_runtime(current).kill(current)
+    return Server.objects.get(id=current.id)
+
+
 def clean_command(command: str) -> str:
     """A console command: one line of printable text, at most MAX_COMMAND_LENGTH characters."""
     command = command.strip()
@@ -222,8 +267,8 @@ def clean_command(command: str) -> str:
 
 def server_send_command(*, server: Server, command: str, actor: Actor) -> ConsoleCommand:
     """Send a command to a running server's console; fires console.command_sent."""
+    sent = command_deliver(server=server, command=clean_command(command), actor=actor)
     with transaction.atomic():
-        sent = command_deliver(server=server, command=clean_command(command), actor=actor)
         data = {
             "command": sent.command,
             "source": actor.source.value,
@@ -239,21 +284,36 @@ def server_send_command(*, server: Server, command: str, actor: Actor) -> Consol
     return sent
 
 
+def is_stop_command(server: Server, command: str) -> bool:
+    """The game's own stop command (its template's), which is a request to stop."""
+    known = template(server.game)
+    return known is not None and bool(known.stop_command) and command == known.stop_command
+
+
 def command_deliver(*, server: Server, command: str, actor: Actor) -> ConsoleCommand:
-    """Hand the command to the runtime and keep it in the console log. Needs `running`;
-    the server row stays locked meanwhile so it cannot stop under the command."""
-    with transaction.atomic():
-        current = Server.objects.select_for_update().get(id=server.id)
-        if current.state != ServerState.RUNNING:
-            raise InvalidState(current.state, "Console commands need a running server.")
+    """Hand the command to the runtime (outside any transaction of ours) and keep it in the
+    console log. Needs `running`. The game's own stop command is a request to stop: the
+    server goes `stopping` first (committed), so the exit that follows is server.stopped."""
+    current = Server.objects.select_related("node").get(id=server.id)
+    if current.state != ServerState.RUNNING:
+        raise InvalidState(current.state, "Console commands need a running server.")
+    node_require_reachable(current)
+    stopping = is_stop_command(current, command)
+    if stopping:
+        server_transition(server_id=current.id, trigger=Trigger.STOP, cause="console stop")
+    try:
         result = get_runtime(current).send_command(current, command)
-        return ConsoleCommand.objects.create(
-            server=current,
-            command=command,
-            source=actor.source.value,
-            key_id=actor.key_id or "",
-            user_email=actor.user_email or "",
-            sent_at=timezone.now(),
-            accepted=result.accepted,
-            output=result.output[:5000],
-        )
+    except DomainError as refused:
+        if stopping:
+            request_not_taken(server=current, trigger=Trigger.STOP, why=refused.message)
+        raise
+    return ConsoleCommand.objects.create(
+        server=current,
+        command=command,
+        source=actor.source.value,
+        key_id=actor.key_id or "",
+        user_email=actor.user_email or "",
+        sent_at=timezone.now(),
+        accepted=result.accepted,
+        output=result.output[:5000],
+    )

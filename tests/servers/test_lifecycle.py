@@ -23,6 +23,9 @@ EXPECTED = {
     ("restarting", "node_stop"): ("stopping", None),
     # A node starting a game again after a restore stopped it (started_by_node).
     ("stopped", "node_start"): ("starting", None),
+    # A stop or restart the node did not take: back to running, as it was.
+    ("stopping", "not_taken"): ("running", None),
+    ("restarting", "not_taken"): ("running", None),
 }
 
 

@@ -176,3 +176,11 @@ def test_the_admin_drains_and_undrains_a_node(staff_client, agent_node, action, 
         "/admin/servers/node/", {"action": action, "_selected_action": [agent_node.pk]}
     )
     assert Node.objects.get(id=agent_node.id).drained is drained
+
+
+def test_staffs_node_changes_are_in_the_nodes_admin_history(staff_client, agent_node):
+    staff_client.post(
+        "/admin/servers/node/", {"action": "drain", "_selected_action": [agent_node.pk]}
+    )
+    page = staff_client.get(f"/admin/servers/node/{agent_node.pk}/history/").content.decode()
+    assert "drained" in page

@@ -163,12 +163,12 @@ def test_staff_can_crash_a_server_from_admin(staff_client, acme_server, put_in_s
     admin_action(staff_client, "simulate_crash", acme_server)
     assert state_of(acme_server) == "stopped"
     assert events_of(published) == ["server.crashed"]
-    assert acme_server.transitions.order_by("-id").first().cause == "admin staff@gshost.test"
+    assert acme_server.transitions.order_by("-id").first().cause == "kill"
 
 
 def test_staff_see_why_a_crash_was_refused(staff_client, acme_server):
     page = admin_action(staff_client, "simulate_crash", acme_server).content.decode()
-    assert "does not apply" in page
+    assert "Only a running game can crash; it is stopped." in page
     assert state_of(acme_server) == "stopped"
 
 
@@ -196,6 +196,11 @@ def test_staff_turn_a_capability_off_in_admin(staff_client, acme_server):
             "name": acme_server.name,
             "game": acme_server.game,
             "address": acme_server.address,
+            "memory_mb": "1024",
+            "disk_mb": "10240",
+            "cpu_percent": "100",
+            "processes": "256",
+            "restart_on_crash": "on",
             "disabled_capabilities": ["backups", "console"],
             "transitions-TOTAL_FORMS": "0",
             "transitions-INITIAL_FORMS": "0",

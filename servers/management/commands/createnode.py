@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from audit.actors import Actor
 from gshost.errors import DomainError
 from servers.models import DEFAULT_FIRST_PORT, DEFAULT_LAST_PORT
 from servers.nodes import NodeInput, node_create
@@ -57,7 +58,7 @@ class Command(BaseCommand):
             tags=options["tags"],
         )
         try:
-            created = node_create(data=data)
+            created = node_create(data=data, actor=Actor.system("createnode"))
         except DomainError as refused:
             raise CommandError(refused.message) from None
         self.stdout.write(created.token)
