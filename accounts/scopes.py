@@ -8,6 +8,7 @@ from enum import StrEnum
 class Scope(StrEnum):
     SERVERS_READ = "servers:read"
     SERVERS_POWER = "servers:power"
+    SERVERS_WRITE = "servers:write"
     CONSOLE_WRITE = "console:write"
     SCHEDULES_READ = "schedules:read"
     SCHEDULES_EXECUTE = "schedules:execute"

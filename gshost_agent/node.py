@@ -13,6 +13,7 @@ from typing import Any
 
 from gshost_agent import __version__
 from gshost_agent.archives import recover_directories, remove_partials
+from gshost_agent.capacity import machine_capacity
 from gshost_agent.config import Config
 from gshost_agent.control import ControlClient
 from gshost_agent.data_jobs import (
@@ -178,6 +179,8 @@ class Node:
                 "agent_version": __version__,
                 "outbox_id": self.outbox.outbox_id,
                 "servers": self.states(),
+                "games": self.games(),  # the templates: the control plane's game registry
+                "capacity": machine_capacity(self.config.data_dir),
             }
             try:
                 status = await self.control.heartbeat(body)

@@ -11,9 +11,11 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from audit.actors import Actor
+from audit.services import PanelContext
 from gshost.errors import DomainError
 from gshost.panel_errors import refusal_message
 from servers.capabilities import Capability
+from servers.mishaps import mishap_crash, mishap_fail_start
 from servers.models import (
     Backup,
     ConfigEvent,
@@ -23,12 +25,13 @@ from servers.models import (
     Schedule,
     ScheduleRun,
     Server,
+    ServerState,
     ServerTransition,
     SettingChange,
 )
 from servers.node_transfers import migration_to_node_start
-from servers.nodes import free_port_count, node_rotate_token, nodes_with_usage, simulated_node
-from servers.simulated_host import host_crash, host_fail_start
+from servers.nodes import node_rotate_token, node_set_drained, simulated_node
+from servers.placement import NodeLoad, load_of, nodes_with_usage
 from servers.transfers import migration_begin, suggest_new_address
 
 
@@ -42,7 +45,10 @@ class ServerAdminForm(forms.ModelForm):
 
     class Meta:
         model = Server
-        fields = ("organization", "name", "game", "address", "disabled_capabilities")
+        fields = (
+            "organization", "name", "game", "address", "memory_mb", "disk_mb", "cpu_percent",
+            "processes", "restart_on_crash", "disabled_capabilities",
+        )  # fmt: skip
 
     # The node and port are chosen when the server is created (createserver).
 
@@ -83,7 +89,8 @@ def _cause(request: HttpRequest) -> str:
 class ServerAdmin(admin.ModelAdmin):
     form = ServerAdminForm
     list_display = (
-        "name", "id", "organization", "game", "state", "node", "address", "created_at"
+        "name", "id", "organization", "game", "state", "node", "address", "memory_mb",
+        "restart_on_crash", "created_at",
     )  # fmt: skip
     list_filter = ("game", "state", "node", "organization")
     search_fields = ("name", "id", "organization__name", "organization__slug")
@@ -103,15 +110,15 @@ class ServerAdmin(admin.ModelAdmin):
             obj.node = simulated_node()
         super().save_model(request, obj, form, change)
 
-    @admin.action(description="Simulate: crash now (running or restarting servers)")
+    @admin.action(description="Crash now: kill the game (running or restarting servers)")
     def simulate_crash(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
-        cause = _cause(request)
-        _each(request, queryset, lambda s: _state(host_crash(server_id=s.id, cause=cause)))
+        actor = Actor.system(_cause(request))
+        _each(request, queryset, lambda s: _killed(mishap_crash(server=s, actor=actor)))
 
-    @admin.action(description="Simulate: fail to start (stopped or starting servers)")
+    @admin.action(description="Simulate: fail to start (stopped or starting simulated servers)")
     def simulate_fail_start(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
-        cause = _cause(request)
-        _each(request, queryset, lambda s: _state(host_fail_start(server_id=s.id, cause=cause)))
+        actor = Actor.system(_cause(request))
+        _each(request, queryset, lambda s: _state(mishap_fail_start(server=s, actor=actor)))
 
     @admin.action(description="Simulate: migrate to another host")
     def simulate_migrate(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
@@ -148,6 +155,12 @@ class ServerAdmin(admin.ModelAdmin):
 
 def _state(server: Server) -> str:
     return f"now {server.state}; server.crashed fired."
+
+
+def _killed(server: Server) -> str:
+    if server.state == ServerState.STOPPED:
+        return _state(server)
+    return f"its game on node {server.node.name} was killed; the node reports the crash."
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -201,22 +214,28 @@ class SettingChangeAdmin(ReadOnlyAdmin):
 
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
-    """Nodes are registered with `createnode` (it prints the token once). The token is never
+    """A fleet at a glance: per node its state, isolation, whether it is drained, its servers,
+    the memory and disk their plans commit of its capacity (with overallocation), and its free
+    ports. Nodes are registered with `createnode` (it prints the token once). The token is never
     a field here: the rotate action shows a new one once, on a page that is not cached."""
 
     list_display = (
-        "name", "kind", "url", "address", "state", "last_heartbeat_at", "servers", "free_ports"
+        "name", "state", "isolation", "drained", "servers", "memory", "disk", "free_ports",
+        "tags", "last_heartbeat_at",
     )  # fmt: skip
+    list_filter = ("drained", "kind")
     fields = (
         "name", "kind", "url", "address", "first_port", "last_port", "ca_pem",
-        "last_heartbeat_at", "agent_version", "outbox_id", "last_report_seq", "created_at",
+        "memory_mb", "disk_mb", "cpu_percent", "overallocate_percent", "tags", "drained",
+        "isolation", "games", "last_heartbeat_at", "agent_version", "outbox_id",
+        "last_report_seq", "created_at",
     )  # fmt: skip
     readonly_fields = (
-        "name", "kind", "first_port", "last_port", "last_heartbeat_at", "agent_version",
-        "outbox_id", "last_report_seq", "created_at",
+        "name", "kind", "first_port", "last_port", "drained", "isolation", "games",
+        "last_heartbeat_at", "agent_version", "outbox_id", "last_report_seq", "created_at",
     )  # fmt: skip
     search_fields = ("name", "address", "url")
-    actions = ("rotate_token",)
+    actions = ("drain", "undrain", "rotate_token")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Node]:
         return nodes_with_usage()
@@ -233,12 +252,36 @@ class NodeAdmin(admin.ModelAdmin):
 
     @admin.display(description="servers", ordering="server_count")
     def servers(self, node: Node) -> int:
-        return int(getattr(node, "server_count", 0))
+        return load_of(node).servers
+
+    @admin.display(description="memory committed", ordering="memory_committed")
+    def memory(self, node: Node) -> str:
+        load = load_of(node)
+        return _committed(load, load.memory_committed, node.memory_mb)
+
+    @admin.display(description="disk committed", ordering="disk_committed")
+    def disk(self, node: Node) -> str:
+        load = load_of(node)
+        return _committed(load, load.disk_committed, node.disk_mb)
 
     @admin.display(description="free ports")
     def free_ports(self, node: Node) -> str:
-        free = free_port_count(node)
+        free = load_of(node).free_ports
         return "—" if free is None else f"{free} of {node.port_count}"
+
+    @admin.action(description="Drain: place no new servers here (its servers keep running)")
+    def drain(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        self._set_drained(request, queryset, drained=True)
+
+    @admin.action(description="Undrain: place new servers here again")
+    def undrain(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        self._set_drained(request, queryset, drained=False)
+
+    def _set_drained(self, request: HttpRequest, queryset: QuerySet[Node], drained: bool) -> None:
+        actor = Actor.person(PanelContext.from_request(request))
+        names = [node_set_drained(node=n, drained=drained, actor=actor).name for n in queryset]
+        word = "drained" if drained else "undrained"
+        messages.success(request, f"{word.capitalize()}: {', '.join(names) or 'none'}.")
 
     @admin.action(description="Rotate the token (shown once; the agent needs the new one)")
     def rotate_token(self, request: HttpRequest, queryset: QuerySet[Node]) -> HttpResponse | None:
@@ -247,8 +290,16 @@ class NodeAdmin(admin.ModelAdmin):
             messages.error(request, "Choose exactly one agent node to rotate its token.")
             return None
         node = agents[0]
-        token = node_rotate_token(node=node)
+        token = node_rotate_token(node=node, actor=Actor.person(PanelContext.from_request(request)))
         context = {**self.admin_site.each_context(request), "node": node, "token": token}
         response = TemplateResponse(request, "admin/servers/node_token.html", context)
         response["Cache-Control"] = "no-store"
         return response
+
+
+def _committed(load: NodeLoad, committed: int, capacity: int | None) -> str:
+    """`3072 of 8192 MB` (with overallocation: `of 8192 MB + 20 %`); `3072 MB` without one."""
+    if capacity is None:
+        return f"{committed} MB" + ("" if load.node.is_agent else " (no limit)")
+    over = load.node.overallocate_percent
+    return f"{committed} of {capacity} MB" + (f" + {over} %" if over else "")

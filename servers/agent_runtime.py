@@ -26,17 +26,14 @@ from gshost import process_state
 from gshost.errors import InvalidInput
 from gshost.ids import format_timestamp
 from gshost_agent.protocol import parse_moment
-from gshost_agent.templates import load_template
 from servers.configuration import desired_settings, settings_report_applied
 from servers.errors import (
     InvalidState,
     NodeRefused,
     NodeUnavailable,
-    NotOnAgentNodes,
 )
 from servers.jobs import jobs_fail_unreported
-from servers.lifecycle import Trigger
-from servers.models import Job, JobKind, Node, NodeState, Server, ServerMigration, ServerState
+from servers.models import Job, JobKind, Node, NodeState, Server, ServerState
 from servers.node_calls import (
     CONNECT_TIMEOUT_SECONDS,
     DEADLINE_SECONDS,
@@ -55,7 +52,6 @@ from servers.runtime import (
     StatsSample,
 )
 from servers.selectors import server_max_players
-from servers.services import server_transition
 
 logger = logging.getLogger(__name__)
 
@@ -240,10 +236,7 @@ class AgentRuntime:
         self._post(server, "kill")
 
     def send_command(self, server: Server, command: str) -> CommandResult:
-        """The game's own stop command is a request to stop: the server goes `stopping`
-        first, so the exit that follows is server.stopped, not a crash."""
-        if command == load_template(server.game).stop_command:
-            server_transition(server_id=server.id, trigger=Trigger.STOP, cause="console stop")
+        """The command to the game's stdin (the service made a stop command a stop first)."""
         try:
             agent_call(server.node, "POST", _server_path(server, "console"), {"command": command})
         except AgentError as error:
@@ -257,12 +250,6 @@ class AgentRuntime:
         """The agent starts it, or refuses (another job runs, the game runs); its progress
         and its end come back as reports."""
         self._post(job.server, "jobs", _job_body(job))
-
-    def migrate(self, migration: ServerMigration) -> None:
-        raise NotOnAgentNodes(
-            "A server on an agent node moves to another node, not to an address: "
-            "`simulate SERVER_ID migrate --node NAME` or the admin's Migrate to node…."
-        )
 
     def push_settings(self, server: Server) -> None:
         """The agent writes the settings file now: a stopped server is in sync at once, a

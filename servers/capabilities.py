@@ -6,9 +6,9 @@ from collections.abc import Iterable
 from enum import StrEnum
 
 from accounts.scopes import Scope
-from gshost_agent.templates import load_template
 from servers.errors import CapabilityNotSupported, FeatureNotEnabled
-from servers.models import TEMPLATE_GAMES, Game, Server
+from servers.games import template
+from servers.models import Server
 
 
 class Capability(StrEnum):
@@ -40,18 +40,29 @@ REQUIRED_SCOPE: dict[Capability, Scope] = {
     Capability.CONFIG_EVENTS: Scope.SERVERS_READ,
 }
 
+# The simulated games: everything but what is named here.
 UNSUPPORTED: dict[str, frozenset[Capability]] = {
-    Game.MINECRAFT: frozenset(),
-    Game.CUSTOM: frozenset({Capability.PLAYERS}),  # a custom game has no player protocol
+    "minecraft": frozenset(),
+    "custom": frozenset({Capability.PLAYERS}),  # a custom game has no player protocol
+}
+# An operator's own template (it lives on its nodes): what the agent does for any game.
+# Players and settings need the template's own words, which the control plane lacks.
+ANY_TEMPLATE: frozenset[Capability] = frozenset(Capability) - {
+    Capability.PLAYERS,
+    Capability.SETTINGS,
+    Capability.CONFIG_EVENTS,
 }
 
 
 def is_supported(server: Server, capability: Capability) -> bool:
-    """A template game (agent nodes) supports what its template lists; the simulated games
-    everything but what UNSUPPORTED names."""
-    if server.game in TEMPLATE_GAMES:
-        return capability.value in load_template(server.game).capabilities
-    return capability not in UNSUPPORTED.get(server.game, frozenset())
+    """A shipped template's game supports what its template lists, a simulated game
+    everything but what UNSUPPORTED names, an operator's own game ANY_TEMPLATE."""
+    known = template(server.game)
+    if known is not None:
+        return capability.value in known.capabilities
+    if server.game in UNSUPPORTED:
+        return capability not in UNSUPPORTED[server.game]
+    return capability in ANY_TEMPLATE
 
 
 def is_enabled(server: Server, capability: Capability) -> bool:

@@ -11,16 +11,9 @@ from django.utils import timezone
 from audit.actors import Actor
 from audit.services import PanelAction
 from gshost import process_state
-from gshost_agent.templates import load_template
 from servers.errors import InvalidSetting
-from servers.models import (
-    TEMPLATE_GAMES,
-    ConfigEvent,
-    Game,
-    Server,
-    SettingChange,
-    SettingSource,
-)
+from servers.games import template
+from servers.models import ConfigEvent, Server, SettingChange, SettingSource
 from servers.runtime import get_runtime
 
 
@@ -66,7 +59,7 @@ _COMMON = (
     SettingSpec("motd", "Message of the day", Kind.TEXT, "A gshost server", maximum=120),
 )
 CATALOGUE: dict[str, tuple[SettingSpec, ...]] = {
-    Game.MINECRAFT: (
+    "minecraft": (
         *_COMMON,
         SettingSpec(
             "difficulty", "Difficulty", Kind.CHOICE, "normal",
@@ -75,7 +68,7 @@ CATALOGUE: dict[str, tuple[SettingSpec, ...]] = {
         SettingSpec("pvp", "Player versus player", Kind.BOOLEAN, "true"),
         SettingSpec("view_distance", "View distance", Kind.INTEGER, "10", minimum=2, maximum=32),
     ),
-    Game.CUSTOM: (
+    "custom": (
         *_COMMON,
         SettingSpec("tick_rate", "Tick rate", Kind.INTEGER, "64", minimum=10, maximum=128),
     ),
@@ -84,7 +77,11 @@ CATALOGUE: dict[str, tuple[SettingSpec, ...]] = {
 
 @cache
 def _template_specs(game: str) -> tuple[SettingSpec, ...]:
-    """A template game's settings, as its template (gshost_agent/games/) lists them."""
+    """A shipped template's settings, as it lists them (gshost_agent/games/); none for an
+    operator's own template, which the control plane does not have."""
+    known = template(game)
+    if known is None:
+        return ()
     return tuple(
         SettingSpec(
             key=field.key,
@@ -95,22 +92,22 @@ def _template_specs(game: str) -> tuple[SettingSpec, ...]:
             minimum=field.minimum,
             maximum=field.maximum,
         )
-        for field in load_template(game).settings_fields
+        for field in known.settings_fields
     )
 
 
 def specs_for(game: str) -> tuple[SettingSpec, ...]:
-    if game in TEMPLATE_GAMES:
-        return _template_specs(game)
-    return CATALOGUE.get(game, _COMMON)
+    """The simulated games' settings from the catalogue, a template game's from its template."""
+    if game in CATALOGUE:
+        return CATALOGUE[game]
+    return _template_specs(game)
 
 
 def max_players_key(game: str) -> str:
     """The setting that holds the maximum number of players."""
-    if game in TEMPLATE_GAMES:
-        players = load_template(game).players
-        return players.max_setting if players and players.max_setting else "max_players"
-    return "max_players"
+    known = template(game)
+    players = known.players if known is not None else None
+    return players.max_setting if players and players.max_setting else "max_players"
 
 
 def defaults_for(game: str) -> dict[str, str]:
@@ -169,7 +166,8 @@ def settings_update(
             action=PanelAction.SERVER_UPDATE,
             server_id=current.id,
         )
-        get_runtime(current).push_settings(current)
+        # After the commit (of the outermost transaction): no call to a node inside one.
+        transaction.on_commit(lambda: get_runtime(current).push_settings(current))
     server.desired_settings = current.desired_settings
     return rows
 

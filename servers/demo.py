@@ -13,7 +13,7 @@ from accounts.models import User
 from audit.actors import Actor
 from servers.capabilities import Capability, is_supported
 from servers.jobs import backup_create, job_finish
-from servers.models import Game, Node, Server
+from servers.models import Node, Server
 from servers.nodes import (
     NodeInput,
     clean_ca_pem,
@@ -25,15 +25,15 @@ from servers.nodes import (
 from servers.schedules import ScheduleInput, schedule_create
 
 DEMO_SCHEDULES: dict[str, tuple[ScheduleInput, ...]] = {
-    Game.MINECRAFT: (
+    "minecraft": (
         ScheduleInput("Autosave", "*/15 * * * *", "save-all", alert_on=("failed",)),
         ScheduleInput("Vote reminder", "0 * * * *", "say Remember to vote for us!"),
     ),
-    Game.DEMO: (
+    "demo": (
         ScheduleInput("Autosave", "*/15 * * * *", "save", alert_on=("failed",)),
         ScheduleInput("Welcome", "0 * * * *", "say Welcome to the gshost demo!"),
     ),
-    Game.CUSTOM: (
+    "custom": (
         ScheduleInput(
             "Nightly track reset", "0 4 * * *", "reset-track", alert_on=("failed", "skipped")
         ),

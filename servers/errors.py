@@ -78,8 +78,11 @@ class MigrationRefused(InvalidStateKind):
 
 
 class UnknownGame(InvalidInput):
+    """No node offers the game (the games are the nodes' templates)."""
+
     def __init__(self, game: str, games: Sequence[str]) -> None:
-        super().__init__(f"Unknown game {game!r}; choose from {', '.join(games)}.")
+        offered = ", ".join(games) or "none"
+        super().__init__(f"No node offers the game {game!r}; the nodes offer: {offered}.")
 
 
 class GameNotOnNode(NotSupported):
@@ -95,6 +98,20 @@ class NodeFull(InvalidStateKind):
         super().__init__(
             f"Node {node_name!r} has no free port: {first_port}-{last_port} are all taken."
         )
+
+
+class NoNodeFits(InvalidStateKind):
+    """No node takes a new server (or not the one named): the message names what is short
+    (memory, disk, ports) and where, or that no node offers the game."""
+
+    code = "no_node_fits"
+
+
+class InvalidPlan(InvalidInput):
+    """A plan's value out of its bounds."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message, fields={field: [message]})
 
 
 class InvalidAddress(InvalidInput):

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from audit.actors import Actor
 from audit.services import PanelAction
-from servers.errors import InvalidState, NotAMaintenanceAction
+from servers.errors import InvalidState, NodeUnavailable, NotAMaintenanceAction
 from servers.models import (
     Backup,
     BackupState,
@@ -25,6 +25,7 @@ from servers.models import (
     Server,
     ServerState,
 )
+from servers.nodes import node_require_reachable
 from servers.runtime import get_runtime
 from servers.selectors import server_busy_job
 
@@ -39,35 +40,39 @@ RESTORE_REFUSAL = "Wait until the server is running or stopped to restore a back
 
 def backup_create(*, server: Server, actor: Actor, name: str = "") -> tuple[Backup, Job]:
     """A new backup of the server as it is now, in any state; the job makes it."""
+    node_require_reachable(server)
     with transaction.atomic():
-        # Locked, so that a node's quick report of the job waits until the job's row exists.
         server = Server.objects.select_for_update().get(id=server.id)
         now = timezone.now()
         backup = Backup.objects.create(
             server=server, name=name or f"Backup {now:%Y-%m-%d %H:%M} UTC", created_at=now
         )
         job = _job_create(server, JobKind.BACKUP, actor, backup=backup)
-    return backup, job
+    return backup, _hand_over(job)
 
 
 def backup_restore(*, server: Server, backup: Backup, actor: Actor) -> Job:
     """Put the backup's data back on the server, stopped or running. The node stops a running
     server for it and starts it again after, even when the restore fails (server.stopped,
     then server.started); a server on its way up or down is refused."""
+    node_require_reachable(server)
     with transaction.atomic():
         server = _idle(server, RESTORABLE, RESTORE_REFUSAL)
         if backup.state != BackupState.AVAILABLE:
             raise InvalidState(server.state, f"The backup is {backup.state}, not available.")
-        return _job_create(server, JobKind.RESTORE, actor, backup=backup)
+        job = _job_create(server, JobKind.RESTORE, actor, backup=backup)
+    return _hand_over(job)
 
 
 def maintenance_start(*, server: Server, kind: JobKind, actor: Actor) -> Job:
     """Wipe the world, or reinstall the game. The server must be stopped."""
     if kind not in MAINTENANCE_KINDS:
         raise NotAMaintenanceAction(kind)
+    node_require_reachable(server)
     with transaction.atomic():
         server = _idle(server, (ServerState.STOPPED,), f"Stop the server to {kind.value}.")
-        return _job_create(server, kind, actor)
+        job = _job_create(server, kind, actor)
+    return _hand_over(job)
 
 
 def _idle(server: Server, states: tuple[ServerState, ...], refusal: str) -> Server:
@@ -90,7 +95,17 @@ def _job_create(server: Server, kind: JobKind, actor: Actor, backup: Backup | No
         action=PanelAction.SERVER_UPDATE,
         server_id=server.id,
     )
-    get_runtime(server).run_job(job)
+    return job
+
+
+def _hand_over(job: Job) -> Job:
+    """The committed job to the runtime (outside any transaction of ours). A node that does
+    not take it fails the job (and its backup), and the refusal is raised."""
+    try:
+        get_runtime(job.server).run_job(job)
+    except (NodeUnavailable, InvalidState) as refused:
+        job_finish(job_id=job.id, succeeded=False, error=refused.message)
+        raise
     return job
 
 

@@ -24,6 +24,9 @@ class Trigger(StrEnum):
     CRASH = "crash"  # the game exited without being asked to
     NODE_STOP = "node_stop"  # the node stops the game on its own (agent shutting down, restore)
     NODE_START = "node_start"  # the node starts it again on its own (after a restore)
+    # The node did not take a stop or restart (it refused, or could not be reached): the
+    # server is back where it was. A start it did not take is FAILED_TO_START.
+    NOT_TAKEN = "not_taken"
 
 
 REQUESTS: frozenset[Trigger] = frozenset({Trigger.START, Trigger.STOP, Trigger.RESTART})
@@ -46,6 +49,8 @@ TABLE: dict[tuple[ServerState, Trigger], tuple[ServerState, Event | None]] = {
     (S.STARTING, Trigger.NODE_STOP): (S.STOPPING, None),
     (S.RESTARTING, Trigger.NODE_STOP): (S.STOPPING, None),
     (S.STOPPED, Trigger.NODE_START): (S.STARTING, None),
+    (S.STOPPING, Trigger.NOT_TAKEN): (S.RUNNING, None),
+    (S.RESTARTING, Trigger.NOT_TAKEN): (S.RUNNING, None),
 }
 
 
@@ -74,16 +79,24 @@ class Move:
     event: Event | None
 
     def event_data(
-        self, exit_code: int | None = None, crash: CrashDetails | None = None
+        self,
+        exit_code: int | None = None,
+        crash: CrashDetails | None = None,
+        will_restart: bool = False,
     ) -> dict[str, Any]:
         """The event's `data` (its payload schema); empty when the move fires nothing. A
-        crash reported by an agent node adds `signal`, `oom` and `last_output`."""
+        crash says whether the server is started again by itself (`will_restart`); one
+        reported by an agent node adds `signal`, `oom` and `last_output`."""
         if self.event in (Event.SERVER_STARTED, Event.SERVER_STOPPED):
             return {"previous_state": self.source.value}
         if self.event == Event.SERVER_CRASHED:
             failed = self.trigger == Trigger.FAILED_TO_START
-            data = {"reason": "failed_to_start" if failed else "exited", "exit_code": exit_code}
-            return data if crash is None else {**data, **crash.data()}
+            data: dict[str, Any] = {
+                "reason": "failed_to_start" if failed else "exited",
+                "exit_code": exit_code,
+            }
+            data = data if crash is None else {**data, **crash.data()}
+            return {**data, "will_restart": will_restart}
         return {}
 
 

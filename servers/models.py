@@ -35,17 +35,6 @@ def new_config_event_id() -> str:
     return new_id("cfg")
 
 
-class Game(models.TextChoices):
-    MINECRAFT = "minecraft", "Minecraft"
-    CUSTOM = "custom", "Custom"
-    # Template games (gshost_agent/games/): they run on agent nodes.
-    DEMO = "demo", "Demo game"
-    FREECIV = "freeciv", "Freeciv"
-
-
-SIMULATED_GAMES: frozenset[str] = frozenset({Game.MINECRAFT, Game.CUSTOM})
-TEMPLATE_GAMES: frozenset[str] = frozenset({Game.DEMO, Game.FREECIV})
-
 SIMULATED_NODE_NAME = "simulated"
 HEARTBEAT_TIMEOUT = timedelta(seconds=30)
 DEFAULT_FIRST_PORT = 27000
@@ -130,7 +119,8 @@ class Server(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_server_id)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="servers")
     name = models.CharField(max_length=100)
-    game = models.CharField(max_length=32, default=Game.MINECRAFT)
+    # A game some node offers: a template's name on agent nodes (servers.games).
+    game = models.CharField(max_length=32, default="minecraft")
     state = models.CharField(
         max_length=20, choices=ServerState.choices, default=ServerState.STOPPED
     )
@@ -153,11 +143,19 @@ class Server(models.Model):
     cpu_percent = models.PositiveIntegerField(default=100)  # 100 = one core
     processes = models.PositiveIntegerField(default=256)
     restart_on_crash = models.BooleanField(default=True)
+    # When a crash is to be followed by an automatic start (docs/nodes.md, "Crash restarts");
+    # cleared by that start, or by any other move of the state before it.
+    restart_due_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [
             models.Index(fields=["organization", "created_at"]),
             models.Index(fields=["state", "state_changed_at"]),
+            models.Index(
+                fields=["restart_due_at"],
+                condition=models.Q(restart_due_at__isnull=False),
+                name="server_restart_due",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=["node", "port"], name="one_server_per_node_port")

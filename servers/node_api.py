@@ -29,6 +29,7 @@ from servers.errors import ServerNotOnNode
 from servers.lifecycle import CrashDetails
 from servers.models import Node
 from servers.node_reports import (
+    Capacity,
     JobReport,
     NodeTokenChanged,
     Report,
@@ -269,6 +270,42 @@ def _job(body: dict[str, Any], kind: ReportKind) -> JobReport:
     )
 
 
+_GAME_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # a template's name (gshost_agent.templates)
+MAX_GAMES_IN_HEARTBEAT = 500
+MAX_CAPACITY_VALUE = 2**31 - 1
+
+
+def _games(body: dict[str, Any]) -> list[str] | None:
+    """The node's templates; None from an agent that does not list them."""
+    value = body.get("games")
+    if value is None:
+        return None
+    message = "games is a list of template names."
+    if not isinstance(value, list) or len(value) > MAX_GAMES_IN_HEARTBEAT:
+        raise BadInput("games", message)
+    if not all(isinstance(game, str) and _GAME_NAME.fullmatch(game) for game in value):
+        raise BadInput("games", message)
+    return sorted(set(value))
+
+
+def _capacity(body: dict[str, Any]) -> Capacity:
+    """What the agent's machine offers; each figure null where it cannot tell."""
+    value = body.get("capacity") or {}
+    if not isinstance(value, dict):
+        raise BadInput("capacity", "capacity is an object of memory_mb, disk_mb, cpu_percent.")
+    figures: dict[str, int | None] = {}
+    for key in ("memory_mb", "disk_mb", "cpu_percent"):
+        figure = value.get(key)
+        if figure is not None and (
+            isinstance(figure, bool)
+            or not isinstance(figure, int)
+            or not 0 <= figure <= MAX_CAPACITY_VALUE
+        ):
+            raise BadInput("capacity", f"capacity.{key} must be a non-negative integer or null.")
+        figures[key] = figure
+    return Capacity(**figures)
+
+
 def _servers(body: dict[str, Any]) -> dict[str, str]:
     value = body.get("servers")
     message = "servers maps server ids to states."
@@ -337,7 +374,13 @@ def heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpRes
         _text(body, "outbox_id", _OUTBOX_ID)
     servers = _servers(body)
     compared = servers if _last_servers.changed(node, servers) else {}
-    node_heartbeat(node=node, agent_version=version, servers=compared)
+    node_heartbeat(
+        node=node,
+        agent_version=version,
+        servers=compared,
+        games=_games(body),
+        capacity=_capacity(body),
+    )
     return JsonResponse({"node": node.name})
 
 

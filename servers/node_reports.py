@@ -2,11 +2,14 @@
 processes did, applied exactly once and in order per (node, outbox). docs/agent-protocol.md."""
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from gshost_agent.protocol import ReportKind
@@ -56,16 +59,44 @@ class NodeTokenChanged(Exception):
     gone): nothing was written. The caller may have found the node in a cache."""
 
 
-def node_heartbeat(*, node: Node, agent_version: str, servers: dict[str, str]) -> Node:
-    """The node is alive now: one UPDATE, which also checks that `node.token_hash` is still
-    the node's. `servers` (what the agent runs) is only compared, for the log."""
+@dataclass(frozen=True)
+class Capacity:
+    """What a node's machine offers, as its agent tells (None where it cannot)."""
+
+    memory_mb: int | None = None
+    disk_mb: int | None = None
+    cpu_percent: int | None = None
+
+
+def node_heartbeat(
+    *,
+    node: Node,
+    agent_version: str,
+    servers: dict[str, str],
+    games: list[str] | None = None,
+    capacity: Capacity | None = None,
+) -> Node:
+    """The node is alive now, offers `games` (its templates: the game registry), and its
+    capacity is what its machine offers wherever staff set none (so it is the machine's at
+    the first heartbeat, and staff's after they set it). One UPDATE, which also checks that
+    `node.token_hash` is still the node's. `servers` (what the agent runs) is only compared,
+    for the log."""
     now = timezone.now()
-    updated = Node.objects.filter(id=node.id, token_hash=node.token_hash).update(
-        last_heartbeat_at=now, agent_version=agent_version
-    )
+    changes: dict[str, Any] = {"last_heartbeat_at": now, "agent_version": agent_version}
+    if games is not None:
+        changes["games"] = games
+    filled = {
+        name: figure
+        for name, figure in asdict(capacity or Capacity()).items()
+        if figure is not None and getattr(node, name) is None
+    }
+    # Coalesce: a figure staff set meanwhile stays.
+    changes |= {name: Coalesce(F(name), Value(figure)) for name, figure in filled.items()}
+    updated = Node.objects.filter(id=node.id, token_hash=node.token_hash).update(**changes)
     if not updated:
         raise NodeTokenChanged()
-    node.last_heartbeat_at, node.agent_version = now, agent_version
+    for name, value in {**changes, **filled}.items():
+        setattr(node, name, value)
     _log_disagreements(node, servers)
     return node
 

@@ -25,8 +25,9 @@ from gshost import handoff
 from gshost.errors import DomainError
 from servers.agent_runtime import AgentError, agent_call
 from servers.errors import MigrationRefused, NodeUnavailable
+from servers.games import check_game_on_node
 from servers.models import MigrationState, Node, NodeState, Server, ServerMigration, ServerState
-from servers.nodes import allocate_port, check_game_on_node, free_port_count
+from servers.nodes import allocate_port, free_port_count
 from servers.services import PowerAction, server_power
 from servers.transfers import format_address, migration_complete, new_migration_row
 

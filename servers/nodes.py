@@ -10,27 +10,21 @@ import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from django.contrib.admin.models import CHANGE, LogEntry
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet
 
+from accounts.models import User
+from audit.actors import Actor
 from gshost.encryption import decrypt_secret, encrypt_secret
 from gshost.ids import random_base62
-from gshost_agent.templates import available_games
-from servers.errors import (
-    GameNotOnNode,
-    InvalidNodeInput,
-    NodeFull,
-    SimulatedNodeHasNoToken,
-)
+from servers.errors import InvalidNodeInput, NodeFull, NodeUnavailable, SimulatedNodeHasNoToken
 from servers.models import (
     DEFAULT_FIRST_PORT,
     DEFAULT_LAST_PORT,
-    SIMULATED_GAMES,
     SIMULATED_NODE_NAME,
-    TEMPLATE_GAMES,
-    Game,
     Node,
     NodeKind,
+    NodeState,
     Server,
 )
 
@@ -64,12 +58,6 @@ def simulated_node() -> Node:
     return node
 
 
-def games_of(node: Node) -> tuple[str, ...]:
-    if node.is_agent:
-        return tuple(game for game in available_games() if game in TEMPLATE_GAMES)
-    return tuple(game for game in Game.values if game in SIMULATED_GAMES)
-
-
 # Registering
 
 
@@ -80,6 +68,12 @@ class NodeInput:
     address: str
     ports: str = f"{DEFAULT_FIRST_PORT}-{DEFAULT_LAST_PORT}"
     ca_pem: str = ""
+    # Capacity: None takes what the agent reports of its machine at its first heartbeat.
+    memory_mb: int | None = None
+    disk_mb: int | None = None
+    cpu_percent: int | None = None
+    overallocate_percent: int = 0
+    tags: str = ""  # "eu,ssd"
 
 
 def clean_node_name(name: str) -> str:
@@ -147,19 +141,74 @@ def clean_ca_pem(pem: str) -> str:
     return pem.strip() + "\n"
 
 
+_TAG = re.compile(r"[a-z0-9][a-z0-9_-]{0,29}")
+MAX_TAGS = 20
+MAX_CAPACITY = 2**31 - 1
+MAX_OVERALLOCATE_PERCENT = 1000
+
+
+def clean_tags(tags: str) -> list[str]:
+    """`a,b` as a sorted list of distinct tags (lowercase letters, digits, - and _)."""
+    found = sorted({tag.strip().lower() for tag in tags.split(",") if tag.strip()})
+    bad = [tag for tag in found if not _TAG.fullmatch(tag)]
+    if bad or len(found) > MAX_TAGS:
+        raise InvalidNodeInput(
+            f"Tags are at most {MAX_TAGS} words of lowercase letters, digits, - and _, "
+            "separated by commas."
+        )
+    return found
+
+
+def clean_capacity(name: str, value: int | None, *, high: int = MAX_CAPACITY) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+        raise InvalidNodeInput(f"{name} must be a whole number from 0 to {high}.")
+    return value
+
+
 @dataclass(frozen=True)
 class NewNode:
     node: Node
     token: str  # shown once, never stored in clear
 
 
-def node_create(*, data: NodeInput) -> NewNode:
+PLATFORM = Actor.system("the platform")
+
+
+def node_trail(node: Node, actor: Actor, message: str) -> None:
+    """What was done to a node, and by whom: in the log always, and for staff (a person) in
+    the admin's history of the node as well (Django's LogEntry, like the admin's own edits)."""
+    logger.info("Node %s: %s by %s", node.name, message, actor.describe())
+    if not actor.user_email:
+        return
+    user = User.objects.filter(email__iexact=actor.user_email).first()
+    if user is not None:
+        LogEntry.objects.log_actions(
+            user_id=user.pk,
+            queryset=[node],
+            action_flag=CHANGE,
+            change_message=message,
+            single_object=True,
+        )
+
+
+def node_create(*, data: NodeInput, actor: Actor = PLATFORM) -> NewNode:
     """A new agent node; its token is returned once."""
     name = clean_node_name(data.name)
     url = clean_url(data.url)
     address = clean_address(data.address)
     first_port, last_port = clean_ports(data.ports)
     ca_pem = clean_ca_pem(data.ca_pem)
+    capacity = {
+        "memory_mb": clean_capacity("--memory", data.memory_mb),
+        "disk_mb": clean_capacity("--disk", data.disk_mb),
+        "cpu_percent": clean_capacity("--cpu", data.cpu_percent),
+    }
+    overallocate = clean_capacity(
+        "--overallocate", data.overallocate_percent, high=MAX_OVERALLOCATE_PERCENT
+    )
+    tags = clean_tags(data.tags)
     token = new_node_token()
     with transaction.atomic():
         if Node.objects.filter(name=name).exists():
@@ -174,12 +223,15 @@ def node_create(*, data: NodeInput) -> NewNode:
             ca_pem=ca_pem,
             encrypted_token=encrypt_secret(token),
             token_hash=token_hash(token),
+            overallocate_percent=overallocate or 0,
+            tags=tags,
+            **capacity,
         )
-    logger.info("Node %s registered at %s", node.name, node.url)
+    node_trail(node, actor, f"registered at {node.url}")
     return NewNode(node, token)
 
 
-def node_rotate_token(*, node: Node) -> str:
+def node_rotate_token(*, node: Node, actor: Actor = PLATFORM) -> str:
     """A new token for an agent node; the old one stops working at once."""
     if not node.is_agent:
         raise SimulatedNodeHasNoToken()
@@ -188,8 +240,24 @@ def node_rotate_token(*, node: Node) -> str:
         encrypted_token=encrypt_secret(token), token_hash=token_hash(token)
     )
     node.encrypted_token, node.token_hash = encrypt_secret(token), token_hash(token)
-    logger.info("Node %s: token rotated", node.name)
+    node_trail(node, actor, "token rotated")
     return token
+
+
+def node_require_reachable(server: Server) -> None:
+    """NodeUnavailable (503) when the server's node has sent no heartbeat for 30 s: asked
+    before anything is recorded, so nothing is, and nothing is queued."""
+    node = server.node
+    if node.state() != NodeState.ONLINE:
+        raise NodeUnavailable(node.name, "no heartbeat for 30 s")
+
+
+def node_set_drained(*, node: Node, drained: bool, actor: Actor) -> Node:
+    """Drained, no new server is placed on the node; its servers keep running."""
+    Node.objects.filter(id=node.id).update(drained=drained)
+    node.drained = drained
+    node_trail(node, actor, "drained" if drained else "undrained")
+    return node
 
 
 def node_by_token(token: str) -> Node | None:
@@ -203,45 +271,7 @@ def node_by_token(token: str) -> Node | None:
     return node
 
 
-# Ports and placement
-
-
-def nodes_with_usage() -> QuerySet[Node]:
-    """Nodes with `server_count` and `used_ports` (servers holding a port) annotated."""
-    return Node.objects.annotate(
-        server_count=Count("servers"),
-        used_ports=Count("servers", filter=Q(servers__port__isnull=False)),
-    )
-
-
-def free_port_count(node: Node) -> int | None:
-    """Ports of the range not taken; None for the simulated node (it needs none)."""
-    if not node.is_agent:
-        return None
-    used = getattr(node, "used_ports", None)
-    if used is None:
-        used = Server.objects.filter(node=node, port__isnull=False).count()
-    return max(0, node.port_count - used)
-
-
-def node_for_new_server(game: str | None) -> Node:
-    """Without a node named: the agent node with the most free ports (for a template game, or
-    no game given), else the simulated node."""
-    if game is None or game in TEMPLATE_GAMES:
-        agents = [n for n in nodes_with_usage().filter(kind=NodeKind.AGENT) if free_port_count(n)]
-        if agents:
-            return max(agents, key=lambda n: (free_port_count(n) or 0, -n.id))
-    return simulated_node()
-
-
-def default_game(node: Node) -> str:
-    return Game.DEMO if node.is_agent else Game.MINECRAFT
-
-
-def check_game_on_node(node: Node, game: str) -> None:
-    games = games_of(node)
-    if game not in games:
-        raise GameNotOnNode(node.name, game, games)
+# Ports
 
 
 def allocate_port(node: Node) -> int:
@@ -253,3 +283,11 @@ def allocate_port(node: Node) -> int:
         if port not in used:
             return port
     raise NodeFull(node.name, node.first_port, node.last_port)
+
+
+def free_port_count(node: Node) -> int | None:
+    """Ports of the range not taken; None for the simulated node (it needs none)."""
+    if not node.is_agent:
+        return None
+    used = Server.objects.filter(node=node, port__isnull=False).count()
+    return max(0, node.port_count - used)

@@ -1,8 +1,10 @@
 """The runtime boundary: everything the control plane asks of the hosts that run servers.
 
-Requests (start, stop, restart, run a job, migrate, push settings, kill) are made inside the
-requesting service's transaction: the simulated hosts act once it commits, an agent is asked
-at once so that its refusal rolls the request back. The host later reports what happened
+Requests (start, stop, restart, run a job, push settings, kill) are made after the requesting
+service has recorded its decision and committed, never inside a transaction nor holding a row
+lock: a node that does not answer then holds up only its own caller, and a refusal is recorded
+as an outcome (a start not taken is a failed start). A move to a new address is the simulated
+node's alone (`address_mover`). The host later reports what happened
 through the services (`server_transition`, `job_*`, `migration_complete`; agents through
 `servers.node_reports`), which own the state. Readings (players, stats, metrics, actual
 settings, console lines) are answered at once.
@@ -25,6 +27,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from gshost import process_state
+from servers.errors import NotOnAgentNodes
 from servers.models import Job, Server, ServerMigration
 
 DEFAULT_RUNTIME = "servers.simulated_runtime.SimulatedRuntime"
@@ -94,7 +97,6 @@ class Runtime(Protocol):
     def restart(self, server: Server) -> None: ...
     def send_command(self, server: Server, command: str) -> CommandResult: ...
     def run_job(self, job: Job) -> None: ...
-    def migrate(self, migration: ServerMigration) -> None: ...
     def push_settings(self, server: Server) -> None: ...
     def kill(self, server: Server) -> None: ...
 
@@ -119,6 +121,24 @@ def _load(path: str) -> Runtime:
 
 def simulated_runtime() -> Runtime:
     return _load(getattr(settings, "SERVER_RUNTIME", DEFAULT_RUNTIME))
+
+
+class AddressMover(Protocol):
+    """A host that moves a server to a new address (the simulated node's). Agent nodes move
+    servers between nodes, data and all (`servers.node_transfers`), not to an address."""
+
+    def migrate(self, migration: ServerMigration) -> None: ...
+
+
+def address_mover(server: Server) -> AddressMover:
+    """The simulated node's runtime; NotOnAgentNodes for a server on an agent node."""
+    if server.node.is_agent:
+        raise NotOnAgentNodes(
+            "A server on an agent node moves to another node, not to an address: "
+            "`simulate SERVER_ID migrate --node NAME` or the admin's Migrate to node…."
+        )
+    mover: AddressMover = import_string(getattr(settings, "SERVER_RUNTIME", DEFAULT_RUNTIME))()
+    return mover
 
 
 def get_runtime(server: Server) -> Runtime:

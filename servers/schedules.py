@@ -146,8 +146,9 @@ def schedule_delete(*, schedule: Schedule, actor: Actor) -> None:
 
 def schedule_run_now(*, schedule: Schedule, actor: Actor) -> ScheduleRun:
     """Run Now, whether or not the schedule is enabled; its timing is left alone."""
+    sent = _send(schedule, schedule.server)
     with transaction.atomic():
-        run = _run(schedule, RunTrigger.RUN_NOW, scheduled_for=None)
+        run = _record_run(schedule, RunTrigger.RUN_NOW, None, sent)
         _audit(actor, schedule.server)
     return run
 
@@ -173,7 +174,9 @@ def _run_due(schedule: Schedule, now: datetime) -> int:
         missed = len(slots) - 1
         if missed:
             _count_missed(schedule, missed)
-        _run(schedule, RunTrigger.SCHEDULE, scheduled_for=slots[-1])
+    sent = _send(schedule, schedule.server)  # the slot is claimed and committed: call now
+    with transaction.atomic():
+        _record_run(schedule, RunTrigger.SCHEDULE, slots[-1], sent)
     return 1
 
 
@@ -200,9 +203,14 @@ def _count_missed(schedule: Schedule, missed: int) -> None:
         _alert(schedule, reason="missed_runs", missed_runs=after)
 
 
-def _run(schedule: Schedule, trigger: RunTrigger, scheduled_for: datetime | None) -> ScheduleRun:
+def _record_run(
+    schedule: Schedule,
+    trigger: RunTrigger,
+    scheduled_for: datetime | None,
+    sent: tuple[RunStatus, str],
+) -> ScheduleRun:
     server = schedule.server
-    status, output = _send(schedule, server)
+    status, output = sent
     now = timezone.now()
     run = ScheduleRun.objects.create(
         schedule=schedule,

@@ -1,23 +1,40 @@
 """Writes to servers: creation and every change of state, through the lifecycle table."""
 
+import contextlib
+import logging
+from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 
 from django.db import transaction
 from django.utils import timezone
+from django_q.tasks import async_task
 
 from accounts.models import Organization
 from audit.actors import Actor
 from audit.services import PanelAction
+from gshost import handoff
+from gshost.errors import DomainError
 from servers import events
-from servers.errors import InvalidCommand, InvalidState, UnknownGame
+from servers.crash_restarts import AUTOMATIC_CAUSE, RESTART_DELAY, restart_due
+from servers.errors import InvalidCommand, InvalidState, NodeRefused, NodeUnavailable
+from servers.games import default_game, template
 from servers.lifecycle import REQUESTS, CrashDetails, Move, Trigger, move
-from servers.models import ConsoleCommand, Game, Node, Server, ServerState, ServerTransition
-from servers.nodes import allocate_port, check_game_on_node, default_game, node_for_new_server
+from servers.models import (
+    ConsoleCommand,
+    Node,
+    Server,
+    ServerState,
+    ServerTransition,
+)
+from servers.nodes import allocate_port, node_require_reachable
+from servers.placement import Plan, place
 from servers.runtime import get_runtime
 from servers.selectors import server_busy_job
 from servers.transfers import format_address
 from webhooks.events import Event
+
+logger = logging.getLogger(__name__)
 
 MAX_COMMAND_LENGTH = 1000
 
@@ -35,28 +52,39 @@ def server_create(
     game: str | None = None,
     address: str = "",
     node: Node | None = None,
+    plan: Plan | None = None,
+    tags: Sequence[str] = (),
+    restart_on_crash: bool = True,
 ) -> Server:
-    """A new server of the organization; it starts `stopped`.
+    """A new server of the organization with its plan; it starts `stopped`.
 
-    Without `node`, on the agent node with the most free ports (for a template game), else
-    the simulated node. A server on an agent node takes a free port of the node's range and
-    the node's address; GameNotOnNode or NodeFull when the game does not run there or no
-    port is free.
+    Without `node`, on the node the placement rule picks (`servers.placement`): online, not
+    drained, with the `tags`, offering the game, with a free port and room for the plan.
+    Without `game`, the node's default game. A server on an agent node takes a free port of
+    the node's range and the node's address. UnknownGame when no node offers the game;
+    NoNodeFits, GameNotOnNode or NodeFull when no node (or not `node`) takes it.
     """
-    if game is not None and game not in Game.values:
-        raise UnknownGame(game, Game.values)
-    with transaction.atomic():
-        node = node or node_for_new_server(game)
-        game = game or default_game(node)
-        check_game_on_node(node, game)
-        server = Server(organization=organization, name=name, game=game, node=node)
-        if node.is_agent:
-            server.port = allocate_port(node)
-            server.address = format_address(node.address, server.port)
+    plan = plan or Plan()
+
+    def build(chosen: Node) -> Server:
+        server = Server(
+            organization=organization,
+            name=name,
+            game=game or default_game(chosen),
+            node=chosen,
+            restart_on_crash=restart_on_crash,
+            **plan.fields(),
+        )
+        if chosen.is_agent:
+            server.port = allocate_port(chosen)
+            server.address = format_address(chosen.address, server.port)
         else:
             server.address = address or _default_address(server.id)
         server.save(force_insert=True)
-    return server
+        return server
+
+    with transaction.atomic():
+        return place(game=game, plan=plan, tags=tags, node=node, build=build)
 
 
 def _default_address(server_id: str) -> str:
@@ -84,14 +112,18 @@ def server_transition(
         if step is None:
             raise InvalidState(server.state, _refusal(trigger, server.state))
         now = timezone.now()
+        due = restart_due(server, trigger, now)
         changed = Server.objects.filter(id=server.id, state=server.state).update(
-            state=step.target, state_changed_at=now, updated_at=now
+            state=step.target, state_changed_at=now, updated_at=now, restart_due_at=due
         )
         if changed != 1:
             current = Server.objects.get(id=server_id).state
             raise InvalidState(current, _refusal(trigger, current))
-        server.state, server.state_changed_at = step.target, now
-        _record(server, step, cause, exit_code, now, crash)
+        server.state, server.state_changed_at, server.restart_due_at = step.target, now, due
+        if due is not None:
+            cause = f"{cause}; restarts automatically in {RESTART_DELAY.seconds} s"
+            handoff.after_commit(async_task, "servers.tasks.crash_restart", due.isoformat())
+        _record(server, step, cause, exit_code, now, crash, will_restart=due is not None)
     return server
 
 
@@ -102,6 +134,7 @@ def _record(
     exit_code: int | None,
     now: datetime,
     crash: CrashDetails | None = None,
+    will_restart: bool = False,
 ) -> None:
     ServerTransition.objects.create(
         server=server,
@@ -113,7 +146,7 @@ def _record(
         at=now,
     )
     if step.event is not None:
-        data = step.event_data(exit_code, crash)
+        data = step.event_data(exit_code, crash, will_restart)
         events.publish(server, step.event, data, occurred_at=now)
 
 
@@ -124,7 +157,12 @@ def _refusal(trigger: Trigger, state: str) -> str:
 
 
 def server_power(*, server: Server, action: PowerAction, actor: Actor) -> Server:
-    """Ask for start, stop or restart; the runtime reports the outcome later."""
+    """Ask for start, stop or restart. The move is recorded and committed first, then the
+    node is asked (never inside the transaction, nor holding a lock); the runtime reports the
+    outcome later. A node known to be unreachable is refused at once, with nothing recorded;
+    a node that then does not take the request has that recorded (`request_not_taken`) and
+    the refusal raised."""
+    node_require_reachable(server)
     with transaction.atomic():
         if action == PowerAction.START:
             busy = server_busy_job(server)
@@ -139,9 +177,80 @@ def server_power(*, server: Server, action: PowerAction, actor: Actor) -> Server
             action=PanelAction.SERVER_POWER,
             server_id=server.id,
         )
-        runtime = get_runtime(server)
-        {"start": runtime.start, "stop": runtime.stop, "restart": runtime.restart}[action](server)
+    runtime = get_runtime(server)
+    ask = {"start": runtime.start, "stop": runtime.stop, "restart": runtime.restart}[action]
+    try:
+        ask(server)
+    except (NodeUnavailable, NodeRefused) as failed:
+        request_not_taken(server=server, trigger=Trigger(action.value), why=failed.message)
+        raise
     return server
+
+
+NOT_TAKEN = {
+    Trigger.START: Trigger.FAILED_TO_START,  # server.crashed, reason failed_to_start
+    Trigger.STOP: Trigger.NOT_TAKEN,
+    Trigger.RESTART: Trigger.NOT_TAKEN,
+}
+
+
+def request_not_taken(*, server: Server, trigger: Trigger, why: str) -> None:
+    """The node did not take a request already recorded: a start becomes a failed start,
+    a stop or restart leaves the server running as it was. Nothing when a report moved the
+    server meanwhile."""
+    cause = f"the node did not take the {trigger.value}: {why}"
+    with contextlib.suppress(InvalidState):
+        server_transition(server_id=server.id, trigger=NOT_TAKEN[trigger], cause=cause)
+
+
+def server_set_restart_on_crash(*, server: Server, enabled: bool, actor: Actor) -> Server:
+    """Whether a crash of the server is followed by an automatic start (docs/nodes.md)."""
+    with transaction.atomic():
+        Server.objects.filter(id=server.id).update(
+            restart_on_crash=enabled, updated_at=timezone.now()
+        )
+        server.restart_on_crash = enabled
+        actor.audit(
+            organization_id=server.organization_id,
+            action=PanelAction.SERVER_UPDATE,
+            server_id=server.id,
+        )
+    return server
+
+
+AUTOMATIC = Actor.system(AUTOMATIC_CAUSE)
+
+
+def crash_restarts_run_due(now: datetime) -> int:
+    """Start the crashed servers whose automatic start is due; how many were started. Each
+    is claimed by compare-and-set first, so any number of callers make one start."""
+    due = Server.objects.filter(restart_due_at__lte=now, state=ServerState.STOPPED)
+    started = 0
+    for server in due.select_related("node"):
+        claim = Server.objects.filter(
+            id=server.id, state=ServerState.STOPPED, restart_due_at=server.restart_due_at
+        )
+        if claim.update(restart_due_at=None) != 1:
+            continue
+        try:
+            server_power(server=server, action=PowerAction.START, actor=AUTOMATIC)
+        except DomainError as refused:
+            logger.info("Server %s not started again after its crash: %s", server.id, refused)
+            continue
+        started += 1
+    return started
+
+
+def server_kill(*, server: Server, actor: Actor) -> Server:
+    """Kill a running or restarting server's game (SIGKILL), whatever its node: a crash,
+    which its host reports like any other (server.crashed follows). Needs a reachable node."""
+    current = Server.objects.select_related("node").get(id=server.id)
+    if current.state not in (ServerState.RUNNING, ServerState.RESTARTING):
+        raise InvalidState(current.state, f"Only a running game can crash; it is {current.state}.")
+    node_require_reachable(current)
+    logger.info("Server %s: its game is killed by %s", current.id, actor.describe())
+    get_runtime(current).kill(current)
+    return Server.objects.get(id=current.id)
 
 
 def clean_command(command: str) -> str:
@@ -158,8 +267,8 @@ def clean_command(command: str) -> str:
 
 def server_send_command(*, server: Server, command: str, actor: Actor) -> ConsoleCommand:
     """Send a command to a running server's console; fires console.command_sent."""
+    sent = command_deliver(server=server, command=clean_command(command), actor=actor)
     with transaction.atomic():
-        sent = command_deliver(server=server, command=clean_command(command), actor=actor)
         data = {
             "command": sent.command,
             "source": actor.source.value,
@@ -175,21 +284,36 @@ def server_send_command(*, server: Server, command: str, actor: Actor) -> Consol
     return sent
 
 
+def is_stop_command(server: Server, command: str) -> bool:
+    """The game's own stop command (its template's), which is a request to stop."""
+    known = template(server.game)
+    return known is not None and bool(known.stop_command) and command == known.stop_command
+
+
 def command_deliver(*, server: Server, command: str, actor: Actor) -> ConsoleCommand:
-    """Hand the command to the runtime and keep it in the console log. Needs `running`;
-    the server row stays locked meanwhile so it cannot stop under the command."""
-    with transaction.atomic():
-        current = Server.objects.select_for_update().get(id=server.id)
-        if current.state != ServerState.RUNNING:
-            raise InvalidState(current.state, "Console commands need a running server.")
+    """Hand the command to the runtime (outside any transaction of ours) and keep it in the
+    console log. Needs `running`. The game's own stop command is a request to stop: the
+    server goes `stopping` first (committed), so the exit that follows is server.stopped."""
+    current = Server.objects.select_related("node").get(id=server.id)
+    if current.state != ServerState.RUNNING:
+        raise InvalidState(current.state, "Console commands need a running server.")
+    node_require_reachable(current)
+    stopping = is_stop_command(current, command)
+    if stopping:
+        server_transition(server_id=current.id, trigger=Trigger.STOP, cause="console stop")
+    try:
         result = get_runtime(current).send_command(current, command)
-        return ConsoleCommand.objects.create(
-            server=current,
-            command=command,
-            source=actor.source.value,
-            key_id=actor.key_id or "",
-            user_email=actor.user_email or "",
-            sent_at=timezone.now(),
-            accepted=result.accepted,
-            output=result.output[:5000],
-        )
+    except DomainError as refused:
+        if stopping:
+            request_not_taken(server=current, trigger=Trigger.STOP, why=refused.message)
+        raise
+    return ConsoleCommand.objects.create(
+        server=current,
+        command=command,
+        source=actor.source.value,
+        key_id=actor.key_id or "",
+        user_email=actor.user_email or "",
+        sent_at=timezone.now(),
+        accepted=result.accepted,
+        output=result.output[:5000],
+    )

@@ -121,16 +121,9 @@ def _finish_migrations(cutoff: datetime) -> None:
 
 
 def host_crash(*, server_id: str, exit_code: int = 1, cause: str = "simulate") -> Server:
-    """A running or restarting server's game exits: server.crashed (exited). On an agent node
-    the game process is killed (SIGKILL): a real crash, which the agent reports."""
-    server = Server.objects.select_related("node").get(id=server_id)
-    if server.node.is_agent:
-        if server.state not in (ServerState.RUNNING, ServerState.RESTARTING):
-            raise InvalidState(
-                server.state, f"Only a running game can crash; it is {server.state}."
-            )
-        get_runtime(server).kill(server)
-        return server
+    """A running or restarting server's game on a simulated host exits: server.crashed
+    (exited). A game on an agent node crashes for real: `servers.services.server_kill`."""
+    _simulated_only(server_id, "Crashing with a chosen exit code")
     return server_transition(
         server_id=server_id, trigger=Trigger.CRASH, cause=cause, exit_code=exit_code
     )

@@ -10,6 +10,7 @@ from servers.config_events import config_events_apply_due
 from servers.node_transfers import migration_to_node_run, migrations_to_node_expire
 from servers.runtime import runtime_sweep, simulated_runtime
 from servers.schedules import schedules_run_due
+from servers.services import crash_restarts_run_due
 
 logger = logging.getLogger(__name__)
 
@@ -32,11 +33,25 @@ def runtime_follow(until: str) -> None:
         time.sleep(min(remaining + 0.05, FOLLOW_INTERVAL_SECONDS))
 
 
+def crash_restart(due: str) -> None:
+    """Queued when a crash is to be followed by a start: wait until it is due (ISO 8601),
+    then start what is due. The tick does it too, should this task be lost."""
+    wait = (datetime.fromisoformat(due) - timezone.now()).total_seconds()
+    time.sleep(min(max(wait, 0.0), LONGEST_FOLLOW_SECONDS))
+    crash_restarts_run_due(timezone.now())
+
+
 def tick() -> None:
     """Every minute: overdue runtime work, due command schedules, due config events.
     Each part runs even if another fails, so one bad row cannot stall the rest."""
     now = timezone.now()
-    parts = (runtime_sweep, schedules_run_due, config_events_apply_due, migrations_to_node_expire)
+    parts = (
+        runtime_sweep,
+        crash_restarts_run_due,
+        schedules_run_due,
+        config_events_apply_due,
+        migrations_to_node_expire,
+    )
     for part in parts:
         try:
             part(now)

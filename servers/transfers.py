@@ -12,7 +12,7 @@ from audit.actors import Actor
 from servers import events
 from servers.errors import InvalidAddress, InvalidState
 from servers.models import MigrationState, Node, Server, ServerMigration
-from servers.runtime import get_runtime
+from servers.runtime import address_mover
 from webhooks.events import Event
 
 
@@ -68,10 +68,12 @@ def new_migration_row(
 
 
 def migration_begin(*, server: Server, new_address: str, actor: Actor) -> ServerMigration:
-    """Ask the runtime to move the server; it reports back with `migration_complete`."""
+    """Ask the simulated host to move the server; it reports back with
+    `migration_complete`. NotOnAgentNodes for a server on an agent node."""
+    mover = address_mover(server)
     with transaction.atomic():
         migration = new_migration_row(server, new_address, actor)
-        get_runtime(server).migrate(migration)
+    mover.migrate(migration)
     return migration
 
 

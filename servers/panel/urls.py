@@ -17,6 +17,9 @@ urlpatterns = [
     re_path(rf"^{SERVER}/?$", views.server_detail, name="detail"),
     re_path(rf"^{SERVER}/power/?$", views.server_power_page, name="power"),
     re_path(rf"^{SERVER}/console/?$", views.server_console_page, name="console"),
+    re_path(
+        rf"^{SERVER}/crash-restarts/?$", views.server_crash_restarts_page, name="crash_restarts"
+    ),
     re_path(rf"^{SERVER}/console/lines/?$", views.server_console_lines, name="console_lines"),
     re_path(rf"^{SERVER}/schedules/?$", schedules.schedule_list, name="schedules"),
     re_path(rf"^{SERVER}/schedules/new/?$", schedules.schedule_create_page, name="schedule_new"),

@@ -25,7 +25,12 @@ from servers.panel.access import back_to, person, refused, server_page
 from servers.panel.forms import ConsoleForm, PowerForm
 from servers.readings import console_lines_read, players_read, stats_read
 from servers.selectors import server_list_for_organization
-from servers.services import PowerAction, server_power, server_send_command
+from servers.services import (
+    PowerAction,
+    server_power,
+    server_send_command,
+    server_set_restart_on_crash,
+)
 
 POWER_LABELS = {"start": "Start", "stop": "Stop", "restart": "Restart"}
 
@@ -125,6 +130,19 @@ def server_console_page(
         refused(request, refusal)
     else:
         messages.success(request, f"Sent “{sent.command}”. {sent.output}")
+    return back_to("servers_panel:detail", server)
+
+
+@require_POST
+@server_page(Scope.SERVERS_WRITE)
+def server_crash_restarts_page(
+    request: HttpRequest, membership: Membership, server: Server
+) -> HttpResponse:
+    """Turn the server's restarts after a crash on or off."""
+    enabled = request.POST.get("restart_on_crash") == "on"
+    server_set_restart_on_crash(server=server, enabled=enabled, actor=person(request))
+    word = "restarted" if enabled else "left stopped"
+    messages.success(request, f"After a crash this server is now {word}.")
     return back_to("servers_panel:detail", server)
 
 

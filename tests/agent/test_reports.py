@@ -71,3 +71,15 @@ def test_it_drops_a_report_the_control_plane_refuses_and_goes_on(agent, control_
     control_plane.wait_for_report(accepted, "failed_to_start")
     assert control_plane.reports_of(refused) == []
     wait_until(lambda: not list((agent.data_dir / "outbox").glob("0*.json")))
+
+
+def test_its_heartbeat_lists_its_templates_the_operators_own_included(agent, control_plane):
+    heartbeat = wait_until(lambda: control_plane.heartbeats and control_plane.heartbeats[0])
+    assert {"demo", "freeciv", "quitter"} <= set(heartbeat["games"])
+
+
+def test_its_heartbeat_tells_the_capacity_of_its_machine(agent, control_plane):
+    heartbeat = wait_until(lambda: control_plane.heartbeats and control_plane.heartbeats[0])
+    capacity = heartbeat["capacity"]
+    assert capacity["memory_mb"] > 0 and capacity["disk_mb"] > 0
+    assert capacity["cpu_percent"] % 100 == 0 and capacity["cpu_percent"] >= 100

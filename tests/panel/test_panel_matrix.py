@@ -122,6 +122,7 @@ ROUTES = [
     PanelRoute("get", S, Scope.SERVERS_READ),
     PanelRoute("post", S + "/power", Scope.SERVERS_POWER, {"action": "start"}, ok=302),
     PanelRoute("post", S + "/console", Scope.CONSOLE_WRITE, {"command": "say hi"}, ok=302),
+    PanelRoute("post", S + "/crash-restarts", Scope.SERVERS_WRITE, {}, ok=302),
     PanelRoute("get", S + "/console/lines", Scope.SERVERS_READ),
     PanelRoute("get", S + "/schedules", Scope.SCHEDULES_READ),
     PanelRoute("get", S + "/schedules/new", Scope.SCHEDULES_EXECUTE, also=COMMAND),

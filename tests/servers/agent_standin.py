@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -49,6 +49,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         authorization = self.headers.get("Authorization")
         agent.requests.append(AgentRequest(self.command, self.path, authorization, body))
+        if agent.on_request is not None:
+            agent.on_request(agent.requests[-1])
         if authorization != f"Bearer {agent.token}":
             status, answer = 401, {"error": {"code": "invalid_token", "message": "No."}}
         else:
@@ -76,6 +78,8 @@ class StandInAgent:
         self.token = ""
         self.requests: list[AgentRequest] = []
         self.answers: dict[tuple[str, str], tuple[int, Any]] = {}
+        # Called with each request before it is answered, in the agent's thread.
+        self.on_request: Callable[[AgentRequest], None] | None = None
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.ca.issue_cert("127.0.0.1").configure_cert(context)
         self._server = _Server(self, context)

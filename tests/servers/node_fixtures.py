@@ -27,6 +27,23 @@ def register(name: str, **fields: Any) -> tuple[Node, str]:
     return created.node, created.token
 
 
+def online(
+    name: str,
+    *,
+    memory: int = 8192,
+    disk: int = 102400,
+    games: tuple[str, ...] = ("demo", "freeciv"),
+    **fields: Any,
+) -> Node:
+    """A registered agent node that has just sent its heartbeat: online, with that capacity
+    (MB) and those games."""
+    node, _token = register(name, **fields)
+    Node.objects.filter(id=node.id).update(memory_mb=memory, disk_mb=disk, games=list(games))
+    node.refresh_from_db()
+    beat(node)
+    return node
+
+
 @pytest.fixture
 def agent_node(db: None, stand_in_agent: StandInAgent) -> Node:
     node, token = register(

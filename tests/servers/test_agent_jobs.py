@@ -146,14 +146,18 @@ def test_maintenance_asks_the_agent(key, demo_server, stand_in_agent, action):
     assert call.body == expected
 
 
-def test_an_agent_that_refuses_the_job_is_409_and_nothing_is_kept(key, demo_server, stand_in_agent):
+def test_an_agent_that_refuses_the_job_is_409_and_the_job_is_kept_failed(
+    key, demo_server, stand_in_agent
+):
     path = f"/v1/servers/{demo_server.id}/jobs"
     refusal = {"error": {"code": "invalid_state", "message": "a restore job is running"}}
     stand_in_agent.answer("POST", path, 409, refusal)
     response = api_post(key, demo_server, "backups")
     assert response.status_code == 409
     assert "a restore job is running" in error_of(response)["message"]
-    assert (Backup.objects.count(), Job.objects.count()) == (0, 0)
+    job = Job.objects.get()
+    assert (job.state, Backup.objects.get().state) == ("failed", "failed")
+    assert "a restore job is running" in job.error
 
 
 def test_a_job_on_an_unreachable_node_is_503_and_nothing_is_kept(
@@ -171,9 +175,10 @@ def test_a_job_on_an_unreachable_node_is_503_and_nothing_is_kept(
 
 
 def test_settings_are_written_on_the_node_and_a_stopped_server_is_in_sync_at_once(
-    demo_server, stand_in_agent, alice
+    demo_server, stand_in_agent, alice, django_capture_on_commit_callbacks
 ):
-    settings_update(server=demo_server, values={"max-players": "8"}, actor=Actor.system("t"))
+    with django_capture_on_commit_callbacks(execute=True):
+        settings_update(server=demo_server, values={"max-players": "8"}, actor=Actor.system("t"))
     (call,) = stand_in_agent.calls("PUT")
     assert call.path == f"/v1/servers/{demo_server.id}/settings"
     assert call.body["game"] == "demo" and call.body["settings"]["max-players"] == "8"
@@ -182,10 +187,11 @@ def test_settings_are_written_on_the_node_and_a_stopped_server_is_in_sync_at_onc
 
 
 def test_settings_of_a_running_server_wait_for_its_next_start(
-    demo_server, stand_in_agent, put_in_state
+    demo_server, stand_in_agent, put_in_state, django_capture_on_commit_callbacks
 ):
     put_in_state(demo_server, "running")
-    settings_update(server=demo_server, values={"max-players": "8"}, actor=Actor.system("t"))
+    with django_capture_on_commit_callbacks(execute=True):
+        settings_update(server=demo_server, values={"max-players": "8"}, actor=Actor.system("t"))
     assert stand_in_agent.calls("PUT")
     assert Server.objects.get(id=demo_server.id).reported_settings.get("max-players") != "8"
 

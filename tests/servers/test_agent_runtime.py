@@ -78,7 +78,9 @@ def test_a_restart_asks_the_agent_to_restart_with_the_start_body(
     assert call.body["port"] == 27000
 
 
-def test_an_agent_refusal_is_409_and_rolls_the_action_back(key, demo_server, stand_in_agent):
+def test_a_start_the_agent_refuses_is_409_and_recorded_as_a_failed_start(
+    key, demo_server, stand_in_agent, published
+):
     path = f"/v1/servers/{demo_server.id}/start"
     refusal = {"error": {"code": "invalid_state", "message": "it runs"}}
     stand_in_agent.answer("POST", path, 409, refusal)
@@ -86,7 +88,29 @@ def test_an_agent_refusal_is_409_and_rolls_the_action_back(key, demo_server, sta
     assert response.status_code == 409
     assert error_of(response)["code"] == "invalid_state"
     assert state_of(demo_server) == "stopped"
+    assert published[-1].event == "server.crashed"
+    assert published[-1].data["reason"] == "failed_to_start"
+
+
+def test_a_stop_the_agent_refuses_is_409_and_leaves_the_server_running(
+    key, demo_server, stand_in_agent, put_in_state
+):
+    put_in_state(demo_server, "running")
+    refusal = {"error": {"code": "invalid_state", "message": "busy"}}
+    stand_in_agent.answer("POST", f"/v1/servers/{demo_server.id}/stop", 409, refusal)
+    response = api_post(key, demo_server, "power", {"action": "stop"})
+    assert response.status_code == 409
+    assert state_of(demo_server) == "running"
+
+
+def test_a_start_on_an_unreachable_node_is_503_and_records_nothing(
+    key, demo_server, agent_node, stand_in_agent
+):
+    Node.objects.filter(id=agent_node.id).update(last_heartbeat_at=None)
+    response = api_post(key, demo_server, "power", {"action": "start"})
+    assert response.status_code == 503
     assert not ServerTransition.objects.filter(server=demo_server).exists()
+    assert not stand_in_agent.calls()
 
 
 # Console

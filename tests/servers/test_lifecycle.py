@@ -23,6 +23,9 @@ EXPECTED = {
     ("restarting", "node_stop"): ("stopping", None),
     # A node starting a game again after a restore stopped it (started_by_node).
     ("stopped", "node_start"): ("starting", None),
+    # A stop or restart the node did not take: back to running, as it was.
+    ("stopping", "not_taken"): ("running", None),
+    ("restarting", "not_taken"): ("running", None),
 }
 
 
@@ -68,8 +71,15 @@ def test_it_tells_a_crash_from_a_failed_start():
     assert move("running", Trigger.CRASH).event_data(137) == {
         "reason": "exited",
         "exit_code": 137,
+        "will_restart": False,
     }
     assert move("starting", Trigger.FAILED_TO_START).event_data(None) == {
         "reason": "failed_to_start",
         "exit_code": None,
+        "will_restart": False,
     }
+
+
+def test_a_crash_says_whether_the_server_is_started_again():
+    data = move("running", Trigger.CRASH).event_data(137, will_restart=True)
+    assert data["will_restart"] is True

@@ -168,6 +168,7 @@ def test_crashed_fires_crashed_with_the_nodes_details(
                 "signal": 9,
                 "oom": True,
                 "last_output": [*lines[6:15], "x" * 200],
+                "will_restart": False,  # within 60 s of its start: a crash loop
             },
         )
     ]
@@ -188,7 +189,8 @@ def test_a_crash_report_is_delivered_in_the_shape_the_schema_publishes(
     delivery = Delivery.objects.get(event="server.crashed")
     payload = json.loads(delivery.body)
     assert payload["data"] == {
-        "reason": "exited", "exit_code": 137, "signal": 9, "oom": False, "last_output": ["bye"]
+        "reason": "exited", "exit_code": 137, "signal": 9, "oom": False, "last_output": ["bye"],
+        "will_restart": False,
     }  # fmt: skip
     document = Client().get("/api/public/v1/schema/?format=json").json()
     schema = document["components"]["schemas"]["WebhookEvent_server_crashed"]
@@ -207,6 +209,7 @@ def test_failed_to_start_fires_crashed_with_that_reason(
         "signal": None,
         "oom": False,
         "last_output": [],
+        "will_restart": False,
     }
 
 

@@ -158,3 +158,29 @@ def test_a_node_is_unreachable_when_its_heartbeat_is_old(db):
     Node.objects.filter(id=node.id).update(last_heartbeat_at=timezone.now() - timedelta(minutes=5))
     node.refresh_from_db()
     assert node.state() == NodeState.UNREACHABLE
+
+
+def test_the_admin_shows_memory_and_disk_committed_of_capacity(staff_client, demo_server):
+    Node.objects.filter(name="node-1").update(
+        memory_mb=8192, disk_mb=20480, overallocate_percent=20
+    )
+    page = staff_client.get("/admin/servers/node/").content.decode()
+    assert "1024 of 8192 MB + 20 %" in page
+    assert "10240 of 20480 MB + 20 %" in page
+
+
+@pytest.mark.parametrize(("action", "drained"), [("drain", True), ("undrain", False)])
+def test_the_admin_drains_and_undrains_a_node(staff_client, agent_node, action, drained):
+    Node.objects.filter(id=agent_node.id).update(drained=not drained)
+    staff_client.post(
+        "/admin/servers/node/", {"action": action, "_selected_action": [agent_node.pk]}
+    )
+    assert Node.objects.get(id=agent_node.id).drained is drained
+
+
+def test_staffs_node_changes_are_in_the_nodes_admin_history(staff_client, agent_node):
+    staff_client.post(
+        "/admin/servers/node/", {"action": "drain", "_selected_action": [agent_node.pk]}
+    )
+    page = staff_client.get(f"/admin/servers/node/{agent_node.pk}/history/").content.decode()
+    assert "drained" in page

@@ -28,7 +28,9 @@ def test_it_accepts_a_start_and_answers_202_with_the_server(make_key, acme_serve
     assert response.status_code == 202
     assert response.json()["id"] == acme_server.id
     assert response.json()["state"] == "starting"
-    assert set(response.json()) == {"id", "name", "game", "state", "address", "node", "created_at"}
+    assert set(response.json()) == {
+        "id", "name", "game", "state", "address", "node", "plan", "restart_on_crash", "created_at"
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(

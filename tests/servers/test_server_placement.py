@@ -1,16 +1,18 @@
-"""Which node a new server goes on (`createserver [--node]`), its port and address, and the
-games each kind of node runs."""
+"""Which node a new server goes on (`createserver [--node]`): the placement rule over online,
+not drained nodes with the game, a port and room for the plan; its port and address."""
 
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from servers.capabilities import Capability, is_supported
 from servers.configuration import desired_settings
-from servers.models import Server
+from servers.models import Node, Server
 from tests.conftest import API, client_for
-from tests.servers.node_fixtures import register
+from tests.servers.node_fixtures import online, register
 
 
 def createserver(*args):
@@ -24,22 +26,110 @@ def test_it_puts_a_server_on_the_simulated_node_while_there_is_no_agent_node(acm
     assert (server.node.name, server.game, server.port) == ("simulated", "minecraft", None)
 
 
-def test_it_puts_a_server_on_the_agent_node_with_the_most_free_ports(acme):
-    register("small", ports="27000-27001")
-    register("big", ports="27000-27009")
+def test_it_puts_a_server_on_the_node_with_the_most_free_memory(acme):
+    online("small", memory=4096)
+    online("big", memory=16384)
     server = createserver("acme", "Demo")
     assert (server.node.name, server.game) == ("big", "demo")
 
 
-def test_it_skips_an_agent_node_that_is_full(acme):
-    register("full", ports="27000-27000")
+def test_free_memory_counts_the_plans_of_the_servers_already_there(acme):
+    online("node-a", memory=8192)
+    online("node-b", memory=6144)
+    createserver("acme", "Big", "--node", "node-a", "--memory", "4096")
+    assert createserver("acme", "Next").node.name == "node-b"
+
+
+def test_among_nodes_with_as_much_free_memory_it_takes_the_one_with_fewest_servers(acme):
+    online("two", memory=8192)
+    online("one", memory=8192)
+    createserver("acme", "A", "--node", "two", "--memory", "512")
+    createserver("acme", "B", "--node", "two", "--memory", "512")
+    createserver("acme", "C", "--node", "one", "--memory", "1024")
+    assert createserver("acme", "Next").node.name == "one"
+
+
+def test_it_skips_an_unreachable_node(acme):
+    gone = online("gone", memory=65536)
+    Node.objects.filter(id=gone.id).update(last_heartbeat_at=timezone.now() - timedelta(minutes=1))
+    online("here", memory=4096)
+    assert createserver("acme", "Demo").node.name == "here"
+
+
+def test_it_skips_a_drained_node(acme):
+    online("drained", memory=65536, ports="27000-27099")
+    Node.objects.filter(name="drained").update(drained=True)
+    online("open", memory=4096)
+    assert createserver("acme", "Demo").node.name == "open"
+
+
+def test_it_skips_a_node_without_room_for_the_plans_disk(acme):
+    online("no-disk", memory=65536, disk=5000)
+    online("disk", memory=4096, disk=100000)
+    assert createserver("acme", "Demo", "--disk", "10240").node.name == "disk"
+
+
+def test_overallocation_lets_plans_go_beyond_capacity(acme):
+    online("node-a", memory=2048, overallocate_percent=0)
+    Node.objects.filter(name="node-a").update(overallocate_percent=50)
+    assert createserver("acme", "Big", "--memory", "3072").node.name == "node-a"
+
+
+def test_it_refuses_naming_memory_when_no_node_has_room_for_it(acme):
+    online("node-a", memory=2048)
+    with pytest.raises(CommandError, match=r"memory is short on node-a\."):
+        createserver("acme", "Big", "--game", "demo", "--memory", "4096")
+    assert not Server.objects.exists()
+
+
+def test_it_refuses_naming_disk_when_no_node_has_room_for_it(acme):
+    online("node-a", disk=5000)
+    with pytest.raises(CommandError, match=r"disk is short on node-a\."):
+        createserver("acme", "Big", "--game", "demo", "--disk", "6000")
+
+
+def test_it_refuses_naming_ports_when_no_node_has_a_free_one(acme):
+    online("full", ports="27000-27000")
     createserver("acme", "First", "--node", "full")
-    server = createserver("acme", "Second")
-    assert server.node.name == "simulated"
+    with pytest.raises(CommandError, match=r"ports are short on full\."):
+        createserver("acme", "Second", "--game", "demo")
+
+
+def test_it_keeps_to_nodes_with_every_tag_asked_for(acme):
+    online("plain", memory=65536)
+    online("eu-ssd", memory=4096)
+    Node.objects.filter(name="eu-ssd").update(tags=["eu", "ssd"])
+    assert createserver("acme", "Demo", "--tags", "ssd,eu").node.name == "eu-ssd"
+
+
+def test_it_puts_a_game_only_on_a_node_that_offers_it(acme):
+    online("shipped", memory=65536)
+    online("own", memory=4096, games=("demo", "freeciv", "mygame"))
+    server = createserver("acme", "Mine", "--game", "mygame")
+    assert (server.node.name, server.game) == ("own", "mygame")
+
+
+def test_it_refuses_a_game_no_node_offers_naming_the_games_offered(acme):
+    online("node-a")
+    with pytest.raises(CommandError, match=r"No node offers the game 'chess'; .*custom, demo"):
+        createserver("acme", "X", "--game", "chess")
+
+
+def test_the_plan_given_is_the_servers(acme):
+    online("node-a")
+    args = ("--memory", "2048", "--disk", "4096", "--cpu", "50", "--processes", "64")
+    server = createserver("acme", "Demo", *args)
+    plan = (server.memory_mb, server.disk_mb, server.cpu_percent, server.processes)
+    assert plan == (2048, 4096, 50, 64)
+
+
+def test_it_refuses_a_plan_value_out_of_bounds(acme):
+    with pytest.raises(CommandError, match="memory_mb must be a whole number from 64"):
+        createserver("acme", "X", "--memory", "0")
 
 
 def test_it_puts_a_simulated_game_on_the_simulated_node_even_with_agent_nodes(acme):
-    register("node-a")
+    online("node-a")
     server = createserver("acme", "Karts", "--game", "custom")
     assert server.node.name == "simulated"
 
@@ -49,6 +139,12 @@ def test_it_puts_a_server_on_the_node_named(acme):
     register("node-b", ports="27000-27050")
     server = createserver("acme", "Civ", "--game", "freeciv", "--node", "node-a")
     assert (server.node.name, server.game) == ("node-a", "freeciv")
+
+
+def test_a_node_named_must_have_room_for_the_plan(acme):
+    online("node-a", memory=2048)
+    with pytest.raises(CommandError, match=r"no room for this server's memory: 0 of 2048 MB"):
+        createserver("acme", "Big", "--node", "node-a", "--memory", "4096")
 
 
 def test_an_agent_server_takes_a_port_of_the_range_and_the_nodes_address(acme):
@@ -67,7 +163,7 @@ def test_a_freed_port_is_taken_again(acme):
     assert createserver("acme", "Three", "--node", "node-a").port == 28000
 
 
-def test_it_refuses_a_server_when_the_node_has_no_free_port(acme):
+def test_it_refuses_a_server_when_the_node_named_has_no_free_port(acme):
     register("node-a", ports="28000-28000")
     createserver("acme", "One", "--node", "node-a")
     with pytest.raises(CommandError, match="no free port: 28000-28000"):
@@ -92,6 +188,7 @@ def test_it_refuses_a_simulated_game_on_an_agent_node_naming_its_games(acme, gam
 
 @pytest.mark.parametrize("game", ["demo", "freeciv"])
 def test_it_refuses_a_template_game_on_the_simulated_node_naming_its_games(acme, game):
+    register("node-a")
     with pytest.raises(CommandError, match=r"does not run .*it runs: minecraft, custom"):
         createserver("acme", "X", "--game", game, "--node", "simulated")
 
@@ -115,6 +212,14 @@ def test_a_template_game_has_its_templates_capabilities(acme):
     assert is_supported(server, Capability.PLAYERS)
     assert is_supported(server, Capability.BACKUPS)
     assert is_supported(server, Capability.MIGRATION)
+
+
+def test_an_operators_own_game_has_what_the_agent_does_for_any_game(acme):
+    online("own", games=("mygame",))
+    server = createserver("acme", "Mine", "--game", "mygame")
+    assert is_supported(server, Capability.POWER)
+    assert is_supported(server, Capability.BACKUPS)
+    assert not is_supported(server, Capability.SETTINGS)
 
 
 def test_a_template_game_has_its_templates_settings(acme):

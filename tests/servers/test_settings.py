@@ -94,8 +94,11 @@ def test_history_pages_with_a_cursor(reader, acme_server):
     assert [r["new_value"] for r in rest["results"]] == ["21"]
 
 
-def test_a_stopped_server_is_in_sync_after_a_change(reader, acme_server):
-    change(acme_server, max_players="30")
+def test_a_stopped_server_is_in_sync_after_a_change(
+    reader, acme_server, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        change(acme_server, max_players="30")
     with freeze_time("2026-11-22 10:00:00"):
         body = reader.get(f"{API}/servers/{acme_server.id}/settings/drift").json()
     assert body == {"in_sync": True, "drift": [], "checked_at": UTC_TIME.format("10:00:00")}

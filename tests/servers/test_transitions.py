@@ -122,7 +122,11 @@ def test_it_fires_only_crashed_when_a_running_server_crashes(acme_server, put_in
     published.clear()
     apply(acme_server, Trigger.CRASH, exit_code=137)
     assert published == [
-        Published("server.crashed", acme_server.id, {"reason": "exited", "exit_code": 137})
+        Published(
+            "server.crashed",
+            acme_server.id,
+            {"reason": "exited", "exit_code": 137, "will_restart": False},
+        )
     ]
 
 
@@ -138,7 +142,9 @@ def test_it_fires_crashed_when_a_start_fails(acme_server, put_in_state, publishe
     apply(acme_server, Trigger.FAILED_TO_START)
     assert published == [
         Published(
-            "server.crashed", acme_server.id, {"reason": "failed_to_start", "exit_code": None}
+            "server.crashed",
+            acme_server.id,
+            {"reason": "failed_to_start", "exit_code": None, "will_restart": False},
         )
     ]
 

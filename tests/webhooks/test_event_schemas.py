@@ -24,7 +24,7 @@ DATA: dict[Event, dict[str, Any]] = {
     Event.SERVER_STARTED: {"previous_state": "starting"},
     Event.SERVER_STOPPED: {"previous_state": "stopping"},
     Event.SERVER_RESTARTED: {},
-    Event.SERVER_CRASHED: {"reason": "exited", "exit_code": 137},
+    Event.SERVER_CRASHED: {"reason": "exited", "exit_code": 137, "will_restart": True},
     Event.CONSOLE_COMMAND_SENT: {
         "command": "say hi",
         "source": "api",

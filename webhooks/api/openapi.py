@@ -46,6 +46,10 @@ EVENT_DATA: Final[dict[Event, dict[str, Any]]] = {
         {
             "reason": _enum("exited", "failed_to_start"),
             "exit_code": {"type": ["integer", "null"]},
+            "will_restart": {
+                "type": "boolean",
+                "description": "The server is started again by itself 5 s later.",
+            },
         },
         optional={
             "signal": {

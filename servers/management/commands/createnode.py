@@ -1,11 +1,14 @@
 """`createnode NAME --url https://HOST:PORT --address PUBLIC_IP [--ports FIRST-LAST]
-[--ca-file PEM]`: register an agent node; prints its token once (never logged)."""
+[--ca-file PEM] [--memory MB] [--disk MB] [--cpu PCT] [--overallocate PCT] [--tags a,b]`:
+register an agent node; prints its token once (never logged). Capacity not given is what its
+agent reports of its machine at its first heartbeat."""
 
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from audit.actors import Actor
 from gshost.errors import DomainError
 from servers.models import DEFAULT_FIRST_PORT, DEFAULT_LAST_PORT
 from servers.nodes import NodeInput, node_create
@@ -33,6 +36,14 @@ class Command(BaseCommand):
             help="PEM of the CA that signed the agent's certificate (default: the system's).",
         )
 
+        parser.add_argument("--memory", type=int, help="Memory for game servers, MB.")
+        parser.add_argument("--disk", type=int, help="Disk for game servers, MB.")
+        parser.add_argument("--cpu", type=int, help="CPU for game servers, % of one core.")
+        parser.add_argument(
+            "--overallocate", type=int, default=0, help="Percent beyond capacity (default 0)."
+        )
+        parser.add_argument("--tags", default="", help="Placement tags: a,b")
+
     def handle(self, *args: Any, **options: Any) -> None:
         data = NodeInput(
             name=options["name"],
@@ -40,9 +51,14 @@ class Command(BaseCommand):
             address=options["address"],
             ports=options["ports"],
             ca_pem=_read_ca(options["ca_file"]),
+            memory_mb=options["memory"],
+            disk_mb=options["disk"],
+            cpu_percent=options["cpu"],
+            overallocate_percent=options["overallocate"],
+            tags=options["tags"],
         )
         try:
-            created = node_create(data=data)
+            created = node_create(data=data, actor=Actor.system("createnode"))
         except DomainError as refused:
             raise CommandError(refused.message) from None
         self.stdout.write(created.token)

@@ -1,8 +1,11 @@
-"""`createserver SLUG NAME [--game GAME] [--node NAME]`: a new, stopped server; prints its id.
+"""`createserver SLUG NAME [--game GAME] [--node NAME] [--tags a,b] [--memory MB] [--disk MB]
+[--cpu PCT] [--processes N]`: a new, stopped server; prints its id.
 
-Without --node it goes on the agent node with the most free ports, or on `simulated` while
-there is none (or for a game only the simulated node runs). Without --game it takes the
-node's first game (demo on agent nodes, minecraft on the simulated node).
+The game is any game some node offers (the nodes' templates). Without --node the placement
+rule picks the node (docs/nodes.md, "Placement"): online, not drained, with every tag given,
+offering the game, with a free port and room for the plan. Without --game it takes the node's
+default game (demo where the node offers it). The plan defaults to 1024 MB memory, 10240 MB
+disk, 100 % of one core and 256 processes.
 """
 
 from typing import Any
@@ -12,8 +15,11 @@ from django.db import transaction
 
 from accounts.selectors import organization_get_by_slug
 from gshost.errors import DomainError
-from servers.models import Game, Node, Server
+from servers.models import Node, Server
+from servers.placement import Plan
 from servers.services import server_create
+
+DEFAULT_PLAN = Plan()
 
 
 class Command(BaseCommand):
@@ -22,8 +28,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("slug", help="The organization's slug.")
         parser.add_argument("name", help="The server's display name.")
-        parser.add_argument("--game", choices=Game.values, default=None)
-        parser.add_argument("--node", help="The node's name (default: see above).")
+        parser.add_argument("--game", default=None, help="A game some node offers.")
+        parser.add_argument("--node", help="The node's name (default: the placement rule's).")
+        parser.add_argument("--tags", default="", help="Only nodes with all these tags: a,b")
+        parser.add_argument("--memory", type=int, default=DEFAULT_PLAN.memory_mb, help="MB")
+        parser.add_argument("--disk", type=int, default=DEFAULT_PLAN.disk_mb, help="MB")
+        parser.add_argument(
+            "--cpu", type=int, default=DEFAULT_PLAN.cpu_percent, help="percent of one core"
+        )
+        parser.add_argument("--processes", type=int, default=DEFAULT_PLAN.processes)
 
     def handle(self, *args: Any, **options: Any) -> None:
         name = _checked_name(options["name"])
@@ -35,12 +48,19 @@ class Command(BaseCommand):
             node = Node.objects.filter(name=options["node"]).first()
             if node is None:
                 raise CommandError(f"No node named {options['node']!r}.")
+        tags = [tag.strip() for tag in options["tags"].split(",") if tag.strip()]
         try:
+            plan = Plan(options["memory"], options["disk"], options["cpu"], options["processes"])
             with transaction.atomic():
                 server = server_create(
-                    organization=organization, name=name, game=options["game"], node=node
+                    organization=organization,
+                    name=name,
+                    game=options["game"],
+                    node=node,
+                    plan=plan,
+                    tags=tags,
                 )
-        except DomainError as refused:  # a game the node does not run, no free port...
+        except DomainError as refused:  # no node offers the game, none has room...
             raise CommandError(refused.message) from None
         self.stdout.write(server.id)
 

@@ -30,7 +30,7 @@ from accounts.selectors import organization_get_by_slug
 from accounts.services import member_add, organization_create
 from audit.actors import Actor
 from servers.demo import LocalNodeSetup, ensure_demo_extras, ensure_local_node
-from servers.models import Game, Node, Server
+from servers.models import Node, Server
 from servers.selectors import server_list_for_organization
 from servers.services import server_create
 from webhooks.events import Event
@@ -47,7 +47,7 @@ class DemoOrganization:
     slug: str
     name: str
     owner: str
-    servers: tuple[tuple[str, Game], ...]
+    servers: tuple[tuple[str, str], ...]
     members: tuple[tuple[str, tuple[Scope, ...]], ...] = field(default=())
     node: Node | None = None  # None: where server_create puts them (the simulated node)
 
@@ -63,16 +63,16 @@ DEMO = DemoOrganization(
         ),
     ),
     servers=(
-        ("Survival", Game.MINECRAFT),
-        ("Creative", Game.MINECRAFT),
-        ("Racing league", Game.CUSTOM),
+        ("Survival", "minecraft"),
+        ("Creative", "minecraft"),
+        ("Racing league", "custom"),
     ),
 )
 RIVAL = DemoOrganization(
     slug="rival",
     name="Rival Hosting",
     owner="owner@rival.gshost.test",
-    servers=(("Rival world", Game.MINECRAFT),),
+    servers=(("Rival world", "minecraft"),),
 )
 
 
@@ -109,7 +109,7 @@ def _on_node(demo: DemoOrganization, node: Node | None) -> DemoOrganization:
     """The organization's servers as `demo` games on `node`, or as they are without one."""
     if node is None:
         return demo
-    servers = tuple((name, Game.DEMO) for name, _game in demo.servers)
+    servers = tuple((name, "demo") for name, _game in demo.servers)
     return replace(demo, servers=servers, node=node)
 
 
@@ -126,7 +126,7 @@ def _ensure(demo: DemoOrganization) -> tuple[Organization, list[Server]]:
     return organization, servers
 
 
-def _ensure_server(organization: Organization, name: str, game: Game, node: Node | None) -> Server:
+def _ensure_server(organization: Organization, name: str, game: str, node: Node | None) -> Server:
     existing = server_list_for_organization(organization.id).filter(name=name)
     if node is not None:
         existing = existing.filter(node=node)

@@ -10,9 +10,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from audit.actors import Actor
 from gshost.errors import DomainError
+from servers.mishaps import mishap_crash, mishap_fail_start, mishap_migrate
 from servers.models import MigrationState, Node, Server
 from servers.node_transfers import migration_to_node_begin, migration_to_node_run
-from servers.simulated_host import host_crash, host_fail_start, host_migrate
 
 WHAT = ("crash", "fail-start", "migrate")
 
@@ -47,23 +47,23 @@ class Command(BaseCommand):
 
 def _simulate(server: Server, options: dict[str, Any]) -> str:
     what, exit_code = options["what"], options["exit_code"]
-    if what == "crash" and server.node.is_agent:
-        host_crash(server_id=server.id)
-        return (
-            f"{server.id}: the game on node {server.node.name} was killed (SIGKILL); the agent "
-            "reports the crash (server.crashed)."
-        )
+    actor = Actor.system("simulate")
     if what == "crash":
-        after = host_crash(server_id=server.id, exit_code=1 if exit_code is None else exit_code)
+        after = mishap_crash(server=server, actor=actor, exit_code=exit_code)
+        if after.state == server.state:  # a real process was killed: its node reports it
+            return (
+                f"{server.id}: the game on node {server.node.name} was killed (SIGKILL); its "
+                "node reports the crash (server.crashed)."
+            )
         return f"{server.id} crashed ({server.state} -> {after.state}); server.crashed fired."
     if what == "fail-start":
-        after = host_fail_start(server_id=server.id, exit_code=exit_code)
+        after = mishap_fail_start(server=server, actor=actor, exit_code=exit_code)
         return (
             f"{server.id} failed to start ({server.state} -> {after.state}); server.crashed fired."
         )
     if server.node.is_agent or options["node"]:
         return _migrate_to_node(server, options["node"])
-    migration = host_migrate(server_id=server.id, new_address=options["new_address"])
+    migration = mishap_migrate(server=server, new_address=options["new_address"])
     return (
         f"{server.id} moved from {migration.previous_address} to {migration.new_address}; "
         "server.migrated fired."
