@@ -8,18 +8,30 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
 from audit.actors import Actor
 from servers.backup_storage import backup_key
-from servers.jobs import backup_create, backup_restore
-from servers.models import Backup, BackupLocation, BackupState, Job, JobState, Node, Server
+from servers.jobs import SILENT_NODE_DEADLINE, backup_create, backup_restore, jobs_fail_unreported
+from servers.models import (
+    Backup,
+    BackupLocation,
+    BackupState,
+    Job,
+    JobState,
+    Node,
+    Server,
+    ServerState,
+)
 from tests.agent.conftest import certificates, games_dir
 from tests.agent.lines import wait_until
 from tests.servers.seaweedfs import SeaweedFS, bucket, seaweedfs
-from tests.servers.test_node_migration import Pair, demo_on, migrate, pair
+from tests.servers.test_node_migration import Pair, demo_on, migrate, pair, state_of
 from tests.webhooks.worker_cluster import ON_POSTGRES
 
 __all__ = ["bucket", "certificates", "games_dir", "pair", "seaweedfs"]
@@ -103,3 +115,78 @@ def test_a_backup_made_on_one_node_is_restored_on_another(pair, acme, bucket):
 
 def node_of(server: Server) -> Node:
     return Server.objects.select_related("node").get(id=server.id).node
+
+
+def test_a_changed_byte_in_the_bucket_is_refused_by_the_restore_and_the_server_stays_as_it_was(
+    pair, acme, bucket, seaweedfs: SeaweedFS
+):
+    a = pair.node("a")
+    server = demo_on(a, acme, running=True)
+    backup = back_up(server)
+    (world(pair, "a", server) / "notes.txt").write_text("made after the backup\n")
+    before = pair.files("a", server)
+    stored = bytearray(seaweedfs.read(bucket, backup_key(backup)))
+    stored[len(stored) // 2] ^= 0x01
+    seaweedfs.write(bucket, backup_key(backup), bytes(stored))
+
+    job = restore(server, backup)
+
+    assert job.state == JobState.FAILED
+    assert "SHA-256" in job.error or "cannot be extracted" in job.error
+    assert pair.files("a", server) == before
+    wait_until(lambda: state_of(server) == ServerState.RUNNING, timeout=30)
+
+
+def big_world(pair: Pair, node: str, server: Server, megabytes: int) -> None:
+    with open(world(pair, node, server) / "region.bin", "wb") as region:
+        for _ in range(megabytes):
+            region.write(os.urandom(1024 * 1024))
+
+
+def parts_sent(seaweedfs: SeaweedFS, bucket: str, backup: Backup) -> int:
+    key = backup_key(backup)
+    listed = seaweedfs.client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+    uploads = [upload["UploadId"] for upload in listed if upload["Key"] == key]
+    if not uploads:
+        return 0
+    answer = seaweedfs.client.list_parts(Bucket=bucket, Key=key, UploadId=uploads[0])
+    return len(answer.get("Parts", []))
+
+
+def killed_mid_backup(pair: Pair, server: Server, seaweedfs: SeaweedFS, bucket: str) -> Job:
+    """A backup whose agent is SIGKILLed once its first part is in the bucket."""
+    backup, job = backup_create(server=Server.objects.get(id=server.id), actor=ACTOR)
+    wait_until(lambda: parts_sent(seaweedfs, bucket, backup) > 0, timeout=JOB_SECONDS)
+    pair.agents["a"].end(signal.SIGKILL)
+    return job
+
+
+def test_an_agent_killed_mid_backup_leaves_no_backup_and_no_half_object(
+    pair, acme, bucket, seaweedfs: SeaweedFS
+):
+    a = pair.node("a")
+    server = demo_on(a, acme, running=False)
+    big_world(pair, "a", server, 160)
+    job = killed_mid_backup(pair, server, seaweedfs, bucket)
+
+    pair.agents["a"].start()  # it finds the job it left and reports it failed
+    ended = finished(job)
+
+    assert ended.state == JobState.FAILED
+    assert Backup.objects.get(id=ended.backup_id).state == BackupState.FAILED
+    assert seaweedfs.uploads(bucket) == [] and seaweedfs.keys(bucket) == []
+
+
+def test_a_backup_whose_node_goes_silent_is_failed_and_its_upload_aborted(
+    pair, acme, bucket, seaweedfs: SeaweedFS
+):
+    a = pair.node("a")
+    server = demo_on(a, acme, running=False)
+    big_world(pair, "a", server, 160)
+    job = killed_mid_backup(pair, server, seaweedfs, bucket)
+
+    failed = jobs_fail_unreported(timezone.now() + SILENT_NODE_DEADLINE + timedelta(minutes=1))
+
+    assert failed == [job.id]
+    assert Backup.objects.get(id=job.backup_id).state == BackupState.FAILED
+    assert seaweedfs.uploads(bucket) == [] and seaweedfs.keys(bucket) == []
