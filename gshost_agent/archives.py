@@ -296,7 +296,8 @@ def restore_backup(
     if actual != expected_sha256.lower():
         raise ArchiveError("the archive's SHA-256 is not the backup's")
     with open(archive, "rb") as source:
-        _replace_with(_CountingReader(source, progress, size), directory, owner)
+        reader = _CountingReader(source, progress, size)
+        _replace_with(directory, owner, lambda staging: _extract(reader, staging))
 
 
 def restore_stream(
@@ -310,30 +311,49 @@ def restore_stream(
     extracted into staging as it comes, hashed and counted meanwhile: only when the whole
     stream has the expected SHA-256 and size is the staging swapped in. ArchiveError, the
     directory as it was, otherwise."""
-
-    def check(reader: _HashingReader) -> None:
-        if reader.count != expected.size_bytes or reader.hash.hexdigest() != expected.sha256:
-            raise ArchiveError("the archive's SHA-256 or size is not the backup's")
-
     reader = _HashingReader(source, progress)
-    _replace_with(reader, directory, owner, lambda: check(reader))
+    _replace_with(directory, owner, lambda staging: _extract_checked(reader, staging, expected))
+
+
+def unpack_stream(source: IO[bytes], expected: Archived, staging: Path) -> None:
+    """The archive read from `source`, extracted into the empty directory `staging` (a
+    transfer through the bucket); ArchiveError unless it has the expected SHA-256 and size
+    (`staging` is then the caller's to remove)."""
+    _extract_checked(_HashingReader(source, lambda done: None), staging, expected)
+
+
+def _extract_checked(reader: _HashingReader, staging: Path, expected: Archived) -> None:
+    """Extracted, then read to its end and checked. Changed bytes often break the extraction
+    first (gzip's CRC): the SHA-256 is still checked, and named, as the cause."""
+    try:
+        _extract(reader, staging)
+    except ArchiveError:
+        _read_to_end(reader)
+        _check(reader, expected)
+        raise
+    _read_to_end(reader)
+    _check(reader, expected)
+
+
+def _check(reader: _HashingReader, expected: Archived) -> None:
+    if reader.count != expected.size_bytes or reader.hash.hexdigest() != expected.sha256:
+        raise ArchiveError("the archive's SHA-256 or size is not the backup's")
+
+
+def _read_to_end(source: _HashingReader) -> None:
+    while source.read(CHUNK):  # whatever follows the gzip stream is hashed too
+        pass
 
 
 def _replace_with(
-    source: _CountingReader | _HashingReader,
-    directory: Path,
-    owner: tuple[int, int] | None,
-    check: Callable[[], None] | None = None,
+    directory: Path, owner: tuple[int, int] | None, fill: Callable[[Path], None]
 ) -> None:
+    """`fill` puts the new content in a staging directory, which then replaces `directory`."""
     staging = directory.with_name(f".{directory.name}{STAGING}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(mode=0o700)
     try:
-        _extract(source, staging)
-        if check is not None:
-            while source.read(CHUNK):  # whatever follows the gzip stream is hashed too
-                pass
-            check()
+        fill(staging)
         if owner is not None:
             own(staging, owner)
     except BaseException:

@@ -11,6 +11,7 @@ ever visible, and no backup is `available` without its whole object.
 import dataclasses
 import logging
 
+from gshost.errors import Unavailable
 from servers import object_storage
 from servers.errors import InvalidState
 from servers.models import Backup, BackupLocation, BackupState, Job, JobKind, JobState, Node, Server
@@ -20,6 +21,12 @@ logger = logging.getLogger(__name__)
 
 MAX_URLS_PER_ASK = 64
 UNFINISHED = (JobState.QUEUED, JobState.RUNNING)
+
+
+class StorageRefused(Unavailable):
+    """The bucket refused or did not answer a change staff asked for."""
+
+    code = "storage_unavailable"
 
 
 class UploadNotOpen(Exception):
@@ -131,3 +138,18 @@ def backup_object_forget(backup_id: str) -> None:
 def backup_download_url(backup: Backup) -> str:
     """A presigned GET of the backup's object (presigning is local: no call to the bucket)."""
     return object_storage.download_url(backup_key(backup))
+
+
+def backup_delete(*, backup: Backup) -> None:
+    """The backup gone, its object first (a bucket that refuses keeps both: nothing is
+    left without the other). A backup still being made is refused."""
+    if backup.state == BackupState.CREATING:
+        raise InvalidState(backup.state, "The backup is still being made.")
+    if in_bucket(backup):
+        key = backup_key(backup)
+        try:
+            object_storage.object_delete(key)
+        except ObjectStorageError as error:
+            raise StorageRefused(f"The backup's object was not deleted: {error}.") from None
+        backup_upload_discard(key)
+    backup.delete()
