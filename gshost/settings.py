@@ -391,3 +391,23 @@ SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = [
     *(_hooks if isinstance(_hooks, list) else ["drf_spectacular.hooks.postprocess_schema_enums"]),
     "webhooks.api.openapi.add_webhooks",
 ]
+
+# --- Backups in S3-compatible object storage (docs/nodes.md, "Backups off the node") ---
+# Endpoint, bucket and both keys set: backups of servers on agent nodes are streamed to the
+# bucket; none of them set: backups stay on their node. Half of them is a mistake, refused here.
+BACKUP_S3_ENDPOINT = env.str("BACKUP_S3_ENDPOINT", default="")
+BACKUP_S3_BUCKET = env.str("BACKUP_S3_BUCKET", default="")
+BACKUP_S3_ACCESS_KEY_ID = env.str("BACKUP_S3_ACCESS_KEY_ID", default="")
+BACKUP_S3_SECRET_ACCESS_KEY = env.str("BACKUP_S3_SECRET_ACCESS_KEY", default="")
+BACKUP_S3_REGION = env.str("BACKUP_S3_REGION", default="") or "us-east-1"
+_BACKUP_S3 = {
+    "BACKUP_S3_ENDPOINT": BACKUP_S3_ENDPOINT,
+    "BACKUP_S3_BUCKET": BACKUP_S3_BUCKET,
+    "BACKUP_S3_ACCESS_KEY_ID": BACKUP_S3_ACCESS_KEY_ID,
+    "BACKUP_S3_SECRET_ACCESS_KEY": BACKUP_S3_SECRET_ACCESS_KEY,
+}
+if any(_BACKUP_S3.values()) and not all(_BACKUP_S3.values()):
+    _missing = ", ".join(name for name, value in _BACKUP_S3.items() if not value)
+    raise ImproperlyConfigured(f"Backups to object storage need {_missing} too (or none of them).")
+if BACKUP_S3_ENDPOINT and not BACKUP_S3_ENDPOINT.startswith(("https://", "http://")):
+    raise ImproperlyConfigured("BACKUP_S3_ENDPOINT must be an http(s):// URL.")

@@ -17,7 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
-from gshost_agent.data_jobs import InvalidJob, job_request
+from gshost_agent.archives import Archived
+from gshost_agent.data_jobs import SHA256, InvalidJob, job_request
 from gshost_agent.keepers import KeeperGone
 from gshost_agent.node import SERVER_ID, Node
 from gshost_agent.protocol import format_time
@@ -106,6 +107,7 @@ def make_app(node: Node, token: str) -> web.Application:
             web.delete(server, forget_view),
             web.post("/v1/transfers/{server_id}", expect_view),
             web.put("/v1/transfers/{server_id}/archive", receive_view, name=TRANSFER_UPLOAD),
+            web.post("/v1/transfers/{server_id}/fetch", fetch_view),
             web.post("/v1/transfers/{server_id}/commit", commit_view),
             web.delete("/v1/transfers/{server_id}", discard_view),
         ]
@@ -358,6 +360,25 @@ async def receive_view(request: web.Request) -> web.Response:
     except TransferError as error:
         raise refused(error) from error
     return web.json_response({"size_bytes": archived.size_bytes, "sha256": archived.sha256})
+
+
+async def fetch_view(request: web.Request) -> web.Response:
+    """An expected server's archive, fetched from the bucket instead of sent by a node."""
+    server_id = server_id_of(request)
+    body = await json_body(request)
+    url, sha256, size = body.get("url"), body.get("sha256"), body.get("size_bytes")
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        raise ApiError(400, "invalid_request", "url: the archive's presigned http(s) URL")
+    if not isinstance(sha256, str) or not SHA256.match(sha256):
+        raise ApiError(400, "invalid_request", "sha256: the archive's SHA-256 (64 hex digits)")
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size < 2**63:
+        raise ApiError(400, "invalid_request", "size_bytes: the archive's size in bytes")
+    expected = Archived(size_bytes=size, sha256=sha256)
+    try:
+        await request.app[NODE].transfers.fetch(server_id, url, expected)
+    except TransferError as error:
+        raise refused(error) from error
+    return web.json_response({"size_bytes": size, "sha256": sha256})
 
 
 async def commit_view(request: web.Request) -> web.Response:

@@ -62,24 +62,29 @@ def directory_size(directory: Path) -> int:
 
 
 class _HashingWriter:
-    """The archive file: what is written is hashed and counted on its way to the disk."""
+    """The archive on its way out: what is written is hashed and counted, then handed to
+    `out` (the file, or the upload's parts)."""
 
-    def __init__(self, descriptor: int) -> None:
-        self.descriptor = descriptor
+    def __init__(self, out: Callable[[memoryview], None]) -> None:
+        self.out = out
         self.hash = hashlib.sha256()
         self.size = 0
 
     def write(self, data: bytes) -> int:
         view = memoryview(data)
         self.hash.update(view)
-        while view:
-            written = os.write(self.descriptor, view)
-            view = view[written:]
+        self.out(view)
         self.size += len(data)
         return len(data)
 
     def flush(self) -> None:
         pass
+
+
+def _write_all(descriptor: int, view: memoryview) -> None:
+    while view:
+        written = os.write(descriptor, view)
+        view = view[written:]
 
 
 class _Compressor:
@@ -150,16 +155,9 @@ def write_backup(
     partial = target.with_name(target.name + PARTIAL)
     descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
-        writer = _HashingWriter(descriptor)
-        gz = gzip.GzipFile(fileobj=writer, mode="wb", compresslevel=level, mtime=0)
-        with gz:
-            compressor = _Compressor(gz, progress)
-            try:
-                with tarfile.open(fileobj=compressor, mode="w|", bufsize=CHUNK) as tar:  # type: ignore[call-overload]
-                    tar.copybufsize = CHUNK
-                    _add_tree(tar, directory, "")
-            finally:
-                compressor.close()
+        archived = stream_backup(
+            directory, lambda view: _write_all(descriptor, view), progress, level
+        )
         os.fsync(descriptor)
     except BaseException:
         os.close(descriptor)
@@ -169,6 +167,27 @@ def write_backup(
     os.close(descriptor)
     os.replace(partial, target)
     _fsync_directory(target.parent)
+    return archived
+
+
+def stream_backup(
+    directory: Path,
+    out: Callable[[memoryview], None],
+    progress: Progress,
+    level: int = COMPRESS_LEVEL,
+) -> Archived:
+    """Archives `directory` as a stream of compressed bytes handed to `out` as they come
+    (never the whole archive at once); its size and SHA-256."""
+    writer = _HashingWriter(out)
+    gz = gzip.GzipFile(fileobj=writer, mode="wb", compresslevel=level, mtime=0)
+    with gz:
+        compressor = _Compressor(gz, progress)
+        try:
+            with tarfile.open(fileobj=compressor, mode="w|", bufsize=CHUNK) as tar:  # type: ignore[call-overload]
+                tar.copybufsize = CHUNK
+                _add_tree(tar, directory, "")
+        finally:
+            compressor.close()
     return Archived(size_bytes=writer.size, sha256=writer.hash.hexdigest())
 
 
@@ -276,12 +295,65 @@ def restore_backup(
         raise ArchiveError("the backup's archive is not on this node") from error
     if actual != expected_sha256.lower():
         raise ArchiveError("the archive's SHA-256 is not the backup's")
+    with open(archive, "rb") as source:
+        reader = _CountingReader(source, progress, size)
+        _replace_with(directory, owner, lambda staging: _extract(reader, staging))
+
+
+def restore_stream(
+    source: IO[bytes],
+    expected: Archived,
+    directory: Path,
+    progress: Progress,
+    owner: tuple[int, int] | None,
+) -> None:
+    """Replaces `directory` with the content of the archive read from `source` (a download),
+    extracted into staging as it comes, hashed and counted meanwhile: only when the whole
+    stream has the expected SHA-256 and size is the staging swapped in. ArchiveError, the
+    directory as it was, otherwise."""
+    reader = _HashingReader(source, progress)
+    _replace_with(directory, owner, lambda staging: _extract_checked(reader, staging, expected))
+
+
+def unpack_stream(source: IO[bytes], expected: Archived, staging: Path) -> None:
+    """The archive read from `source`, extracted into the empty directory `staging` (a
+    transfer through the bucket); ArchiveError unless it has the expected SHA-256 and size
+    (`staging` is then the caller's to remove)."""
+    _extract_checked(_HashingReader(source, lambda done: None), staging, expected)
+
+
+def _extract_checked(reader: _HashingReader, staging: Path, expected: Archived) -> None:
+    """Extracted, then read to its end and checked. Changed bytes often break the extraction
+    first (gzip's CRC): the SHA-256 is still checked, and named, as the cause."""
+    try:
+        _extract(reader, staging)
+    except ArchiveError:
+        _read_to_end(reader)
+        _check(reader, expected)
+        raise
+    _read_to_end(reader)
+    _check(reader, expected)
+
+
+def _check(reader: _HashingReader, expected: Archived) -> None:
+    if reader.count != expected.size_bytes or reader.hash.hexdigest() != expected.sha256:
+        raise ArchiveError("the archive's SHA-256 or size is not the backup's")
+
+
+def _read_to_end(source: _HashingReader) -> None:
+    while source.read(CHUNK):  # whatever follows the gzip stream is hashed too
+        pass
+
+
+def _replace_with(
+    directory: Path, owner: tuple[int, int] | None, fill: Callable[[Path], None]
+) -> None:
+    """`fill` puts the new content in a staging directory, which then replaces `directory`."""
     staging = directory.with_name(f".{directory.name}{STAGING}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(mode=0o700)
     try:
-        with open(archive, "rb") as source:
-            _extract(_CountingReader(source, progress, size), staging)
+        fill(staging)
         if owner is not None:
             own(staging, owner)
     except BaseException:
@@ -290,7 +362,23 @@ def restore_backup(
     swap_in(staging, directory)
 
 
-def _extract(source: _CountingReader, staging: Path) -> None:
+class _HashingReader:
+    """A download as it is read: hashed and counted; the count is the progress."""
+
+    def __init__(self, source: IO[bytes], progress: Progress) -> None:
+        self.source, self.progress = source, progress
+        self.hash = hashlib.sha256()
+        self.count = 0
+
+    def read(self, size: int = CHUNK) -> bytes:
+        data = self.source.read(size)
+        self.hash.update(data)
+        self.count += len(data)
+        self.progress(self.count)
+        return data
+
+
+def _extract(source: _CountingReader | _HashingReader, staging: Path) -> None:
     # A disk error (full, read-only) is no fault of the archive's and goes up as it is.
     try:
         with gzip.GzipFile(fileobj=source, mode="rb") as compressed:  # type: ignore[call-overload]

@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 
 from gshost_agent import __version__
+from gshost_agent.bucket import UploadError
 from gshost_agent.config import Config
 
 TIMEOUT = aiohttp.ClientTimeout(total=10, connect=5)
@@ -55,3 +56,20 @@ class ControlClient:
 
     async def heartbeat(self, body: dict[str, Any]) -> int:
         return await self.post("/internal/nodes/heartbeat", body)
+
+    async def backup_part_urls(self, backup_id: str, first: int, count: int) -> list[str]:
+        """Presigned URLs of parts `first`.. of the backup's upload (UploadError if refused)."""
+        body = {"backup_id": backup_id, "first": first, "count": count}
+        try:
+            async with self.session().post(
+                self.base_url + "/internal/nodes/backup-parts", json=body, allow_redirects=False
+            ) as answer:
+                status = answer.status
+                given = await answer.json(content_type=None) if status == 200 else None
+        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+            why = f"the control plane gave no part URLs ({type(error).__name__})"
+            raise UploadError(why) from error
+        urls = given.get("urls") if isinstance(given, dict) else None
+        if not isinstance(urls, list) or not all(isinstance(url, str) for url in urls):
+            raise UploadError(f"the control plane gave no part URLs ({status})")
+        return urls

@@ -20,11 +20,11 @@ import shutil
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from gshost_agent import archives
+from gshost_agent import archives, bucket
 from gshost_agent.keeper import write_json_atomically
 from gshost_agent.layout import GameIdentity, Layout
 from gshost_agent.protocol import ReportKind, ServerState
@@ -40,6 +40,9 @@ JOB_ID = re.compile(r"^job_[0-9A-Za-z]{8,40}$")
 BACKUP_ID = re.compile(r"^bkp_[0-9A-Za-z]{8,40}$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 INTERRUPTED = "the agent stopped during the job"
+OBJECT_STORAGE = "object_storage"
+PART_URLS_SECONDS = 30.0
+LONGEST_URL = 8192
 
 
 class JobKind(enum.StrEnum):
@@ -61,6 +64,9 @@ class JobRequest:
     backup_id: str = ""
     sha256: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
+    storage: str = ""  # "object_storage": a backup streamed to the bucket
+    download_url: str = ""  # a restore from the bucket: its presigned GET
+    size_bytes: int = 0  # ... and the archive's size
 
     @property
     def needs_stopped(self) -> bool:
@@ -81,13 +87,20 @@ class Game(Protocol):
         """Starts it again as it last ran."""
 
 
+class PartUrlSource(Protocol):
+    """The control plane, asked for presigned URLs of a backup's next parts."""
+
+    async def backup_part_urls(self, backup_id: str, first: int, count: int) -> list[str]: ...
+
+
 class JobThreads:
     """The node's job threads (a bounded pool), and the flag that stops their work when the
     agent ends (a thread cannot be killed; it checks the flag at every chunk)."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, control: PartUrlSource | None = None) -> None:
         self.executor = ThreadPoolExecutor(max_workers=count, thread_name_prefix="gshost-job")
         self.ending = threading.Event()
+        self.control = control
 
     def close(self) -> None:
         self.ending.set()
@@ -109,17 +122,37 @@ def job_request(body: dict[str, Any]) -> JobRequest:
         if not isinstance(backup_id, str) or not BACKUP_ID.match(backup_id):
             raise InvalidJob("backup_id: a backup id (bkp_…)")
         request = JobRequest(job_id=job_id, kind=request.kind, game=game, backup_id=backup_id)
+    if request.kind == JobKind.BACKUP:
+        storage = body.get("storage", "")
+        if storage not in ("", OBJECT_STORAGE):
+            raise InvalidJob(f"storage: {OBJECT_STORAGE}, or none (on this node)")
+        request = replace(request, storage=storage)
     if request.kind == JobKind.RESTORE:
         sha256 = body.get("sha256")
         if not isinstance(sha256, str) or not SHA256.match(sha256):
             raise InvalidJob("sha256: the archive's SHA-256 (64 lowercase hex digits)")
-        request = JobRequest(job_id, request.kind, game, request.backup_id, sha256)
+        request = replace(request, sha256=sha256, **_download(body))
     if request.kind == JobKind.REINSTALL:
         settings = body.get("settings", {})
         if not isinstance(settings, dict):
             raise InvalidJob("settings: an object")
         request = JobRequest(job_id=job_id, kind=request.kind, game=game, settings=settings)
     return request
+
+
+def _download(body: dict[str, Any]) -> dict[str, Any]:
+    """A restore from the bucket: its presigned GET and the archive's size; none, from here."""
+    url = body.get("download_url")
+    if url is None:
+        return {}
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        raise InvalidJob("download_url: an http(s) URL")
+    if len(url) > LONGEST_URL:
+        raise InvalidJob(f"download_url: at most {LONGEST_URL} characters")
+    size = body.get("size_bytes")
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size < 2**63:
+        raise InvalidJob("size_bytes: the archive's size in bytes")
+    return {"download_url": url, "size_bytes": size}
 
 
 def save_job(run_dir: Path, request: JobRequest, start_again: bool = False) -> None:
@@ -179,6 +212,7 @@ class JobWork:
     owner: tuple[int, int] | None  # the game's uid and the server's gid (None: not root)
     progress: Callable[[int], None]
     ending: threading.Event
+    part_urls: bucket.PartUrls | None = None
 
     @property
     def directory(self) -> Path:
@@ -196,17 +230,44 @@ class JobWork:
         return None
 
     def backup(self) -> archives.Archived:
-        target = backup_path(self.layout, self.server_id, self.request.backup_id)
-        target.parent.mkdir(mode=0o700, exist_ok=True)
         size = archives.directory_size(self.directory)
         throttle = archives.Throttle(size, self.progress, self.ending)
+        if self.request.storage == OBJECT_STORAGE:
+            return self.backup_to_bucket(size, throttle)
+        target = backup_path(self.layout, self.server_id, self.request.backup_id)
+        target.parent.mkdir(mode=0o700, exist_ok=True)
         return archives.write_backup(self.directory, target, throttle)
 
+    def backup_to_bucket(self, size: int, progress: archives.Progress) -> archives.Archived:
+        """The archive streamed to the bucket as it is written; nothing of it on this disk."""
+        if self.part_urls is None:
+            raise bucket.UploadError("this agent cannot ask for upload URLs")
+        sink = bucket.MultipartSink(bucket.part_size_for(size), self.part_urls, self.ending)
+        try:
+            archived = archives.stream_backup(self.directory, sink.write, progress)
+            sink.finish()
+        except BaseException:
+            sink.abandon()
+            raise
+        return archived
+
     def restore(self) -> None:
+        if self.request.download_url:
+            self.restore_from_bucket()
+            return
         archive = backup_path(self.layout, self.server_id, self.request.backup_id)
         size = archive.stat().st_size if archive.exists() else 0
         throttle = archives.Throttle(2 * size, self.progress, self.ending)
         archives.restore_backup(archive, self.request.sha256, self.directory, throttle, self.owner)
+
+    def restore_from_bucket(self) -> None:
+        expected = archives.Archived(self.request.size_bytes, self.request.sha256)
+        throttle = archives.Throttle(expected.size_bytes, self.progress, self.ending)
+        download = bucket.Download(self.request.download_url)
+        try:
+            archives.restore_stream(download.answer, expected, self.directory, throttle, self.owner)
+        finally:
+            download.close()
 
     def wipe(self) -> None:
         """The template's wipe paths, removed (never followed: a link goes, not its target).
@@ -254,7 +315,7 @@ async def run_in(threads: JobThreads, work: JobWork) -> dict[str, Any]:
         archived = await loop.run_in_executor(threads.executor, work.run)
     except archives.Cancelled:
         return finished(work.request.job_id, error=INTERRUPTED)
-    except archives.ArchiveError as error:
+    except (archives.ArchiveError, bucket.UploadError) as error:
         return finished(work.request.job_id, error=str(error))
     except OSError as error:
         logger.warning("%s: %s job failed: %s", work.server_id, work.request.kind, error)
@@ -319,11 +380,26 @@ class ServerData:
             loop.call_soon_threadsafe(self.report, self.server_id, ReportKind.JOB_PROGRESS, details)
 
         work = JobWork(
-            self.layout, self.server_id, request, template, owner, progress, self.threads.ending
-        )
+            self.layout, self.server_id, request, template, owner, progress, self.threads.ending,
+            self._part_urls(request, loop),
+        )  # fmt: skip
         self.report(self.server_id, ReportKind.JOB_PROGRESS, {"job_id": request.job_id,
                                                              "progress": 0})  # fmt: skip
         self._task = loop.create_task(self._run(work, pausing))
+
+    def _part_urls(
+        self, request: JobRequest, loop: asyncio.AbstractEventLoop
+    ) -> bucket.PartUrls | None:
+        """For a backup to the bucket: asks the control plane for URLs, from the job's thread."""
+        control = self.threads.control
+        if request.storage != OBJECT_STORAGE or control is None:
+            return None
+
+        def part_urls(first: int, count: int) -> list[str]:
+            asking = control.backup_part_urls(request.backup_id, first, count)
+            return asyncio.run_coroutine_threadsafe(asking, loop).result(PART_URLS_SECONDS)
+
+        return part_urls
 
     async def _run(self, work: JobWork, pausing: Game | None) -> None:
         try:

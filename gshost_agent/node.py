@@ -70,7 +70,7 @@ class Node:
         self.control = ControlClient(config)
         self.catalog = GameCatalog(config.games_dir)
         self.supervisors: dict[str, Supervisor] = {}
-        self.jobs = JobThreads(JOB_THREADS)
+        self.jobs = JobThreads(JOB_THREADS, control=self.control)
         self.transfers = Transfers(self.layout, self.catalog)
         self._tasks: list[asyncio.Task[None]] = []
 

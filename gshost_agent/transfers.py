@@ -26,7 +26,7 @@ from pathlib import Path
 
 import aiohttp
 
-from gshost_agent import archives
+from gshost_agent import archives, bucket
 from gshost_agent.data_jobs import SERVER_FILE
 from gshost_agent.keeper import write_json_atomically
 from gshost_agent.layout import Layout
@@ -138,6 +138,28 @@ class Transfers:
             _remove(partial)
         incoming.uploading, incoming.received = False, archived
         return archived
+
+    async def fetch(self, server_id: str, url: str, expected: archives.Archived) -> None:
+        """The archive of an expected server, fetched from the bucket (a presigned GET),
+        extracted into staging as it comes and checked (SHA-256 and size) before `commit`
+        may adopt it."""
+        incoming = self.incoming.get(server_id)
+        if incoming is None:
+            raise TransferError(409, "invalid_state", "this node does not expect that server")
+        if incoming.uploading or incoming.received is not None:
+            raise TransferError(409, "invalid_state", "that transfer has already been sent")
+        if shutil.disk_usage(self.root).free < expected.size_bytes:
+            raise TransferError(507, "insufficient_storage", DISK_FULL)
+        incoming.uploading = True
+        staging = self._staging(server_id)
+        try:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, _fetch_into, url, expected, staging)
+        except BaseException:
+            _remove(staging)
+            incoming.uploading = False
+            raise
+        incoming.uploading, incoming.received = False, expected
 
     def commit(self, server_id: str, owner_uid: int | None) -> None:
         """The received copy becomes the server's directory (not started)."""
@@ -285,6 +307,25 @@ async def _refusal(answer: aiohttp.ClientResponse) -> str:
         error = (await answer.json())["error"]
         return f"the target refused the archive: {str(error['message'])[:200]}"
     return f"the target refused the archive ({answer.status})"
+
+
+def _fetch_into(url: str, expected: archives.Archived, staging: Path) -> None:
+    _remove(staging)
+    staging.mkdir(mode=0o700)
+    try:
+        download = bucket.Download(url)
+    except bucket.UploadError as error:
+        raise TransferError(502, "transfer_failed", str(error)) from error
+    try:
+        archives.unpack_stream(download.answer, expected, staging)
+    except archives.ArchiveError as error:
+        raise TransferError(422, "checksum_mismatch", str(error)) from error
+    except OSError as error:
+        if error.errno == errno.ENOSPC:
+            raise TransferError(507, "insufficient_storage", DISK_FULL) from error
+        raise TransferError(502, "transfer_failed", f"{error.strerror or error}") from error
+    finally:
+        download.close()
 
 
 def _remove(path: Path) -> None:

@@ -14,6 +14,7 @@ from audit.actors import Actor
 from audit.services import PanelContext
 from gshost.errors import DomainError
 from gshost.panel_errors import refusal_message
+from servers.backup_storage import backup_delete
 from servers.capabilities import Capability
 from servers.mishaps import mishap_crash, mishap_fail_start
 from servers.models import (
@@ -29,6 +30,7 @@ from servers.models import (
     ServerTransition,
     SettingChange,
 )
+from servers.node_rebuild import server_rebuild_start
 from servers.node_transfers import migration_to_node_start
 from servers.nodes import node_rotate_token, node_set_drained, simulated_node
 from servers.placement import NodeLoad, load_of, nodes_with_usage
@@ -56,6 +58,15 @@ class ServerAdminForm(forms.ModelForm):
 class MigrateToNodeForm(forms.Form):
     target = forms.ModelChoiceField(
         queryset=Node.objects.filter(kind=NodeKind.AGENT).order_by("name"), label="Agent node"
+    )
+
+
+class RebuildOnNodeForm(forms.Form):
+    target = forms.ModelChoiceField(
+        queryset=Node.objects.filter(kind=NodeKind.AGENT).order_by("name"),
+        label="Agent node",
+        required=False,
+        empty_label="Placed by the placement rule",
     )
 
 
@@ -101,7 +112,10 @@ class ServerAdmin(admin.ModelAdmin):
     list_select_related = ("organization", "node")
     autocomplete_fields = ("organization",)
     inlines = (TransitionInline,)
-    actions = ("simulate_crash", "simulate_fail_start", "simulate_migrate", "migrate_to_node")
+    actions = (
+        "simulate_crash", "simulate_fail_start", "simulate_migrate", "migrate_to_node",
+        "rebuild_on_node",
+    )  # fmt: skip
 
     def save_model(self, request: HttpRequest, obj: Server, form: Any, change: bool) -> None:
         """A server added here goes on the simulated node; `createserver --node` places one
@@ -152,6 +166,28 @@ class ServerAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/servers/migrate_to_node.html", context)
 
+    @admin.action(description="Rebuild on another node… (its node is gone: from its latest backup)")
+    def rebuild_on_node(
+        self, request: HttpRequest, queryset: QuerySet[Server]
+    ) -> TemplateResponse | None:
+        form = RebuildOnNodeForm(request.POST if "apply" in request.POST else None)
+        if form.is_valid():
+            target, actor = form.cleaned_data["target"], Actor.system(_cause(request))
+
+            def begin(server: Server) -> str:
+                migration = server_rebuild_start(server=server, target=target, actor=actor)
+                node = migration.target_node.name if migration.target_node else "?"
+                return f"rebuilding on node {node}; its migration-status follows it."
+
+            _each(request, queryset.select_related("node"), begin)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "form": form,
+            "servers": queryset.select_related("node"),
+        }
+        return TemplateResponse(request, "admin/servers/rebuild_on_node.html", context)
+
 
 def _state(server: Server) -> str:
     return f"now {server.state}; server.crashed fired."
@@ -182,9 +218,21 @@ class JobAdmin(ReadOnlyAdmin):
 
 @admin.register(Backup)
 class BackupAdmin(ReadOnlyAdmin):
-    list_display = ("id", "server", "name", "state", "size_bytes", "created_at")
-    list_filter = ("state",)
+    """Deleting a backup kept in object storage deletes its object first."""
+
+    list_display = ("id", "server", "name", "state", "location", "size_bytes", "created_at")
+    list_filter = ("state", "location")
     search_fields = ("id", "server__id", "server__name")
+
+    def delete_model(self, request: HttpRequest, obj: Backup) -> None:
+        self.delete_queryset(request, Backup.objects.filter(id=obj.id))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Backup]) -> None:
+        for backup in queryset:
+            try:
+                backup_delete(backup=backup)
+            except DomainError as refused:
+                messages.error(request, f"{backup.id}: {refusal_message(refused)}")
 
 
 @admin.register(Schedule)

@@ -26,6 +26,13 @@ from gshost import process_state
 from gshost.errors import InvalidInput
 from gshost.ids import format_timestamp
 from gshost_agent.protocol import parse_moment
+from servers.backup_storage import (
+    backup_download_url,
+    backup_key,
+    backup_upload_begin,
+    backup_upload_discard,
+    in_bucket,
+)
 from servers.configuration import desired_settings, settings_report_applied
 from servers.errors import (
     InvalidState,
@@ -204,10 +211,15 @@ def _job_body(job: Job) -> dict[str, Any]:
     body: dict[str, Any] = {"job_id": job.id, "kind": job.kind, "game": server.game}
     if job.backup is not None:
         body["backup_id"] = job.backup.id
+    if job.kind == JobKind.BACKUP and in_bucket(job.backup):
+        body["storage"] = "object_storage"  # the node asks for the parts' URLs as it goes
     if job.kind == JobKind.RESTORE:
         if not job.backup or not job.backup.sha256:
             raise InvalidState(server.state, "The backup has no archive on this node.")
         body["sha256"] = job.backup.sha256
+        if in_bucket(job.backup):
+            body["download_url"] = backup_download_url(job.backup)
+            body["size_bytes"] = job.backup.size_bytes
     if job.kind == JobKind.REINSTALL:
         body["settings"] = desired_settings(server)
     return body
@@ -248,8 +260,17 @@ class AgentRuntime:
 
     def run_job(self, job: Job) -> None:
         """The agent starts it, or refuses (another job runs, the game runs); its progress
-        and its end come back as reports."""
-        self._post(job.server, "jobs", _job_body(job))
+        and its end come back as reports. A backup to the bucket has its upload begun first,
+        and aborted when the agent does not take the job."""
+        uploading = job.backup if job.kind == JobKind.BACKUP and in_bucket(job.backup) else None
+        if uploading is not None:
+            backup_upload_begin(uploading, job.server)
+        try:
+            self._post(job.server, "jobs", _job_body(job))
+        except BaseException:
+            if uploading is not None:
+                backup_upload_discard(backup_key(uploading))
+            raise
 
     def push_settings(self, server: Server) -> None:
         """The agent writes the settings file now: a stopped server is in sync at once, a

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from audit.actors import Actor
 from audit.services import PanelAction
+from servers.backup_storage import backup_key, backup_location_for, backup_upload_discard, in_bucket
 from servers.errors import InvalidState, NodeUnavailable, NotAMaintenanceAction
 from servers.models import (
     Backup,
@@ -45,7 +46,10 @@ def backup_create(*, server: Server, actor: Actor, name: str = "") -> tuple[Back
         server = Server.objects.select_for_update().get(id=server.id)
         now = timezone.now()
         backup = Backup.objects.create(
-            server=server, name=name or f"Backup {now:%Y-%m-%d %H:%M} UTC", created_at=now
+            server=server,
+            name=name or f"Backup {now:%Y-%m-%d %H:%M} UTC",
+            created_at=now,
+            location=backup_location_for(server),
         )
         job = _job_create(server, JobKind.BACKUP, actor, backup=backup)
     return backup, _hand_over(job)
@@ -174,4 +178,11 @@ def jobs_fail_unreported(now: datetime) -> list[str]:
         error = f"The node {node_name} stopped reporting: no word from it for {minutes} minutes."
         if job_finish(job_id=job_id, succeeded=False, error=error):
             failed.append(job_id)
+            _discard_upload(job_id)
     return failed
+
+
+def _discard_upload(job_id: str) -> None:
+    backup = Job.objects.select_related("backup").get(id=job_id).backup
+    if backup is not None and in_bucket(backup) and backup.state == BackupState.FAILED:
+        backup_upload_discard(backup_key(backup))

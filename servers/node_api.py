@@ -25,6 +25,7 @@ from gshost import process_state
 from gshost.api import rate_limits
 from gshost.api.client_ip import client_ip
 from gshost_agent.protocol import JOB_REPORTS, ReportKind, ServerState, last_output
+from servers.backup_storage import MAX_URLS_PER_ASK, UploadNotOpen, backup_part_urls
 from servers.errors import ServerNotOnNode
 from servers.lifecycle import CrashDetails
 from servers.models import Node
@@ -37,12 +38,14 @@ from servers.node_reports import (
     node_report_apply,
 )
 from servers.nodes import node_by_token, token_hash
+from servers.object_storage import MAX_PARTS, ObjectStorageError
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_SERVERS_IN_HEARTBEAT = 10_000
 _SERVER_ID = re.compile(r"srv_[0-9A-Za-z]{1,40}")
 _JOB_ID = re.compile(r"job_[0-9A-Za-z]{1,40}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_BACKUP_ID = re.compile(r"bkp_[0-9A-Za-z]{1,40}")
 _OUTBOX_ID = re.compile(r"[0-9A-Za-z_.:-]{1,100}")
 
 
@@ -392,3 +395,25 @@ def reports(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpRespo
     except ServerNotOnNode as refused:
         return _error(403, refused.code, refused.message)
     return JsonResponse({"acknowledged": report.seq})
+
+
+def _bounded_int(body: dict[str, Any], field: str, highest: int) -> int:
+    value = body.get(field)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= highest:
+        raise BadInput(field, f"{field} must be an integer from 1 to {highest}.")
+    return value
+
+
+@node_route
+def backup_parts(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpResponse:
+    """Presigned URLs of the next parts of a backup's upload, for the node making it."""
+    backup_id = _text(body, "backup_id", _BACKUP_ID)
+    first = _bounded_int(body, "first", MAX_PARTS)
+    count = _bounded_int(body, "count", MAX_URLS_PER_ASK)
+    try:
+        urls = backup_part_urls(node=node, backup_id=backup_id, first=first, count=count)
+    except UploadNotOpen:
+        return _error(404, "not_found", "No upload of that backup is under way on this node.")
+    except ObjectStorageError as error:
+        return _error(503, "unavailable", f"The bucket did not answer: {error}.")
+    return JsonResponse({"urls": urls})

@@ -2,7 +2,7 @@
 processes did, applied exactly once and in order per (node, outbox). docs/agent-protocol.md."""
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from gshost_agent.protocol import ReportKind
+from servers.backup_storage import backup_object_forget, backup_upload_settle
 from servers.configuration import settings_report_applied
 from servers.errors import InvalidState, JobNotOnNode, ServerNotOnNode
 from servers.jobs import job_begin, job_finish, job_progress
@@ -116,7 +117,27 @@ def _log_disagreements(node: Node, reported: dict[str, str]) -> None:
 
 def node_report_apply(*, node: Node, report: Report) -> ReportOutcome:
     """Apply one report once. A report of a server on another node is refused (nothing
-    changes); one whose move does not apply now is acknowledged and logged as ignored."""
+    changes); one whose move does not apply now is acknowledged and logged as ignored.
+    The end of a backup to the bucket settles its upload first, outside the transaction."""
+    completed = False
+    if report.kind == ReportKind.JOB_FINISHED and report.job is not None:
+        settled = backup_upload_settle(
+            node=node,
+            job_id=report.job.job_id,
+            succeeded=report.job.succeeded,
+            error=report.job.error,
+            size_bytes=report.job.size_bytes,
+        )
+        completed = settled.completed
+        job = replace(report.job, succeeded=settled.succeeded, error=settled.error)
+        report = replace(report, job=job)
+    outcome = _apply_once(node, report)
+    if completed and outcome != ReportOutcome.APPLIED and report.job is not None:
+        backup_object_forget(Job.objects.get(id=report.job.job_id).backup_id or "")
+    return outcome
+
+
+def _apply_once(node: Node, report: Report) -> ReportOutcome:
     with transaction.atomic():
         locked = Node.objects.select_for_update().filter(id=node.id).first()
         if locked is None or locked.token_hash != node.token_hash:

@@ -23,10 +23,23 @@ from django_q.tasks import async_task
 from audit.actors import Actor
 from gshost import handoff
 from gshost.errors import DomainError
+from servers import object_storage
 from servers.agent_runtime import AgentError, agent_call
+from servers.backup_storage import backup_download_url
 from servers.errors import MigrationRefused, NodeUnavailable
 from servers.games import check_game_on_node
-from servers.models import MigrationState, Node, NodeState, Server, ServerMigration, ServerState
+from servers.jobs import backup_create
+from servers.models import (
+    Backup,
+    Job,
+    JobState,
+    MigrationState,
+    Node,
+    NodeState,
+    Server,
+    ServerMigration,
+    ServerState,
+)
 from servers.nodes import allocate_port, free_port_count
 from servers.services import PowerAction, server_power
 from servers.transfers import format_address, migration_complete, new_migration_row
@@ -110,13 +123,50 @@ def _claim_run(migration: ServerMigration) -> bool:
 
 
 def _transfer(server: Server, target: Node) -> None:
+    """With object storage, the data goes through the bucket: a backup of the server (kept,
+    like any other), which the target fetches and checks. Else from agent to agent."""
     token = secrets.token_urlsafe(32)
-    path = f"/v1/transfers/{quote(server.id, safe='')}"
+    path = _transfer_path(server.id)
     expect = {"token": token, "game": server.game, "valid_seconds": TRANSFER_VALID_SECONDS}
-    send = {"target_url": target.url, "target_ca": target.ca_pem, "token": token}
     _call(target, "POST", path, expect, "the target did not take it")
-    _call(server.node, "POST", _server_path(server.id, "transfer"), send, "the transfer failed")
+    if object_storage.configured():
+        fetch_onto(target, server.id, _backup_for_move(server, target))
+    else:
+        send = {"target_url": target.url, "target_ca": target.ca_pem, "token": token}
+        _call(server.node, "POST", _server_path(server.id, "transfer"), send, "the transfer failed")
     _call(target, "POST", f"{path}/commit", None, "the target could not adopt it")
+
+
+def _transfer_path(server_id: str) -> str:
+    return f"/v1/transfers/{quote(server_id, safe='')}"
+
+
+def _backup_for_move(server: Server, target: Node) -> Backup:
+    """A backup of the stopped server in the bucket, made now for the move."""
+    actor = Actor.system(f"the move to node {target.name}")
+    try:
+        backup, job = backup_create(server=server, actor=actor, name=f"Moved to {target.name}")
+    except DomainError as refused:
+        raise MigrationFailed(f"the backup for the move was refused: {refused.message}") from None
+    deadline = time.monotonic() + SEND_TIMEOUT_SECONDS
+    while (job := Job.objects.get(id=job.id)).state not in (JobState.SUCCEEDED, JobState.FAILED):
+        if time.monotonic() > deadline:
+            raise MigrationFailed("the backup for the move did not finish in time")
+        time.sleep(0.2)  # the node's report arrives through another process
+    if job.state == JobState.FAILED:
+        raise MigrationFailed(f"the backup for the move failed: {job.error}")
+    return Backup.objects.get(id=backup.id)
+
+
+def fetch_onto(target: Node, server_id: str, backup: Backup) -> None:
+    """The expecting target fetches the backup's archive from the bucket and checks it."""
+    body = {
+        "url": backup_download_url(backup),
+        "sha256": backup.sha256,
+        "size_bytes": backup.size_bytes,
+    }
+    path = f"{_transfer_path(server_id)}/fetch"
+    _call(target, "POST", path, body, "the target could not fetch the archive")
 
 
 def _call(node: Node, method: str, path: str, body: dict[str, Any] | None, what: str) -> None:

