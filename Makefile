@@ -6,7 +6,7 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/gshost
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint typecheck browser freeciv test-postgres test-sqlite bench bench-deliveries clean
+.PHONY: install run test lint typecheck browser freeciv sandbox test-postgres test-sqlite bench bench-deliveries clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ install: $(BIN)/python
 
 # Web + worker on SQLite and django-q2's ORM broker, with demo data and a local HTTPS webhook
 # receiver that prints every delivery. Ctrl-C stops all three.
-run: install
+run: install sandbox
 	DEBUG=true $(BIN)/python manage.py migrate --noinput
 	DEBUG=true $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	@echo "API: http://127.0.0.1:$(PORT)/api/public/v1/  (docs: /api/public/v1/docs/)"
@@ -37,12 +37,16 @@ browser:
 freeciv:
 	./scripts/ensure-freeciv.sh
 
-test-postgres: install browser freeciv
+# What a node needs to run every game in a sandbox (bubblewrap, iproute2, iptables, util-linux).
+sandbox:
+	./scripts/ensure-sandbox.sh
+
+test-postgres: install browser freeciv sandbox
 	./scripts/ensure-services.sh
 	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(BIN)/python -m pytest
 
 # The node agent has no database: its tests (tests/agent) run once, in the PostgreSQL pass.
-test-sqlite: install browser freeciv
+test-sqlite: install browser freeciv sandbox
 	DATABASE_URL= REDIS_URL= $(BIN)/python -m pytest --ignore=tests/agent
 
 # Lint, types, then the whole suite twice: PostgreSQL + Redis, and the embedded SQLite default.

@@ -19,9 +19,18 @@ from aiohttp import web
 
 from gshost_agent.data_jobs import InvalidJob, job_request
 from gshost_agent.keepers import KeeperGone
+from gshost_agent.netns import NetworkError, PortTaken
 from gshost_agent.node import SERVER_ID, Node
 from gshost_agent.protocol import format_time
-from gshost_agent.server_state import InvalidCommand, InvalidState, StartRequest
+from gshost_agent.sandbox import SandboxUnavailable
+from gshost_agent.server_state import (
+    DEFAULT_CPU_PERCENT,
+    DEFAULT_DISK_MB,
+    DEFAULT_PROCESSES,
+    InvalidCommand,
+    InvalidState,
+    StartRequest,
+)
 from gshost_agent.settings_files import InvalidSettings
 from gshost_agent.supervisor import Supervisor
 from gshost_agent.templates import UnknownGame
@@ -138,18 +147,30 @@ async def json_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
+# A plan's numbers: (default, least, most).
+PLAN_BOUNDS = {
+    "memory_mb": (1024, 32, 1 << 20),
+    "disk_mb": (DEFAULT_DISK_MB, 1, 1 << 24),
+    "cpu_percent": (DEFAULT_CPU_PERCENT, 1, 100 * 1024),
+    "processes": (DEFAULT_PROCESSES, 1, 1 << 22),
+}
+
+
 def start_request(body: dict[str, Any]) -> StartRequest:
-    game, port = body.get("game"), body.get("port")
-    memory_mb, settings = body.get("memory_mb", 1024), body.get("settings", {})
+    game, port, settings = body.get("game"), body.get("port"), body.get("settings", {})
     if not isinstance(game, str):
         raise ApiError(400, "invalid_request", "game: a game name is required")
     if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
         raise ApiError(400, "invalid_request", "port: an integer from 1 to 65535")
-    if not isinstance(memory_mb, int) or isinstance(memory_mb, bool) or memory_mb < 32:
-        raise ApiError(400, "invalid_request", "memory_mb: an integer of at least 32")
     if not isinstance(settings, dict):
         raise ApiError(400, "invalid_request", "settings: an object")
-    return StartRequest(game=game, port=port, memory_mb=memory_mb, settings=settings)
+    plan = {}
+    for name, (default, least, most) in PLAN_BOUNDS.items():
+        value = body.get(name, default)
+        if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
+            raise ApiError(400, "invalid_request", f"{name}: an integer from {least} to {most}")
+        plan[name] = value
+    return StartRequest(game=game, port=port, settings=settings, **plan)
 
 
 async def power(action: Awaitable[None], answer_state: str) -> web.Response:
@@ -163,12 +184,24 @@ async def power(action: Awaitable[None], answer_state: str) -> web.Response:
         raise ApiError(400, "invalid_request", str(error)) from error
     except KeeperGone as error:
         raise ApiError(409, "invalid_state", "the game has just ended") from error
+    except SandboxUnavailable as error:
+        raise ApiError(409, "sandbox_unavailable", str(error)) from error
+    except PortTaken as error:
+        raise ApiError(409, "port_in_use", str(error)) from error
+    except NetworkError as error:
+        raise ApiError(503, "sandbox_failed", str(error)) from error
     return web.json_response({"state": answer_state}, status=202)
 
 
 async def node_view(request: web.Request) -> web.Response:
     node = request.app[NODE]
-    return web.json_response({"games": node.games(), "servers": node.states()})
+    return web.json_response(
+        {
+            "games": node.games(),
+            "servers": node.states(),
+            "isolation": node.sandboxing.describe(),
+        }
+    )
 
 
 async def start_view(request: web.Request) -> web.Response:
