@@ -134,7 +134,12 @@ def _game_process(running: Running, server: str) -> int:
     port = re.search(rf"{server} +demo +node local +127\.0\.0\.1:(\d+)", running.output())
     assert port is not None, running.output()[-4000:]
     wanted = f"demo_game.py --port {port[1]} "
-    [pid] = [found.pid for found in processes() if wanted in command_line(found.pid) + " "]
+    # The game itself, not the sandbox's processes (bubblewrap's) whose command ends with its.
+    [pid] = [
+        found.pid
+        for found in processes()
+        if wanted in (line := command_line(found.pid) + " ") and "bwrap" not in line.split()[0]
+    ]
     return pid
 
 
