@@ -124,7 +124,7 @@ def make_app(node: Node, token: str) -> web.Application:
 
 def server_id_of(request: web.Request) -> str:
     server_id = request.match_info["server_id"]
-    if not SERVER_ID.match(server_id):
+    if not SERVER_ID.fullmatch(server_id):
         raise ApiError(404, "not_found", "no such server")
     return server_id
 
@@ -253,10 +253,8 @@ async def console_write_view(request: web.Request) -> web.Response:
 
 async def console_read_view(request: web.Request) -> web.Response:
     supervisor = known_server(request)
-    after = request.query.get("after", "0")
-    if not after.isdigit():
-        raise ApiError(400, "invalid_request", "after: a line number")
-    return web.json_response(supervisor.console_after(int(after)))
+    after = query_number(request, "after", "0", 0, 1 << 62)
+    return web.json_response(supervisor.console_after(after))
 
 
 async def players_view(request: web.Request) -> web.Response:
@@ -272,10 +270,10 @@ async def metrics_view(request: web.Request) -> web.Response:
     now = datetime.now(UTC).timestamp()
     start = iso_time(request.query.get("start"), "start", now - 3600)
     end = iso_time(request.query.get("end"), "end", now)
-    step = request.query.get("step", "60")
-    if not step.isdigit() or not 1 <= int(step) <= 86400 or end < start:
-        raise ApiError(400, "invalid_request", "step: 1 to 86400 seconds, and start <= end")
-    samples = supervisor.samples.between(start, end, int(step))
+    step = query_number(request, "step", "60", 1, 86400)
+    if end < start:
+        raise ApiError(400, "invalid_request", "start must not be after end")
+    samples = supervisor.samples.between(start, end, step)
     return web.json_response(
         {
             "samples": [
@@ -291,16 +289,26 @@ async def metrics_view(request: web.Request) -> web.Response:
     )
 
 
+def query_number(request: web.Request, name: str, default: str, least: int, most: int) -> int:
+    """A whole number from the query string, from `least` to `most`; else 400 (never 500)."""
+    value = request.query.get(name, default)
+    if not (value.isascii() and value.isdigit() and len(value) <= 19) or not (
+        least <= int(value) <= most
+    ):
+        raise ApiError(400, "invalid_request", f"{name}: a whole number from {least} to {most}")
+    return int(value)
+
+
 def iso_time(value: str | None, name: str, default: float) -> float:
     if value is None:
         return default
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as error:
+        if parsed.tzinfo is None:
+            raise ApiError(400, "invalid_request", f"{name}: a time with its offset")
+        return parsed.timestamp()
+    except (ValueError, OverflowError) as error:
         raise ApiError(400, "invalid_request", f"{name}: an ISO 8601 time") from error
-    if parsed.tzinfo is None:
-        raise ApiError(400, "invalid_request", f"{name}: a time with its offset")
-    return parsed.timestamp()
 
 
 async def settings_view(request: web.Request) -> web.Response:
@@ -381,7 +389,7 @@ async def receive_view(request: web.Request) -> web.Response:
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     server_id = request.match_info["server_id"]
     try:
-        if scheme != "Bearer" or not SERVER_ID.match(server_id):
+        if scheme != "Bearer" or not SERVER_ID.fullmatch(server_id):
             raise TransferError(401, "unauthorized", "a valid transfer token is required")
         incoming = transfers.authorised(server_id, given)
         sha256, length = request.headers.get(ARCHIVE_SHA256_HEADER, ""), request.content_length

@@ -180,7 +180,7 @@ class Node:
         for name in self.transfers.prepare():
             logger.warning("after an interrupted transfer: removed %s", name)
         for entry in sorted(self.layout.run.iterdir()):
-            if entry.is_dir() and SERVER_ID.match(entry.name):
+            if entry.is_dir() and SERVER_ID.fullmatch(entry.name):
                 try:
                     await self.supervisor(entry.name).resume()
                 except Exception:
@@ -208,7 +208,7 @@ class Node:
         stopped_games = []
         for entry in sorted(self.layout.run.iterdir()):
             job_id = interrupted_job(entry) if entry.is_dir() else None
-            if job_id is not None and SERVER_ID.match(entry.name):
+            if job_id is not None and SERVER_ID.fullmatch(entry.name):
                 details = finished(job_id, error=INTERRUPTED)
                 self.report(entry.name, ReportKind.JOB_FINISHED, details)
                 if interrupted_job_stopped_game(entry):
