@@ -9,7 +9,7 @@ REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 # from any terminal, `gshost` run here): DEBUG=true and a SECRET_KEY of its own.
 ENV_FILE ?= .env
 
-.PHONY: install install-dev run test lint typecheck browser freeciv test-postgres test-sqlite bench bench-deliveries clean \
+.PHONY: install install-dev run test lint typecheck browser freeciv sandbox test-postgres test-sqlite bench bench-deliveries clean \
 	cluster test-cluster bench-load
 
 $(BIN)/python:
@@ -35,7 +35,7 @@ $(ENV_FILE):
 # receiver that prints every delivery, and a local node agent running the demo's games. The
 # script replaces make's shell (exec), so Ctrl-C, SIGTERM to make and a closed terminal all
 # reach it, and it stops everything it started.
-run: install $(ENV_FILE)
+run: install sandbox $(ENV_FILE)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	@echo "API: http://127.0.0.1:$(PORT)/api/public/v1/  (docs: /api/public/v1/docs/)"
@@ -55,12 +55,16 @@ browser:
 freeciv:
 	./scripts/ensure-freeciv.sh
 
-test-postgres: install-dev browser freeciv
+# What a node needs to run every game in a sandbox (bubblewrap, iproute2, iptables, util-linux).
+sandbox:
+	./scripts/ensure-sandbox.sh
+
+test-postgres: install-dev browser freeciv sandbox
 	./scripts/ensure-services.sh
 	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(BIN)/python -m pytest
 
 # The node agent has no database: its tests (tests/agent) run once, in the PostgreSQL pass.
-test-sqlite: install-dev browser freeciv
+test-sqlite: install-dev browser freeciv sandbox
 	DATABASE_URL= REDIS_URL= $(BIN)/python -m pytest --ignore=tests/agent
 
 # Lint, types, then the whole suite twice: PostgreSQL + Redis, and the embedded SQLite default.

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from gshost_agent.api import make_app
 from gshost_agent.config import Config, ConfigError, config_from_environment
-from gshost_agent.layout import LayoutError
+from gshost_agent.layout import LayoutError, UnsafeDirectory
 from gshost_agent.node import Node
 
 logger = logging.getLogger("gshost_agent")
@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         asyncio.run(serve(config, tls, stop_servers=arguments.stop_servers_on_exit))
+    except UnsafeDirectory as error:
+        print(f"gshost-agent: {error}", file=sys.stderr)
+        return 2
     except (LayoutError, OSError) as error:
         print(f"gshost-agent: {error}", file=sys.stderr)
         return 1

@@ -20,9 +20,18 @@ from aiohttp import web
 from gshost_agent.archives import Archived
 from gshost_agent.data_jobs import SHA256, InvalidJob, job_request
 from gshost_agent.keepers import KeeperGone
+from gshost_agent.netns import NetworkError, PortTaken
 from gshost_agent.node import SERVER_ID, Node
 from gshost_agent.protocol import format_time
-from gshost_agent.server_state import InvalidCommand, InvalidState, StartRequest
+from gshost_agent.sandbox import SandboxUnavailable
+from gshost_agent.server_state import (
+    DEFAULT_CPU_PERCENT,
+    DEFAULT_DISK_MB,
+    DEFAULT_PROCESSES,
+    InvalidCommand,
+    InvalidState,
+    StartRequest,
+)
 from gshost_agent.settings_files import InvalidSettings
 from gshost_agent.supervisor import Supervisor
 from gshost_agent.templates import UnknownGame
@@ -117,7 +126,7 @@ def make_app(node: Node, token: str) -> web.Application:
 
 def server_id_of(request: web.Request) -> str:
     server_id = request.match_info["server_id"]
-    if not SERVER_ID.match(server_id):
+    if not SERVER_ID.fullmatch(server_id):
         raise ApiError(404, "not_found", "no such server")
     return server_id
 
@@ -140,18 +149,30 @@ async def json_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
+# A plan's numbers: (default, least, most).
+PLAN_BOUNDS = {
+    "memory_mb": (1024, 32, 1 << 20),
+    "disk_mb": (DEFAULT_DISK_MB, 1, 1 << 24),
+    "cpu_percent": (DEFAULT_CPU_PERCENT, 1, 100 * 1024),
+    "processes": (DEFAULT_PROCESSES, 1, 1 << 22),
+}
+
+
 def start_request(body: dict[str, Any]) -> StartRequest:
-    game, port = body.get("game"), body.get("port")
-    memory_mb, settings = body.get("memory_mb", 1024), body.get("settings", {})
+    game, port, settings = body.get("game"), body.get("port"), body.get("settings", {})
     if not isinstance(game, str):
         raise ApiError(400, "invalid_request", "game: a game name is required")
     if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
         raise ApiError(400, "invalid_request", "port: an integer from 1 to 65535")
-    if not isinstance(memory_mb, int) or isinstance(memory_mb, bool) or memory_mb < 32:
-        raise ApiError(400, "invalid_request", "memory_mb: an integer of at least 32")
     if not isinstance(settings, dict):
         raise ApiError(400, "invalid_request", "settings: an object")
-    return StartRequest(game=game, port=port, memory_mb=memory_mb, settings=settings)
+    plan = {}
+    for name, (default, least, most) in PLAN_BOUNDS.items():
+        value = body.get(name, default)
+        if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
+            raise ApiError(400, "invalid_request", f"{name}: an integer from {least} to {most}")
+        plan[name] = value
+    return StartRequest(game=game, port=port, settings=settings, **plan)
 
 
 async def power(action: Awaitable[None], answer_state: str) -> web.Response:
@@ -165,12 +186,24 @@ async def power(action: Awaitable[None], answer_state: str) -> web.Response:
         raise ApiError(400, "invalid_request", str(error)) from error
     except KeeperGone as error:
         raise ApiError(409, "invalid_state", "the game has just ended") from error
+    except SandboxUnavailable as error:
+        raise ApiError(409, "sandbox_unavailable", str(error)) from error
+    except PortTaken as error:
+        raise ApiError(409, "port_in_use", str(error)) from error
+    except NetworkError as error:
+        raise ApiError(503, "sandbox_failed", str(error)) from error
     return web.json_response({"state": answer_state}, status=202)
 
 
 async def node_view(request: web.Request) -> web.Response:
     node = request.app[NODE]
-    return web.json_response({"games": node.games(), "servers": node.states()})
+    return web.json_response(
+        {
+            "games": node.games(),
+            "servers": node.states(),
+            "isolation": node.sandboxing.describe(),
+        }
+    )
 
 
 async def start_view(request: web.Request) -> web.Response:
@@ -222,10 +255,8 @@ async def console_write_view(request: web.Request) -> web.Response:
 
 async def console_read_view(request: web.Request) -> web.Response:
     supervisor = known_server(request)
-    after = request.query.get("after", "0")
-    if not after.isdigit():
-        raise ApiError(400, "invalid_request", "after: a line number")
-    return web.json_response(supervisor.console_after(int(after)))
+    after = query_number(request, "after", "0", 0, 1 << 62)
+    return web.json_response(supervisor.console_after(after))
 
 
 async def players_view(request: web.Request) -> web.Response:
@@ -241,10 +272,10 @@ async def metrics_view(request: web.Request) -> web.Response:
     now = datetime.now(UTC).timestamp()
     start = iso_time(request.query.get("start"), "start", now - 3600)
     end = iso_time(request.query.get("end"), "end", now)
-    step = request.query.get("step", "60")
-    if not step.isdigit() or not 1 <= int(step) <= 86400 or end < start:
-        raise ApiError(400, "invalid_request", "step: 1 to 86400 seconds, and start <= end")
-    samples = supervisor.samples.between(start, end, int(step))
+    step = query_number(request, "step", "60", 1, 86400)
+    if end < start:
+        raise ApiError(400, "invalid_request", "start must not be after end")
+    samples = supervisor.samples.between(start, end, step)
     return web.json_response(
         {
             "samples": [
@@ -260,16 +291,26 @@ async def metrics_view(request: web.Request) -> web.Response:
     )
 
 
+def query_number(request: web.Request, name: str, default: str, least: int, most: int) -> int:
+    """A whole number from the query string, from `least` to `most`; else 400 (never 500)."""
+    value = request.query.get(name, default)
+    if not (value.isascii() and value.isdigit() and len(value) <= 19) or not (
+        least <= int(value) <= most
+    ):
+        raise ApiError(400, "invalid_request", f"{name}: a whole number from {least} to {most}")
+    return int(value)
+
+
 def iso_time(value: str | None, name: str, default: float) -> float:
     if value is None:
         return default
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as error:
+        if parsed.tzinfo is None:
+            raise ApiError(400, "invalid_request", f"{name}: a time with its offset")
+        return parsed.timestamp()
+    except (ValueError, OverflowError) as error:
         raise ApiError(400, "invalid_request", f"{name}: an ISO 8601 time") from error
-    if parsed.tzinfo is None:
-        raise ApiError(400, "invalid_request", f"{name}: a time with its offset")
-    return parsed.timestamp()
 
 
 async def settings_view(request: web.Request) -> web.Response:
@@ -350,7 +391,7 @@ async def receive_view(request: web.Request) -> web.Response:
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     server_id = request.match_info["server_id"]
     try:
-        if scheme != "Bearer" or not SERVER_ID.match(server_id):
+        if scheme != "Bearer" or not SERVER_ID.fullmatch(server_id):
             raise TransferError(401, "unauthorized", "a valid transfer token is required")
         incoming = transfers.authorised(server_id, given)
         sha256, length = request.headers.get(ARCHIVE_SHA256_HEADER, ""), request.content_length

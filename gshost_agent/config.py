@@ -33,6 +33,7 @@ class Config:
     control_ca: Path | None
     game_user: str
     games_dir: Path | None = None  # templates of the operator's own games, beside ours
+    allow_unsandboxed: bool = False  # a developer's machine that cannot sandbox games
 
     def __repr__(self) -> str:  # the token never reaches a log through a repr
         return f"Config(control_url={self.control_url!r}, data_dir={str(self.data_dir)!r})"
@@ -53,6 +54,7 @@ def config_from_environment(environ: Mapping[str, str] = os.environ) -> Config:
         ),
         game_user=_game_user(environ.get("AGENT_GAME_USER", DEFAULT_GAME_USER)),
         games_dir=_games_dir(environ.get("AGENT_GAMES_DIR", "")),
+        allow_unsandboxed=_boolean(environ, "AGENT_ALLOW_UNSANDBOXED"),
     )
 
 
@@ -121,6 +123,13 @@ def _game_user(value: str) -> str:
     if not name or len(name) > 32 or not all(c.isalnum() or c in "-_" for c in name):
         raise ConfigError("AGENT_GAME_USER", f"not a user name: {value!r}")
     return name
+
+
+def _boolean(environ: Mapping[str, str], name: str) -> bool:
+    value = environ.get(name, "").strip().lower()
+    if value not in ("", "true", "false"):
+        raise ConfigError(name, f"true or false, not {value!r}")
+    return value == "true"
 
 
 def _games_dir(value: str) -> Path | None:

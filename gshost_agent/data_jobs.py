@@ -110,7 +110,7 @@ class JobThreads:
 def job_request(body: dict[str, Any]) -> JobRequest:
     """The request of a POST …/jobs body; InvalidJob names what is wrong."""
     job_id, kind, game = body.get("job_id"), body.get("kind"), body.get("game")
-    if not isinstance(job_id, str) or not JOB_ID.match(job_id):
+    if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
         raise InvalidJob("job_id: a job id (job_…)")
     if not isinstance(kind, str) or kind not in set(JobKind):
         raise InvalidJob(f"kind: one of {', '.join(JobKind)}")
@@ -119,7 +119,7 @@ def job_request(body: dict[str, Any]) -> JobRequest:
     request = JobRequest(job_id=job_id, kind=JobKind(kind), game=game)
     if request.kind in (JobKind.BACKUP, JobKind.RESTORE):
         backup_id = body.get("backup_id")
-        if not isinstance(backup_id, str) or not BACKUP_ID.match(backup_id):
+        if not isinstance(backup_id, str) or not BACKUP_ID.fullmatch(backup_id):
             raise InvalidJob("backup_id: a backup id (bkp_…)")
         request = JobRequest(job_id=job_id, kind=request.kind, game=game, backup_id=backup_id)
     if request.kind == JobKind.BACKUP:
@@ -129,7 +129,7 @@ def job_request(body: dict[str, Any]) -> JobRequest:
         request = replace(request, storage=storage)
     if request.kind == JobKind.RESTORE:
         sha256 = body.get("sha256")
-        if not isinstance(sha256, str) or not SHA256.match(sha256):
+        if not isinstance(sha256, str) or not SHA256.fullmatch(sha256):
             raise InvalidJob("sha256: the archive's SHA-256 (64 lowercase hex digits)")
         request = replace(request, sha256=sha256, **_download(body))
     if request.kind == JobKind.REINSTALL:

@@ -49,6 +49,14 @@ HELD_LINES = 500
 LINE_LIMIT = 4096
 FOLLOWER_BACKLOG = 5000
 DRAIN_SECONDS = 2.0
+SANDBOX_IGNORED_SIGNALS = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
 
 
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
@@ -66,40 +74,70 @@ def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
         os.close(directory)
 
 
-class MemoryGroup:
-    """The game's memory cgroup (v1 or v2), made fresh for each start so its OOM counter
-    says something about this run only. Empty `path`: no cgroup, RLIMIT_AS instead."""
+class Groups:
+    """The game's cgroups, made fresh for each start so the OOM counter says something about
+    this run only: memory (v1 or v2), and where the spec names them the pids and cpu
+    controllers (v1: one hierarchy each; v2: all in the memory group's). Empty `memory`: no
+    cgroup, RLIMIT_AS instead."""
 
-    def __init__(self, path: str, version: int, limit_bytes: int) -> None:
-        self.path = Path(path) if path else None
-        self.version = version
-        self.limit_bytes = limit_bytes
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.version = int(spec.get("cgroup_version", 1))
+        memory = spec.get("cgroup", "")
+        self.path = Path(memory) if memory else None
+        self.limit_bytes = int(spec["memory_mb"]) << 20
+        self.processes = spec.get("processes")
+        self.cpu_percent = spec.get("cpu_percent")
+        self.others = [Path(p) for p in (spec.get("cgroup_pids"), spec.get("cgroup_cpu")) if p]
+
+    def paths(self) -> list[Path]:
+        return [self.path, *self.others] if self.path is not None else []
 
     def create(self) -> None:
         if self.path is None:
             return
-        with contextlib.suppress(OSError):
-            self.path.rmdir()
+        for path in self.paths():
+            with contextlib.suppress(OSError):
+                path.rmdir()
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            if self.version == 2:
-                (self.path / "memory.max").write_text(str(self.limit_bytes))
-                with contextlib.suppress(OSError):
-                    (self.path / "memory.swap.max").write_text("0")
-            else:
-                (self.path / "memory.limit_in_bytes").write_text(str(self.limit_bytes))
+            for path in self.paths():
+                path.mkdir(parents=True, exist_ok=True)
+            self._limit()
         except OSError as error:
-            # The limit still holds, as an address-space limit: better than no game at all.
-            print(f"no memory cgroup ({error}): RLIMIT_AS instead", file=sys.stderr)
+            # The memory limit still holds, as an address-space limit: better than no game.
+            print(f"no cgroup ({error}): RLIMIT_AS instead", file=sys.stderr)
             self.remove()
             self.path = None
+
+    def _limit(self) -> None:
+        assert self.path is not None
+        period = 100_000
+        quota = None if self.cpu_percent is None else max(1000, int(self.cpu_percent) * 1000)
+        if self.version == 2:
+            (self.path / "memory.max").write_text(str(self.limit_bytes))
+            with contextlib.suppress(OSError):
+                (self.path / "memory.swap.max").write_text("0")
+            if self.processes is not None:
+                (self.path / "pids.max").write_text(str(self.processes))
+            if quota is not None:
+                (self.path / "cpu.max").write_text(f"{quota} {period}")
+            return
+        (self.path / "memory.limit_in_bytes").write_text(str(self.limit_bytes))
+        with contextlib.suppress(OSError):  # no swap beyond the limit, where the node has swap
+            (self.path / "memory.memsw.limit_in_bytes").write_text(str(self.limit_bytes))
+        for path in self.others:
+            if self.processes is not None and (path / "pids.max").exists():
+                (path / "pids.max").write_text(str(self.processes))
+            if quota is not None and (path / "cpu.cfs_quota_us").exists():
+                (path / "cpu.cfs_period_us").write_text(str(period))
+                (path / "cpu.cfs_quota_us").write_text(str(quota))
 
     def enter(self) -> None:
         """In the game's process, before it drops root and runs the game."""
         if self.path is None:
             resource.setrlimit(resource.RLIMIT_AS, (self.limit_bytes, self.limit_bytes))
-        else:
-            (self.path / "cgroup.procs").write_text(str(os.getpid()))
+            return
+        for path in self.paths():
+            (path / "cgroup.procs").write_text(str(os.getpid()))
 
     def killed_for_memory(self, signal_number: int | None) -> bool:
         if self.path is None:
@@ -116,24 +154,24 @@ class MemoryGroup:
         return False
 
     def kill_all(self) -> None:
-        """Whatever the game left in its cgroup, even what escaped its process group."""
-        if self.path is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            for pid in (self.path / "cgroup.procs").read_text().split():
-                with contextlib.suppress(OSError):
-                    os.kill(int(pid), signal.SIGKILL)
+        """Whatever the game left in its cgroups, even what escaped its process group."""
+        for path in self.paths():
+            with contextlib.suppress(OSError, ValueError):
+                for pid in (path / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(OSError):
+                        os.kill(int(pid), signal.SIGKILL)
 
     def remove(self) -> None:
         # The killed take a moment to leave the group; the keeper has nothing else to do.
-        for _ in range(20):
-            if self.path is None or not self.path.exists():
-                return
-            with contextlib.suppress(OSError):
-                self.path.rmdir()
-                return
-            self.kill_all()
-            time.sleep(0.05)
+        for path in self.paths():
+            for _ in range(20):
+                if not path.exists():
+                    break
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+                    break
+                self.kill_all()
+                time.sleep(0.05)
 
 
 class GameProtocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -153,9 +191,8 @@ class Keeper:
     def __init__(self, run_dir: Path, spec: dict[str, Any]) -> None:
         self.run_dir = run_dir
         self.spec = spec
-        self.memory = MemoryGroup(
-            spec.get("cgroup", ""), int(spec.get("cgroup_version", 1)), spec["memory_mb"] << 20
-        )
+        self.memory = Groups(spec)
+        self.sandboxed = bool(spec.get("sandboxed"))
         self.lines: collections.deque[tuple[int, str]] = collections.deque(maxlen=HELD_LINES)
         self.last = 0
         self.followers: set[asyncio.Queue[dict[str, Any] | None]] = set()
@@ -216,9 +253,16 @@ class Keeper:
 
     def become_the_game(self) -> None:
         # What the keeper ignores (a terminal's signals) would stay ignored in the game.
+        self.memory.enter()
+        if self.sandboxed:
+            # bubblewrap's monitor must outlive a stop signal (the game's to handle, and its
+            # end ends the sandbox): ignored here, set back to default in the sandbox (`env
+            # --default-signal`), which also drops root there (`setpriv`).
+            for number in SANDBOX_IGNORED_SIGNALS:
+                signal.signal(number, signal.SIG_IGN)
+            return
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
-        self.memory.enter()
         gid, uid = self.spec.get("gid"), self.spec.get("uid")
         if gid is not None:
             os.setgroups([gid])
@@ -272,6 +316,8 @@ class Keeper:
                 os.killpg(self.process.pid, number)
 
     def exit_record(self, returncode: int) -> dict[str, Any]:
+        if self.sandboxed and 128 < returncode <= 128 + 64:
+            returncode = 128 - returncode  # bubblewrap says the game's signal as 128 + N
         signal_number = -returncode if returncode < 0 else None
         return {
             "pid": self.process.pid if self.process is not None else None,

@@ -20,6 +20,7 @@ import fcntl
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -34,6 +35,30 @@ SYSTEM_PYTHON = Path("/usr/bin/python3")
 
 class LayoutError(RuntimeError):
     """The data directory or the game user cannot be set up."""
+
+
+class UnsafeDirectory(LayoutError):
+    """A directory of the agent's that someone else could change: another user owns it, or
+    others may write it. The agent does not start (exit 2): whoever controls it could swap a
+    keeper's spec and have a command run as the agent's user."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}; the agent uses only directories of its own")
+        self.path = path
+
+
+def check_owned(path: Path) -> None:
+    """`path`, a directory of the agent's: its own, not a link, writable by it alone."""
+    try:
+        found = path.lstat()
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(found.st_mode) or not stat.S_ISDIR(found.st_mode):
+        raise UnsafeDirectory(path, "not a directory (a link?)")
+    if found.st_uid != os.geteuid():
+        raise UnsafeDirectory(path, f"owned by uid {found.st_uid}, not the agent's")
+    if found.st_mode & 0o022:
+        raise UnsafeDirectory(path, "writable by others")
 
 
 @dataclass(frozen=True)
@@ -89,8 +114,13 @@ class Layout:
             (self.samples, 0o700),
             (self.backups, 0o700),
         ):
+            check_owned(path)
             path.mkdir(parents=True, exist_ok=True)
+            check_owned(path)  # made meanwhile by someone else
             os.chmod(path, mode)
+        for entry in self.run.iterdir():
+            if entry.is_symlink() or entry.is_dir():
+                check_owned(entry)
 
     def lock(self) -> int:
         """Held while the agent runs (the descriptor it returns): two agents on one data
@@ -137,6 +167,7 @@ class Layout:
     def prepare_run_dir(self, server_id: str) -> Path:
         run_dir = self.run_dir(server_id)
         run_dir.mkdir(exist_ok=True)
+        check_owned(run_dir)
         os.chmod(run_dir, 0o700)
         return run_dir
 

@@ -25,9 +25,11 @@ from gshost_agent.data_jobs import (
     interrupted_job_stopped_game,
 )
 from gshost_agent.layout import Layout, game_identity
+from gshost_agent.netns import Networks, Registry
 from gshost_agent.outbox import Outbox, deliver_forever, flush
 from gshost_agent.protocol import PROCESS_REPORTS, ReportKind, format_time
 from gshost_agent.readings import SAMPLE_SECONDS
+from gshost_agent.sandbox import Sandboxing, detect
 from gshost_agent.server_state import InvalidState, MemoryRoot
 from gshost_agent.supervisor import Supervisor
 from gshost_agent.templates import GameCatalog
@@ -44,18 +46,40 @@ CGROUP_DIR = "gshost"
 
 
 def detect_memory_root() -> MemoryRoot | None:
-    """A memory cgroup the agent may make games' groups under, or None (RLIMIT_AS then)."""
+    """The cgroups the agent may make games' groups under (memory, and pids and cpu where the
+    node has them), or None (RLIMIT_AS then)."""
     with contextlib.suppress(OSError):
         if (CGROUP_V1 / "memory.limit_in_bytes").exists() and os.access(CGROUP_V1, os.W_OK):
             (CGROUP_V1 / CGROUP_DIR).mkdir(exist_ok=True)
-            return MemoryRoot(CGROUP_V1 / CGROUP_DIR, 1)
+            others: dict[str, Path | None] = {}
+            for name, marker in (("pids", "pids.max"), ("cpu", "cpu.cfs_quota_us")):
+                others[name] = None
+                with contextlib.suppress(OSError):
+                    root = CGROUP_V1.parent / name
+                    (root / CGROUP_DIR).mkdir(exist_ok=True)
+                    if (root / CGROUP_DIR / marker).exists():
+                        others[name] = root / CGROUP_DIR
+            return MemoryRoot(CGROUP_V1 / CGROUP_DIR, 1, others["pids"], others["cpu"])
         controllers = (CGROUP_V2 / "cgroup.controllers").read_text().split()
         if "memory" in controllers and os.access(CGROUP_V2, os.W_OK):
+            names = [name for name in ("memory", "pids", "cpu") if name in controllers]
+            wanted = " ".join(f"+{name}" for name in names)
             (CGROUP_V2 / CGROUP_DIR).mkdir(exist_ok=True)
-            (CGROUP_V2 / "cgroup.subtree_control").write_text("+memory")
-            (CGROUP_V2 / CGROUP_DIR / "cgroup.subtree_control").write_text("+memory")
+            (CGROUP_V2 / "cgroup.subtree_control").write_text(wanted)
+            (CGROUP_V2 / CGROUP_DIR / "cgroup.subtree_control").write_text(wanted)
             return MemoryRoot(CGROUP_V2 / CGROUP_DIR, 2)
     return None
+
+
+def _networks(sandboxing: Sandboxing) -> Networks | None:
+    if not sandboxing.sandboxed:
+        return None
+    return Networks(
+        sandboxing.tool("ip"),
+        sandboxing.tool("iptables"),
+        sandboxing.tool("iptables-restore"),
+        Registry(),
+    )
 
 
 class Node:
@@ -66,6 +90,12 @@ class Node:
         self.layout.prepare()
         self._lock = self.layout.lock()
         self.memory_root = detect_memory_root() if self.identity.privileged else None
+        self.sandboxing = detect(
+            privileged=self.identity.privileged,
+            has_cgroups=self.memory_root is not None,
+            allow_unsandboxed=config.allow_unsandboxed,
+        )
+        self.networks = _networks(self.sandboxing)
         self.outbox = Outbox(self.layout.outbox)
         self.control = ControlClient(config)
         self.catalog = GameCatalog(config.games_dir)
@@ -105,6 +135,8 @@ class Node:
                 layout=self.layout,
                 identity=self.identity,
                 memory_root=self.memory_root,
+                sandboxing=self.sandboxing,
+                networks=self.networks,
                 report=self.report,
                 catalog=self.catalog,
                 jobs=self.jobs,
@@ -133,11 +165,23 @@ class Node:
 
     async def start(self) -> None:
         """Reattaches to the keepers an earlier agent left, then starts the background work."""
+        if self.sandboxing.sandboxed:
+            logger.info("isolation: %s", self.sandboxing.describe())
+        else:
+            logger.warning(
+                "isolation: %s%s",
+                self.sandboxing.describe(),
+                "" if self.sandboxing.allow_unsandboxed else "; games will not be started",
+            )
+        if self.networks is not None:
+            await self.networks.prepare()
+            for slot in await self.networks.sweep():
+                logger.info("swept the network of a game that is gone (slot %s)", slot)
         stopped_by_jobs = self._recover_jobs()
         for name in self.transfers.prepare():
             logger.warning("after an interrupted transfer: removed %s", name)
         for entry in sorted(self.layout.run.iterdir()):
-            if entry.is_dir() and SERVER_ID.match(entry.name):
+            if entry.is_dir() and SERVER_ID.fullmatch(entry.name):
                 try:
                     await self.supervisor(entry.name).resume()
                 except Exception:
@@ -165,7 +209,7 @@ class Node:
         stopped_games = []
         for entry in sorted(self.layout.run.iterdir()):
             job_id = interrupted_job(entry) if entry.is_dir() else None
-            if job_id is not None and SERVER_ID.match(entry.name):
+            if job_id is not None and SERVER_ID.fullmatch(entry.name):
                 details = finished(job_id, error=INTERRUPTED)
                 self.report(entry.name, ReportKind.JOB_FINISHED, details)
                 if interrupted_job_stopped_game(entry):
@@ -178,6 +222,7 @@ class Node:
             body = {
                 "agent_version": __version__,
                 "outbox_id": self.outbox.outbox_id,
+                "isolation": self.sandboxing.describe(),
                 "servers": self.states(),
                 "games": self.games(),  # the templates: the control plane's game registry
                 "capacity": machine_capacity(self.config.data_dir),

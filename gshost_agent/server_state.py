@@ -53,12 +53,20 @@ class Reporter(Protocol):
     ) -> None: ...
 
 
+DEFAULT_DISK_MB = 10240
+DEFAULT_CPU_PERCENT = 100
+DEFAULT_PROCESSES = 256
+
+
 @dataclass(frozen=True)
 class StartRequest:
     game: str
     port: int
     memory_mb: int
     settings: dict[str, Any] = field(default_factory=dict)
+    disk_mb: int = DEFAULT_DISK_MB
+    cpu_percent: int = DEFAULT_CPU_PERCENT
+    processes: int = DEFAULT_PROCESSES
 
 
 @dataclass
@@ -70,6 +78,7 @@ class Intent:
     line_base: int = 0  # console lines are numbered on from the previous start's
     last_line: int = 0  # the number of this run's last console line, once it has ended
     restart_with: StartRequest | None = None
+    network: list[int] | None = None  # the sandbox's network slot and port, while it exists
 
     def save(self, run_dir: Path) -> None:
         keeper.write_json_atomically(run_dir / INTENT, asdict(self))
@@ -87,6 +96,7 @@ class Intent:
                 line_base=int(data.get("line_base", 0)),
                 last_line=int(data.get("last_line", 0)),
                 restart_with=StartRequest(**restart) if restart else None,
+                network=[int(n) for n in data["network"]] if data.get("network") else None,
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -94,10 +104,13 @@ class Intent:
 
 @dataclass(frozen=True)
 class MemoryRoot:
-    """Where games' memory cgroups go (`<path>/<server id>`), and the cgroup version."""
+    """Where games' cgroups go (`<path>/<server id>`), and the cgroup version: `path` the
+    memory controller's (v2: every controller's), `pids` and `cpu` those of cgroup v1."""
 
     path: Path
     version: int
+    pids: Path | None = None
+    cpu: Path | None = None
 
 
 def console_command_checked(command: object) -> str:

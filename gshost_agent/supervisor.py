@@ -17,6 +17,7 @@ import re
 import signal
 import time
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 from gshost_agent.archives import Archived
@@ -24,6 +25,7 @@ from gshost_agent.data_jobs import JobRequest, JobThreads, ServerData
 from gshost_agent.exits import exit_details, exit_key, exit_kind
 from gshost_agent.keepers import KeeperGone, KeeperHandle
 from gshost_agent.layout import GameIdentity, Layout, game_python
+from gshost_agent.netns import Networks, Slot
 from gshost_agent.players import PlayerRoster
 from gshost_agent.protocol import (
     LAST_OUTPUT_LINES,
@@ -34,6 +36,12 @@ from gshost_agent.protocol import (
     parse_time,
 )
 from gshost_agent.readings import ProcessTree, Sample, SampleStore, disk_mb
+from gshost_agent.sandbox import (
+    SANDBOX_PROCESSES,
+    GameBox,
+    Sandboxing,
+    sandboxed_command,
+)
 from gshost_agent.server_state import (
     Busy,
     Intent,
@@ -67,6 +75,8 @@ class Supervisor:
         report: Reporter,
         catalog: GameCatalog,
         jobs: JobThreads,
+        sandboxing: Sandboxing | None = None,
+        networks: Networks | None = None,
     ) -> None:
         self.server_id = server_id
         self.data = ServerData(
@@ -81,6 +91,8 @@ class Supervisor:
         self.layout = layout
         self.identity = identity
         self.memory_root = memory_root
+        self.sandboxing = sandboxing or Sandboxing(False, "not asked for", allow_unsandboxed=True)
+        self.networks = networks
         self.report = report
         self.run_dir = layout.run_dir(server_id)
         self.state = ServerState.STOPPED
@@ -112,12 +124,16 @@ class Supervisor:
             if self.running:
                 raise InvalidState(self.state)
             self._refuse_while_busy()
+            self.sandboxing.check_can_start()
             template = self.catalog.get(request.game)
             settings_for(template, request.settings)  # refused before anything is touched
             try:
                 await self._launch(request, ServerState.STARTING)
             except BaseException:
                 self.state = ServerState.STOPPED  # nothing started: say so, not "starting"
+                if self.intent is not None and self.keeper is None:
+                    self.intent.active = False  # nothing for a later agent to reattach to
+                    self.intent.save(self.run_dir)
                 raise
 
     async def stop(self) -> None:
@@ -221,6 +237,7 @@ class Supervisor:
         self.lines.clear()
         self.roster = PlayerRoster(template.players)
         self.ended.clear()
+        self.keeper = None
         gid = self.layout.prepare_server(self.server_id)
         directory = self.layout.server_dir(self.server_id)
         write_settings(directory, template, settings, gid)
@@ -228,24 +245,84 @@ class Supervisor:
         self.intent = Intent(request=request, line_base=self.last_n)
         self._keeper_n = 0
         self.intent.save(run_dir)
+        game_files = self.layout.install_game_files(template)
+        argv = self._command(template, request, game_files)
+        root = self.memory_root
         spec = {
             "server_id": self.server_id,
-            "argv": self._command(template, request),
+            "argv": argv,
             "env": dict(template.environment),
             "cwd": str(directory),
             "uid": self.identity.uid,
             "gid": gid,
             "memory_mb": request.memory_mb,
-            "cgroup": str(self.memory_root.path / self.server_id) if self.memory_root else "",
-            "cgroup_version": self.memory_root.version if self.memory_root else 0,
+            "cgroup": str(root.path / self.server_id) if root else "",
+            "cgroup_version": root.version if root else 0,
         }
-        self.keeper = await KeeperHandle.spawn(run_dir, spec)
+        if self.sandboxing.sandboxed and root is not None:
+            spec |= {
+                "sandboxed": True,
+                "cgroup_pids": str(root.pids / self.server_id) if root.pids else "",
+                "cgroup_cpu": str(root.cpu / self.server_id) if root.cpu else "",
+                "processes": request.processes + SANDBOX_PROCESSES,
+                "cpu_percent": request.cpu_percent,
+            }
+            spec["argv"] = await self._sandbox(request, argv, directory, game_files, gid)
+        try:
+            self.keeper = await KeeperHandle.spawn(run_dir, spec)
+        except BaseException:
+            await self._close_network()
+            raise
+        if self.intent.network is not None and self.networks is not None:
+            keeper_pid = (self.keeper.game() or {}).get("keeper_pid")
+            if isinstance(keeper_pid, int):
+                self.networks.registry.note_keeper(Slot(self.intent.network[0]), keeper_pid)
         self._attach()
 
-    def _command(self, template: GameTemplate, request: StartRequest) -> list[str]:
+    async def _sandbox(
+        self,
+        request: StartRequest,
+        argv: list[str],
+        directory: Path,
+        game_files: Path,
+        gid: int | None,
+    ) -> list[str]:
+        """The game's network made, and `argv` run in its sandbox."""
+        assert self.networks is not None and self.intent is not None
+        assert self.identity.uid is not None and gid is not None
+        owner = {"server_id": self.server_id, "data_dir": str(self.layout.root)}
+        slot = await self.networks.open(owner, request.port)
+        self.intent.network = [slot.number, request.port]
+        self.intent.save(self.run_dir)
+        box = GameBox(
+            netns=slot.netns_path,
+            server_dir=directory,
+            game_files=game_files,
+            uid=self.identity.uid,
+            gid=gid,
+            memory_mb=request.memory_mb,
+        )
+        return sandboxed_command(self.sandboxing, box, argv)
+
+    async def _close_network(self) -> None:
+        """The sandbox's network gone, once its game has ended (or never started)."""
+        intent = self.intent
+        if intent is None or intent.network is None or self.networks is None:
+            return
+        slot, port = intent.network
+        try:
+            await self.networks.close(Slot(slot), port)
+        except Exception:  # the next agent's sweep removes what is left
+            logger.exception("%s: cannot remove the game's network", self.server_id)
+        intent.network = None
+        intent.save(self.run_dir)
+
+    def _command(
+        self, template: GameTemplate, request: StartRequest, game_files: Path
+    ) -> list[str]:
         values = {
             "{python}": game_python(),
-            "{game_files}": str(self.layout.install_game_files(template)),
+            "{game_files}": str(game_files),
             "{port}": str(request.port),
             "{memory_mb}": str(request.memory_mb),
             "{server_id}": self.server_id,
@@ -352,6 +429,7 @@ class Supervisor:
             self._timer.cancel()
         intent = self.intent
         assert intent is not None
+        await self._close_network()  # first: its report and its state then change at once
         kind = exit_kind(intent)
         if kind is not None:
             self.report(self.server_id, kind, exit_details(record), exit_key=exit_key(record))
@@ -413,6 +491,7 @@ class Supervisor:
         self.roster = PlayerRoster(self.template.players)
         if not intent.active:  # it ended and was reported: stopped, numbered on from there
             self.last_n = intent.last_line
+            await self._close_network()  # where the agent before ended before it could
             return
         self.keeper = KeeperHandle(self.run_dir)
         self.last_n = intent.line_base

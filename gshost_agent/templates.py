@@ -71,14 +71,15 @@ class GameTemplate:
 
 
 def available_games(directory: Path = GAMES_DIR) -> tuple[str, ...]:
-    return tuple(sorted(path.stem for path in directory.glob("*.toml") if _NAME.match(path.stem)))
+    names = (path.stem for path in directory.glob("*.toml") if _NAME.fullmatch(path.stem))
+    return tuple(sorted(names))
 
 
 @cache
 def load_template(name: str, directory: Path = GAMES_DIR) -> GameTemplate:
     """The template of game `name` (from `directory`, default the shipped games); UnknownGame
     when there is none."""
-    if not _NAME.match(name) or not (directory / f"{name}.toml").is_file():
+    if not _NAME.fullmatch(name) or not (directory / f"{name}.toml").is_file():
         raise UnknownGame(name)
     data = tomllib.loads((directory / f"{name}.toml").read_text())
     players = data.get("players")

@@ -290,9 +290,26 @@ async def _upload(
             async with session.put(url, data=body, headers=headers, ssl=verify) as answer:
                 if answer.status >= 300:
                     raise TransferError(502, "transfer_failed", await _refusal(answer))
+                received = await _receipt(answer)
     except (TimeoutError, aiohttp.ClientError, ssl.SSLError) as error:
         why = f"the target did not take the archive ({type(error).__name__})"
         raise TransferError(502, "transfer_failed", why) from error
+    # Committed only on the target's word that it holds these very bytes.
+    if received != (archived.size_bytes, archived.sha256):
+        why = "the target's copy differs from the archive sent (its SHA-256 or size)"
+        raise TransferError(502, "transfer_failed", why)
+
+
+async def _receipt(answer: aiohttp.ClientResponse) -> tuple[int, str] | None:
+    """The size and SHA-256 the target says it received, or None when it says neither."""
+    try:
+        body = await answer.json(content_type=None)
+        size, sha256 = body["size_bytes"], body["sha256"]
+    except (ValueError, TypeError, KeyError, aiohttp.ClientError):
+        return None
+    if not isinstance(size, int) or isinstance(size, bool) or not isinstance(sha256, str):
+        return None
+    return size, sha256.lower()
 
 
 async def _read_chunks(archive: Path) -> AsyncIterator[bytes]:

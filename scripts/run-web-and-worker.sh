@@ -11,8 +11,7 @@
 #   PORT            web port (8000)
 #   RECEIVER_PORT   the receiver's port (8443)
 #   AGENT_PORT      the local agent's HTTPS port (8444)
-#   AGENT_DATA_DIR  the local agent's data (run/demo/agent/data, or under /tmp when the game
-#                   user could not reach that)
+#   AGENT_DATA_DIR  the local agent's data (run/demo/agent/data)
 #   DEMO=1          also run `manage.py demo` with a webhook to the receiver and the node `local`
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -122,23 +121,12 @@ export WEBHOOK_ALLOWED_NETWORKS=127.0.0.1/32
 export DEV_WEBHOOK_LOOPBACK_HOSTS=$RECEIVER_HOST
 export DEBUG=${DEBUG:-true}
 
-# The local agent's files. Its games run as an unprivileged user when this runs as root: their
-# data directory must be reachable by that user, which a checkout under a private home is not.
+# The local agent's files, under the checkout (never a predictable path in /tmp: the agent
+# refuses a data directory someone else made first). Its games see their own directory only,
+# inside their sandboxes, so it need not be reachable by the game user from outside.
 AGENT_DIR="$RUN_DIR/agent"
-if [[ -z "${AGENT_DATA_DIR:-}" ]]; then
-  AGENT_DATA_DIR="$AGENT_DIR/data"
-  if [[ $(id -u) == 0 ]] && ! "$PY" - "$AGENT_DIR" <<'PYTHON'; then
-import os, stat, sys
-path = os.path.abspath(sys.argv[1])
-while path != "/":
-    path = os.path.dirname(path)
-    if not os.stat(path).st_mode & stat.S_IXOTH:
-        sys.exit(1)
-PYTHON
-    AGENT_DATA_DIR="/tmp/gshost-make-run-$(printf %s "$RUN_DIR" | sha1sum | cut -c1-12)"
-  fi
-fi
-mkdir -p "$AGENT_DATA_DIR"
+AGENT_DATA_DIR=${AGENT_DATA_DIR:-"$AGENT_DIR/data"}
+(umask 077 && mkdir -p "$AGENT_DATA_DIR")
 
 if [[ "${DEMO:-0}" == 1 ]]; then
   "$PY" scripts/dev-agent-cert.py "$AGENT_DIR"

@@ -8,6 +8,7 @@ found under the test's data directory.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -28,6 +29,8 @@ import pytest
 import requests
 import trustme
 
+from gshost_agent import sandbox
+from gshost_agent.netns import Networks, Registry
 from tests.agent.control_plane import TOKEN, ControlPlane
 from tests.agent.lines import LineReader, free_port, wait_until
 
@@ -84,6 +87,17 @@ files = ["escaper.py"]
 ready_pattern = '^ready$'
 stop_command = ""
 """,
+    # A customer's game that attacks its node: it runs the probe each console line names
+    # (HOSTILE below) and prints what came of it.
+    "hostile": """
+name = "hostile"
+command = ["{python}", "-I", "{game_files}/hostile.py", "{port}"]
+environment = { PYTHONUNBUFFERED = "1" }
+files = ["hostile.py"]
+ready_pattern = '^ready$'
+stop_command = ""
+stop_timeout_seconds = 2
+""",
     # Prints who it is, then tries to read each path the console gives it.
     "snoop": """
 name = "snoop"
@@ -113,6 +127,71 @@ for line in sys.stdin:
         print(f"refused {path}: {type(error).__name__}", flush=True)
 """
 
+HOSTILE = """
+import os, socket, sys, threading, time
+
+def serve(listener):
+    while True:
+        client, _ = listener.accept()
+        client.sendall(b"HOSTILE\\n")
+        client.close()
+
+def probe(words):
+    name, arguments = words[0], words[1:]
+    if name == "kill":  # kill PID SIGNAL
+        os.kill(int(arguments[0]), int(arguments[1]))
+        return "sent"
+    if name == "pids":
+        return " ".join(sorted((e for e in os.listdir("/proc") if e.isdigit()), key=int))
+    if name == "bind":  # takes a port on all addresses and answers HOSTILE
+        listener = socket.create_server(("0.0.0.0", int(arguments[0])))
+        threading.Thread(target=serve, args=(listener,), daemon=True).start()
+        return "bound"
+    if name == "connect":  # HOST PORT
+        socket.create_connection((arguments[0], int(arguments[1])), timeout=3).close()
+        return "connected"
+    if name == "put":  # PATH: a file with a line in it
+        with open(arguments[0], "w") as file:
+            file.write("secret\\n")
+        return "written"
+    if name == "ls":
+        return "[" + ",".join(sorted(os.listdir(arguments[0]))) + "]"
+    if name == "fill":  # PATH MB: a megabyte at a time, kept on disk
+        with open(arguments[0], "wb") as file:
+            for _ in range(int(arguments[1])):
+                file.write(b"x" * (1 << 20))
+                file.flush()
+        return "filled"
+    if name == "fork":  # N children that wait a while, then end
+        children = 0
+        try:
+            for _ in range(int(arguments[0])):
+                if os.fork() == 0:
+                    time.sleep(3)
+                    os._exit(0)
+                children += 1
+        finally:
+            print(f"forked {children}", flush=True)
+        return "all forked"
+    if name == "spin":  # SECONDS of wall time busy: the CPU seconds it got
+        end = time.monotonic() + float(arguments[0])
+        begun = time.process_time()
+        while time.monotonic() < end:
+            pass
+        return f"{time.process_time() - begun:.2f}"
+    raise ValueError(f"no probe {name}")
+
+print("ready", flush=True)
+for line in sys.stdin:
+    words = line.split()
+    if not words:
+        continue
+    try:
+        print(f"{words[0]}: {probe(words)}", flush=True)
+    except Exception as error:
+        print(f"{words[0]}: failed {type(error).__name__}", flush=True)
+"""
+
 ESCAPER = """
 import subprocess, sys
 sleeper = [sys.executable, "-c", "import time; time.sleep(300)"]
@@ -134,6 +213,24 @@ while True:
 
 def new_server_id() -> str:
     return "srv_" + "".join(secrets.choice(BASE62) for _ in range(20))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def networks_swept() -> Iterator[None]:
+    """The networks of the games the fixtures killed (with their agents, which had no time to
+    remove them) are swept at the end, as the next agent on the machine would."""
+    yield
+    sandboxing = sandbox.detect(
+        privileged=os.geteuid() == 0, has_cgroups=True, allow_unsandboxed=False
+    )
+    if sandboxing.sandboxed:
+        networks = Networks(
+            sandboxing.tool("ip"),
+            sandboxing.tool("iptables"),
+            sandboxing.tool("iptables-restore"),
+            Registry(),
+        )
+        asyncio.run(networks.sweep())
 
 
 @pytest.fixture(scope="session")
@@ -161,6 +258,7 @@ def games_dir() -> Iterator[Path]:
     (directory / "snoop.py").write_text(SNOOP)
     (directory / "hog.py").write_text(HOG)
     (directory / "escaper.py").write_text(ESCAPER)
+    (directory / "hostile.py").write_text(HOSTILE)
     os.chmod(directory, 0o755)
     yield directory
     shutil.rmtree(directory, ignore_errors=True)
@@ -254,6 +352,13 @@ class Agent:
     def game_pid(self, server_id: str) -> int:
         return int(json.loads((self.run_dir(server_id) / "game.json").read_text())["pid"])
 
+    def game_process(self, server_id: str) -> psutil.Process:
+        """The game itself: inside its sandbox, below bubblewrap's two processes."""
+        process = psutil.Process(self.game_pid(server_id))
+        while process.name() == "bwrap":
+            process = wait_until(lambda p=process: next(iter(p.children()), None), timeout=10)
+        return process
+
     def keeper_pid(self, server_id: str) -> int:
         return int(json.loads((self.run_dir(server_id) / "game.json").read_text())["keeper_pid"])
 
@@ -315,7 +420,7 @@ class AgentFactory:
                 agent.process.kill()
                 agent.process.wait(timeout=10)
             for process in agent.leftovers():
-                with contextlib.suppress(psutil.Error):
+                with contextlib.suppress(psutil.Error, OSError):  # a sandboxed game leads none
                     os.killpg(process.pid, signal.SIGKILL)
                 with contextlib.suppress(psutil.Error):
                     process.kill()

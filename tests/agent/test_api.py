@@ -57,6 +57,7 @@ def test_it_answers_401_before_404_for_an_unknown_route(agent):
         "/v1/servers/srv_short/console",
         "/v1/servers/SRV_00000000000000000000/console",
         "/v1/servers/srv_0000000000000000000-/console",
+        "/v1/servers/srv_00000000000000000000%0A/console",  # a trailing newline: no whole match
     ],
 )
 def test_it_answers_404_for_a_malformed_server_id(agent, path):
@@ -116,3 +117,44 @@ def test_it_refuses_a_token_of_undecodable_bytes_with_401(agent):
     assert answer.status == 401
     assert answer.getheader("WWW-Authenticate", "").startswith("Bearer")
     connection.close()
+
+
+@pytest.fixture(scope="module")
+def known(module_agent, module_control_plane):
+    server_id, _ = module_agent.start_server()
+    module_control_plane.wait_for_report(server_id, "ready")
+    return server_id
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "console?after=%C2%B2",  # a digit to str.isdigit, not to int()
+        "console?after=" + "9" * 5000,
+        "console?after=-1",
+        "metrics?step=%C2%B2",
+        "metrics?step=0",
+        "metrics?step=" + "9" * 30,
+    ],
+)
+def test_it_answers_400_for_a_number_out_of_bounds_in_a_query(agent, known, query):
+    answer = agent.request("GET", f"/v1/servers/{known}/{query}")
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == "invalid_request"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("memory_mb", 1 << 40),
+        ("disk_mb", 0),
+        ("cpu_percent", 0),
+        ("processes", True),
+        ("processes", 1 << 40),
+    ],
+)
+def test_it_refuses_a_plan_out_of_bounds(agent, field, value):
+    body = {"game": "demo", "port": 27998, "memory_mb": 256, field: value}
+    answer = agent.request("POST", "/v1/servers/srv_0000000000000000plan/start", body)
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"].startswith(f"{field}: an integer from")

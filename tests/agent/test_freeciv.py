@@ -15,10 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.agent.conftest import wait_for_exit
+from tests.agent.conftest import new_server_id, wait_for_exit
 from tests.agent.lines import LineReader, free_port, wait_until
 
 FREECIV = Path("/usr/games/freeciv-server")
@@ -218,12 +217,12 @@ def test_a_restart_starts_it_again_with_new_settings(module_agent, module_contro
     assert players_of(module_agent, server_id)["max"] == 12
 
 
-def test_a_port_already_taken_is_a_failed_start(module_agent, module_control_plane, freeciv):
+def test_a_port_another_server_has_is_refused(module_agent, module_control_plane, freeciv):
     _, port = freeciv
-    server_id, _ = module_agent.start_server("freeciv", port=port)
-    report = module_control_plane.wait_for_report(server_id, "failed_to_start", timeout=30)
-    assert report["exit_code"] == 1
-    assert "0: bind failure: Address already in use (2 failed)" in report["last_output"]
+    body = {"game": "freeciv", "port": port, "memory_mb": 256, "settings": {}}
+    answer = module_agent.request("POST", f"/v1/servers/{new_server_id()}/start", body)
+    assert answer.status_code == 409
+    assert answer.json()["error"]["code"] == "port_in_use"
 
 
 def test_a_kill_is_a_crash_by_signal_9(module_agent, module_control_plane, freeciv):
@@ -236,7 +235,7 @@ def test_a_kill_is_a_crash_by_signal_9(module_agent, module_control_plane, freec
 
 def test_it_runs_as_the_game_user_and_keeps_its_files_in_its_directory(module_agent, freeciv):
     server_id, _ = freeciv
-    game = psutil.Process(module_agent.game_pid(server_id))
+    game = module_agent.game_process(server_id)
     assert game.uids().real != 0 and game.username() == "gshost-game"
     directory = module_agent.data_dir / "servers" / server_id
     assert game.cwd() == str(directory)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,13 @@ def test_it_says_oom_when_the_cgroup_killed_it(agent, control_plane):
 def test_it_leaves_nothing_of_a_game_behind_even_outside_its_process_group(agent, control_plane):
     server_id, _ = agent.start_server("escaper")
     control_plane.wait_for_report(server_id, "ready")
-    child = int(agent.wait_for_console(server_id, r"^child \d+$").split()[1])
+    agent.wait_for_console(server_id, r"^child \d+$")
+    game = agent.game_process(server_id)
+    # Its child left its session: it is in the game's process tree still (the pid it printed
+    # is its own namespace's), and the tree is all the agent's to end.
+    escaped = [child for child in game.children() if child.pid != game.pid]
+    assert escaped and all(os.getpgid(c.pid) != os.getpgid(game.pid) for c in escaped)
     agent.request("POST", f"/v1/servers/{server_id}/kill")
     control_plane.wait_for_report(server_id, "crashed")
-    wait_for_exit(child)
+    for child in escaped:
+        wait_for_exit(child.pid)

@@ -279,3 +279,66 @@ def test_a_source_killed_mid_upload_leaves_nothing_on_the_target_and_its_server_
     assert commit(target, server_id).status_code == 409
     assert not server_dir(target, server_id).exists()
     assert tree(server_dir(source, server_id)) == before and staged(source) == []
+
+
+class LyingTarget:
+    """An HTTPS "agent" that takes an upload and answers 200 with what it is told to say,
+    whatever it received (the red team's lying migration target)."""
+
+    def __init__(self, certificates: dict[str, Path], answer: dict[str, Any]) -> None:
+        import http.server
+        import json
+        import ssl
+        import threading
+
+        reply = json.dumps(answer).encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_PUT(self) -> None:
+                left = int(self.headers["Content-Length"])
+                while left > 0:
+                    left -= len(self.rfile.read(min(left, 1 << 16)))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(certificates["cert"], certificates["key"])
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"received": True},
+        {"size_bytes": 1, "sha256": "0" * 64},
+        {"size_bytes": None, "sha256": None},
+    ],
+)
+def test_a_target_that_does_not_confirm_the_archive_fails_the_transfer(
+    two_agents, control_plane, certificates, answer
+):
+    source, _ = two_agents
+    server_id = stopped_demo(source, control_plane)
+    before = tree(server_dir(source, server_id))
+    target = LyingTarget(certificates, answer)
+    try:
+        sent = send(source, server_id, target.url, new_token())
+    finally:
+        target.close()
+    assert sent.status_code == 502
+    assert sent.json()["error"]["code"] == "transfer_failed"
+    assert "differs from the archive sent" in sent.json()["error"]["message"]
+    assert tree(server_dir(source, server_id)) == before and staged(source) == []

@@ -247,7 +247,12 @@ def _demo_server(run: MakeRun, server: str) -> tuple[str, int]:
 
 def _game_process(run: MakeRun, server: str) -> int:
     wanted = f"demo_game.py --port {_demo_server(run, server)[1]} "
-    [pid] = [found.pid for found in processes() if wanted in command_line(found.pid) + " "]
+    # The game itself, not the sandbox's processes (bubblewrap's) whose command ends with its.
+    [pid] = [
+        found.pid
+        for found in processes()
+        if wanted in (line := command_line(found.pid) + " ") and "bwrap" not in line.split()[0]
+    ]
     return pid
 
 

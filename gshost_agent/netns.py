@@ -1,0 +1,329 @@
+"""A network of its own for each game: a network namespace, a veth pair to the node, and the
+game's port (TCP and UDP) forwarded to it from the node's addresses, loopback included.
+
+Slots: slot N is the /30 at 100.72.0.0 + 4N (the node's end .1, the game's .2), the namespace
+`gshN`, the node's end of the pair `gshhN`. Slots are claimed as files in one registry per
+machine (/run/gshost-sandbox/slots, gone at a reboot with the namespaces), so agents on one
+machine never share one, and whatever a crashed agent left (a namespace, forwarding rules of a
+game whose keeper is gone) is swept by the next agent to start.
+
+iptables (Debian's), in chains of their own:
+- nat GSHOST-DNAT (from PREROUTING and OUTPUT, for the node's own addresses): each game's port
+  to the game's address;
+- nat GSHOST-SNAT (from POSTROUTING): a player on the node's loopback is masqueraded (a
+  127.0.0.1 source cannot leave it), and games reach other hosts behind the node's address;
+- filter GSHOST-IN (from INPUT, for the node's ends of the pairs): a game reaches nothing on the
+  node itself (the agent, a database on loopback or any address), only answers to players.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import ipaddress
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger("gshost_agent.netns")
+
+REGISTRY = Path("/run/gshost-sandbox")
+NETWORK = ipaddress.IPv4Network("100.72.0.0/16")
+SLOT_COUNT = NETWORK.num_addresses // 4
+NETNS_DIR = Path("/run/netns")
+PREFIX = "gsh"
+# A slot claimed this long ago whose keeper never came is a crashed start's: swept.
+CLAIM_GRACE_SECONDS = 120.0
+COMMAND_TIMEOUT_SECONDS = 20.0
+
+
+class PortTaken(RuntimeError):
+    """Another server on this machine, or the node itself, has the port."""
+
+
+class NetworkError(RuntimeError):
+    """A namespace or its forwarding could not be made."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    number: int
+
+    @property
+    def netns(self) -> str:
+        return f"{PREFIX}{self.number}"
+
+    @property
+    def netns_path(self) -> Path:
+        return NETNS_DIR / self.netns
+
+    @property
+    def host_link(self) -> str:
+        return f"{PREFIX}h{self.number}"
+
+    @property
+    def game_link(self) -> str:
+        return f"{PREFIX}g{self.number}"
+
+    @property
+    def host_address(self) -> str:
+        return str(NETWORK.network_address + 4 * self.number + 1)
+
+    @property
+    def game_address(self) -> str:
+        return str(NETWORK.network_address + 4 * self.number + 2)
+
+
+def forwarding_rules(slot: Slot, port: int) -> list[str]:
+    """The slot's rules in GSHOST-DNAT, as iptables-save writes them (without -A/-D)."""
+    return [
+        f"GSHOST-DNAT -p {protocol} -m {protocol} --dport {port} "
+        f"-j DNAT --to-destination {slot.game_address}:{port}"
+        for protocol in ("tcp", "udp")
+    ]
+
+
+class Registry:
+    """The machine's slots: one JSON file each, claimed with O_EXCL under one lock."""
+
+    def __init__(self, root: Path = REGISTRY) -> None:
+        self.root = root
+        self.slots = root / "slots"
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        self.slots.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)
+        descriptor = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)
+
+    def entries(self) -> dict[int, dict[str, Any]]:
+        found = {}
+        with contextlib.suppress(FileNotFoundError):
+            for path in self.slots.iterdir():
+                if path.suffix == ".json" and path.stem.isdigit():
+                    with contextlib.suppress(OSError, ValueError):
+                        found[int(path.stem)] = json.loads(path.read_text())
+        return found
+
+    def claim(self, owner: dict[str, Any], port: int) -> Slot:
+        """A free slot for `owner`; PortTaken when a live slot forwards `port` already."""
+        with self.locked():
+            entries = self.entries()
+            for entry in entries.values():
+                if entry.get("port") == port and not stale(entry):
+                    raise PortTaken(f"port {port} is forwarded to another server on this node")
+            for number in range(SLOT_COUNT):
+                if number in entries:
+                    continue
+                path = self.slots / f"{number}.json"
+                with contextlib.suppress(FileExistsError):
+                    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(descriptor, "w") as file:
+                        json.dump({**owner, "port": port, "claimed_at": time.time()}, file)
+                    return Slot(number)
+        raise NetworkError("no network slot left on this machine")
+
+    def note_keeper(self, slot: Slot, keeper_pid: int) -> None:
+        path = self.slots / f"{slot.number}.json"
+        with contextlib.suppress(OSError, ValueError):
+            entry = json.loads(path.read_text())
+            temporary = path.with_name(f".{path.name}.tmp")
+            temporary.write_text(json.dumps({**entry, "keeper_pid": keeper_pid}))
+            os.replace(temporary, path)
+
+    def release(self, slot: Slot) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.slots / f"{slot.number}.json").unlink()
+
+
+def stale(entry: dict[str, Any]) -> bool:
+    """A slot nobody holds: its keeper is gone, or it never came."""
+    keeper_pid = entry.get("keeper_pid")
+    if keeper_pid is None:
+        return float(entry.get("claimed_at", 0)) < time.time() - CLAIM_GRACE_SECONDS
+    try:
+        os.kill(int(keeper_pid), 0)
+    except (ProcessLookupError, ValueError, TypeError):
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def host_port_in_use(port: int) -> bool:
+    """Something of the node's own listens on `port` (forwarding would hide it)."""
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        with socket.socket(socket.AF_INET, kind) as probe:
+            try:
+                probe.bind(("0.0.0.0", port))  # noqa: S104 (a probe, closed at once)
+            except OSError:
+                return True
+    return False
+
+
+async def run(*argv: str, stdin: str | None = None, check: bool = True) -> str:
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    data = stdin.encode() if stdin is not None else None
+    out, err = await asyncio.wait_for(process.communicate(data), COMMAND_TIMEOUT_SECONDS)
+    if check and process.returncode != 0:
+        raise NetworkError(f"{' '.join(argv[:3])}: {err.decode(errors='replace').strip()}")
+    return out.decode(errors="replace")
+
+
+BASE_NAT = [
+    "-A PREROUTING -m addrtype --dst-type LOCAL -j GSHOST-DNAT",
+    "-A OUTPUT -m addrtype --dst-type LOCAL -j GSHOST-DNAT",
+    "-A POSTROUTING -j GSHOST-SNAT",
+    f"-A GSHOST-SNAT -s 127.0.0.0/8 -d {NETWORK} -j MASQUERADE",
+    f"-A GSHOST-SNAT -s {NETWORK} ! -d {NETWORK} -j MASQUERADE",
+]
+BASE_FILTER = [
+    f"-A INPUT -i {PREFIX}h+ -j GSHOST-IN",
+    f"-A FORWARD -s {NETWORK} -j ACCEPT",
+    f"-A FORWARD -d {NETWORK} -j ACCEPT",
+    "-A GSHOST-IN -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+    "-A GSHOST-IN -j DROP",
+]
+SYSCTLS = {
+    "net/ipv4/ip_forward": "1",
+    "net/ipv4/conf/all/route_localnet": "1",  # the node's loopback forwards to games
+}
+
+
+class Networks:
+    """Makes and removes games' networks (as root)."""
+
+    def __init__(self, ip: str, iptables: str, iptables_restore: str, registry: Registry) -> None:
+        self.ip = ip
+        self.iptables = iptables
+        self.iptables_restore = iptables_restore
+        self.registry = registry
+        self._ready = False
+        # The registry's lock is a file lock, held across awaits: one coroutine at a time.
+        self._lock = asyncio.Lock()
+
+    async def prepare(self) -> None:
+        """The node's side, made once (the chains stay while the machine runs)."""
+        for key, value in SYSCTLS.items():
+            Path("/proc/sys", key).write_text(value)
+        async with self._lock:
+            await self._prepare_chains()
+        self._ready = True
+
+    async def _prepare_chains(self) -> None:
+        with self.registry.locked():
+            for table, base in (("nat", BASE_NAT), ("filter", BASE_FILTER)):
+                chains = ("GSHOST-DNAT", "GSHOST-SNAT") if table == "nat" else ("GSHOST-IN",)
+                present = await run(self.iptables, "-w", "-t", table, "-S", check=False)
+                if all(f"-N {chain}" in present for chain in chains):
+                    continue
+                lines = [f"*{table}", *(f":{chain} - [0:0]" for chain in chains), *base]
+                restore = "\n".join(lines) + "\nCOMMIT\n"
+                await run(self.iptables_restore, "-w", "--noflush", stdin=restore)
+
+    async def open(self, owner: dict[str, Any], port: int) -> Slot:
+        """A new network for a game listening on `port`; PortTaken when it is not free."""
+        if not self._ready:
+            await self.prepare()
+        if host_port_in_use(port):
+            raise PortTaken(f"port {port} is in use on this node")
+        async with self._lock:
+            slot = self.registry.claim(owner, port)
+        try:
+            await self._make(slot, port)
+        except BaseException:
+            await self.close(slot, port)
+            raise
+        return slot
+
+    async def _make(self, slot: Slot, port: int) -> None:
+        outside = "\n".join(
+            [
+                f"netns add {slot.netns}",
+                f"link add {slot.host_link} type veth peer name {slot.game_link} "
+                f"netns {slot.netns}",
+                f"addr add {slot.host_address}/30 dev {slot.host_link}",
+                f"link set {slot.host_link} up",
+            ]
+        )
+        inside = "\n".join(
+            [
+                f"addr add {slot.game_address}/30 dev {slot.game_link}",
+                f"link set {slot.game_link} up",
+                "link set lo up",
+                f"route add default via {slot.host_address}",
+            ]
+        )
+        await run(self.ip, "-batch", "-", stdin=outside + "\n")
+        await run(self.ip, "-n", slot.netns, "-batch", "-", stdin=inside + "\n")
+        rules = "\n".join(f"-A {rule}" for rule in forwarding_rules(slot, port))
+        await run(self.iptables_restore, "-w", "--noflush", stdin=f"*nat\n{rules}\nCOMMIT\n")
+
+    async def close(self, slot: Slot, port: int | None) -> None:
+        """The game's network gone (what of it exists), and its slot free."""
+        if port is not None:
+            rules = "\n".join(f"-D {rule}" for rule in forwarding_rules(slot, port))
+            restore = f"*nat\n{rules}\nCOMMIT\n"
+            try:
+                await run(self.iptables_restore, "-w", "--noflush", stdin=restore)
+            except NetworkError:  # some are gone already: the others one by one
+                for rule in forwarding_rules(slot, port):
+                    await run(self.iptables, "-w", "-t", "nat", "-D", *rule.split(), check=False)
+        if slot.netns_path.exists():
+            await run(self.ip, "netns", "delete", slot.netns, check=False)
+        self.registry.release(slot)
+
+    async def sweep(self) -> list[int]:
+        """What agents that are gone left: slots whose keeper is gone, and namespaces and
+        forwarding rules that no slot holds. The slots swept."""
+        async with self._lock:
+            return await self._sweep()
+
+    async def _sweep(self) -> list[int]:
+        swept = []
+        with self.registry.locked():
+            entries = self.registry.entries()
+            live = {number for number, entry in entries.items() if not stale(entry)}
+        for number, entry in entries.items():
+            if number not in live:
+                port = entry.get("port")
+                await self.close(Slot(number), port if isinstance(port, int) else None)
+                swept.append(number)
+        listed = await run(self.ip, "netns", "list", check=False)
+        for line in listed.splitlines():
+            name = line.split(" ", 1)[0]
+            digits = name.removeprefix(PREFIX)
+            if name.startswith(PREFIX) and digits.isdigit() and int(digits) not in live:
+                with self.registry.locked():
+                    if int(digits) in self.registry.entries():
+                        continue  # claimed meanwhile
+                    await run(self.ip, "netns", "delete", name, check=False)
+        present = await run(self.iptables, "-w", "-t", "nat", "-S", "GSHOST-DNAT", check=False)
+        for line in present.splitlines():
+            rule = line.removeprefix("-A ")
+            address = rule.rpartition("--to-destination ")[2].split(":")[0]
+            if rule == line or not address:
+                continue
+            number = (int(ipaddress.IPv4Address(address)) - int(NETWORK.network_address)) // 4
+            with self.registry.locked():
+                if number in self.registry.entries():
+                    continue
+                await run(self.iptables, "-w", "-t", "nat", "-D", *rule.split(), check=False)
+        return swept

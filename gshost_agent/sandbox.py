@@ -1,0 +1,167 @@
+"""Every game in a sandbox: what the node can do, and the command line that seals a game in.
+
+A sandboxed game runs, from the outside in:
+- in a network namespace of its own (`gshost_agent.netns`), entered with util-linux's
+  `nsenter`: only its port is forwarded to it from the node's addresses;
+- under Debian's `bubblewrap`: PID, IPC, UTS and mount namespaces, a read-only system (`/usr`,
+  `/etc` and the links to them), its server directory the only place it writes that lasts, the
+  template's files read-only, and a private `/tmp` and `/dev/shm` (tmpfs, sized to its memory
+  limit, counted in its memory cgroup and gone when it stops). Nothing else of the node (the
+  agent's data, the control plane's checkout, other servers) exists in there;
+- as its server's unprivileged user and group (`setpriv`), without capabilities and with
+  `no_new_privs` (setuid binaries give nothing);
+- in cgroups of its own (memory, pids, cpu), which the keeper makes and enters
+  (`gshost_agent.keeper`).
+
+Without these means (an agent that is not root, or the tools missing: scripts/ensure-sandbox.sh
+installs them) the agent refuses to start games, unless AGENT_ALLOW_UNSANDBOXED=true.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+SANDBOXED = "sandboxed"
+UNSANDBOXED = "unsandboxed"
+TOOLS = ("bwrap", "nsenter", "setpriv", "ip", "iptables", "iptables-restore", "env")
+# The system a game sees, read-only; what else the root holds is invisible to it.
+SYSTEM_DIRECTORIES = ("/usr", "/etc")
+SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# What the sandbox makes itself: nothing is created in or above these.
+GAME_TMP, GAME_SHM = "/tmp", "/dev/shm"  # noqa: S108 (the game's own, inside its sandbox)
+SANDBOX_MOUNTS = ("/", "/usr", "/etc", GAME_TMP, "/dev", "/proc")
+# bubblewrap's two processes (its monitor and the namespace's init) count in the game's pids.
+SANDBOX_PROCESSES = 2
+
+
+class SandboxUnavailable(RuntimeError):
+    """This node cannot sandbox games and was not told to run them unsandboxed."""
+
+
+@dataclass(frozen=True)
+class Sandboxing:
+    """What the node can do. `tools`: each tool's path, when it has them all."""
+
+    sandboxed: bool
+    reason: str = ""  # why not, when not
+    allow_unsandboxed: bool = False
+    tools: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def level(self) -> str:
+        return SANDBOXED if self.sandboxed else UNSANDBOXED
+
+    def describe(self) -> str:
+        """The node's isolation as its heartbeat and Django admin say it (at most 100
+        characters)."""
+        if self.sandboxed:
+            return "sandboxed: namespaces (pid, ipc, mount, net), cgroups, own uid/gid"
+        allowed = " (allowed by AGENT_ALLOW_UNSANDBOXED)" if self.allow_unsandboxed else ""
+        return f"unsandboxed{allowed}: {self.reason}"[:100]
+
+    def check_can_start(self) -> None:
+        if not self.sandboxed and not self.allow_unsandboxed:
+            raise SandboxUnavailable(
+                f"this node cannot sandbox games ({self.reason}); "
+                "scripts/ensure-sandbox.sh installs what it needs"
+            )
+
+    def tool(self, name: str) -> str:
+        return dict(self.tools)[name]
+
+
+def detect(*, privileged: bool, has_cgroups: bool, allow_unsandboxed: bool) -> Sandboxing:
+    if not privileged:
+        reason = "the agent does not run as root"
+        return Sandboxing(False, reason, allow_unsandboxed)
+    found = {name: shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin") for name in TOOLS}
+    missing = sorted(name for name, path in found.items() if path is None)
+    if missing:
+        return Sandboxing(False, "missing " + ", ".join(missing), allow_unsandboxed)
+    if not has_cgroups:
+        return Sandboxing(False, "no writable cgroup hierarchy", allow_unsandboxed)
+    if not Path("/proc/self/ns/net").exists():
+        return Sandboxing(False, "no network namespaces", allow_unsandboxed)
+    tools = tuple((name, str(path)) for name, path in found.items())
+    return Sandboxing(True, "", allow_unsandboxed, tools)
+
+
+@dataclass(frozen=True)
+class GameBox:
+    """One game's sandbox: where it lives and who it runs as."""
+
+    netns: Path  # the network namespace's file (/run/netns/NAME)
+    server_dir: Path
+    game_files: Path
+    uid: int
+    gid: int
+    memory_mb: int
+
+
+def sandboxed_command(sandboxing: Sandboxing, box: GameBox, argv: Iterable[str]) -> list[str]:
+    """`argv` run inside `box`: an argument list, never a shell line."""
+    tmpfs_bytes = str(box.memory_mb << 20)  # at most its memory; the cgroup counts it anyway
+    command = [
+        sandboxing.tool("nsenter"),
+        f"--net={box.netns}",
+        "--",
+        sandboxing.tool("bwrap"),
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "gshost-game",
+        "--die-with-parent",
+    ]
+    for directory in SYSTEM_DIRECTORIES:
+        command += ["--ro-bind", directory, directory]
+    for link in SYSTEM_LINKS:
+        if os.path.islink(link):
+            command += ["--symlink", os.readlink(link), link]
+        elif os.path.isdir(link):
+            command += ["--ro-bind", link, link]
+    command += ["--proc", "/proc", "--dev", "/dev"]
+    command += ["--perms", "1777", "--size", tmpfs_bytes, "--tmpfs", GAME_TMP]
+    command += ["--perms", "1777", "--size", tmpfs_bytes, "--tmpfs", GAME_SHM]
+    for parent in _parents_to_make(box.server_dir, box.game_files):
+        command += ["--perms", "0711", "--dir", str(parent)]
+    command += ["--bind", str(box.server_dir), str(box.server_dir)]
+    command += ["--ro-bind", str(box.game_files), str(box.game_files)]
+    command += ["--chdir", str(box.server_dir), "--"]
+    command += [
+        sandboxing.tool("setpriv"),
+        f"--reuid={box.uid}",
+        f"--regid={box.gid}",
+        f"--groups={box.gid}",
+        "--no-new-privs",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--",
+        # The keeper has bubblewrap ignore stop signals (the game's to handle): reset them.
+        sandboxing.tool("env"),
+        "--default-signal",
+        "--",
+        *argv,
+    ]
+    return command
+
+
+def _parents_to_make(*paths: Path) -> list[Path]:
+    """The directories above `paths` that the sandbox must create (made 0711: passable, not
+    listable), outermost first."""
+    made: list[Path] = []
+    for path in paths:
+        for parent in reversed(path.parents):
+            text = str(parent)
+            if text in SANDBOX_MOUNTS or any(
+                text.startswith(system + "/") for system in SYSTEM_DIRECTORIES
+            ):
+                continue
+            if parent not in made:
+                made.append(parent)
+    return made
