@@ -14,7 +14,7 @@ from freezegun import freeze_time
 from audit.actors import Actor
 from servers.backup_storage import backup_download_url, backup_key
 from servers.jobs import backup_create, job_finish
-from servers.models import Backup, BackupLocation, Server
+from servers.models import Backup, BackupLocation, BackupState, Server
 from servers.object_storage import (
     GET_URL_SECONDS,
     PART_URL_SECONDS,
@@ -152,7 +152,7 @@ def test_a_backup_job_tells_the_agent_to_stream_to_the_bucket(
     assert seaweedfs.uploads(bucket) == [backup_key(backup)]
 
 
-def test_a_backup_the_agent_refuses_leaves_no_upload(
+def test_a_backup_the_agent_refuses_fails_and_leaves_no_upload(
     bucket, demo_server, stand_in_agent, seaweedfs
 ):
     path = f"/v1/servers/{demo_server.id}/jobs"
@@ -162,4 +162,4 @@ def test_a_backup_the_agent_refuses_leaves_no_upload(
         new_backup(demo_server)
 
     assert seaweedfs.uploads(bucket) == []
-    assert not Backup.objects.exists()
+    assert list(Backup.objects.values_list("state", flat=True)) == [BackupState.FAILED]
