@@ -11,6 +11,8 @@ from accounts import key_records
 from gshost import process_state
 from gshost.process_state import ProcessState
 from tests.conftest import API, client_for
+from webhooks.targets import client, transport
+from webhooks.targets.dev_loopback import LOOPBACK
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
@@ -160,3 +162,18 @@ def test_reset_all_forgets_the_cached_key_records(make_key):
     assert key.key_id in key_records._cache
     process_state.reset_all()
     assert key.key_id not in key_records._cache
+
+
+def test_reset_all_forgets_the_webhook_ssl_contexts():
+    transport.ssl_context_for(None)
+    assert transport._build_ssl_context.cache_info().currsize == 1
+    process_state.reset_all()
+    assert transport._build_ssl_context.cache_info().currsize == 0
+
+
+def test_reset_all_puts_back_the_sender_factory_the_settings_ask_for(settings, monkeypatch):
+    monkeypatch.setattr(client, "sender_factory", lambda config: None)
+    settings.DEV_WEBHOOK_LOOPBACK_HOSTS = ["receiver.gshost-demo.example"]
+    process_state.reset_all()
+    resolve = client.sender_factory.keywords["resolve"]
+    assert resolve("receiver.gshost-demo.example", 443) == [LOOPBACK]

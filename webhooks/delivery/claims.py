@@ -106,15 +106,16 @@ def _claim_compare_and_set(
     now = timezone.now()
     # A stamp of its own (sub-millisecond jitter): the rows that carry it are this claim's.
     lease = now + lease_duration() + timedelta(microseconds=random.randrange(1, 1000))
-    if ids is None:
-        candidates = Delivery.objects.filter(due(now)).exclude(webhook_id__in=list(skip_webhooks))
-        ids = list(candidates.values_list("id", flat=True)[:limit])
-    if not ids:
+    candidates = Delivery.objects.filter(due(now)).exclude(webhook_id__in=list(skip_webhooks))
+    if ids is not None:
+        candidates = candidates.filter(id__in=list(ids))
+    picked = list(candidates.values_list("id", flat=True)[:limit])
+    if not picked:
         return []
-    Delivery.objects.filter(due(now), id__in=list(ids)).update(
+    Delivery.objects.filter(due(now), id__in=picked).update(
         lease_expires_at=lease, first_attempt_at=Coalesce(F("first_attempt_at"), Value(now))
     )
-    rows = Delivery.objects.filter(id__in=list(ids), lease_expires_at=lease)
+    rows = Delivery.objects.filter(id__in=picked, lease_expires_at=lease)
     return _claims_of(rows.values_list(*_COLUMNS))
 
 

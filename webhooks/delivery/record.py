@@ -95,6 +95,7 @@ def _write_in_transaction(changes: Sequence[Change]) -> dict[str, tuple[int, boo
     """Elsewhere (SQLite, the demo): a few statements per row. Per delivery still there:
     (attempt number, whether its state moved)."""
     written: dict[str, tuple[int, bool]] = {}
+    counted: list[rollup.OutcomeChange] = []
     with transaction.atomic():
         for done, after in changes:
             claim = done.claim
@@ -114,8 +115,9 @@ def _write_in_transaction(changes: Sequence[Change]) -> dict[str, tuple[int, boo
                 ),
             )
             if applied:  # else retaken by another worker: its holder moves the state
-                rollup.apply_changes(_rollup(claim, after))
+                counted += _rollup(claim, after)
             written[claim.delivery_id] = (number, applied == 1)
+        rollup.apply_changes(counted)  # summed over the batch, as in one statement
     return written
 
 
