@@ -16,12 +16,14 @@ import json
 import os
 import pty
 import re
+import select
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import termios
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,6 +32,12 @@ from pathlib import Path
 import pytest
 
 from tests.processes import command_line, descendants, process, processes
+
+# make run is SQLite and the ORM broker whatever the suite runs on: once, in the SQLite pass.
+pytestmark = pytest.mark.skipif(
+    os.environ.get("DATABASE_URL", "").startswith("postgres"),
+    reason="make run runs on SQLite; the SQLite pass runs it",
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_SERVERS = ("Survival", "Creative", "Racing league")
@@ -72,11 +80,12 @@ def _take_the_terminal() -> None:
 
 class Terminal:
     """An interactive bash on a pseudo-terminal, with job control: what a terminal window runs.
-    What is typed is echoed back to the terminal, which nobody reads: a few hundred bytes, far
-    below what a pseudo-terminal holds."""
+    Everything written to the terminal (what is typed, echoed, and all that `make run` prints)
+    is copied to ``log`` until the window is closed."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], log: Path) -> None:
         self.master, replica = pty.openpty()
+        self.log = log
         self.shell = subprocess.Popen(
             ["bash", "--norc", "--noprofile", "-i"],
             cwd=ROOT,
@@ -88,16 +97,34 @@ class Terminal:
             preexec_fn=_take_the_terminal,
         )
         os.close(replica)
-        self.open = True
+        self.closing = threading.Event()
+        self.reader = threading.Thread(target=self._copy_to_log, daemon=True)
+        self.reader.start()
+
+    def _copy_to_log(self) -> None:
+        with self.log.open("ab") as out:
+            while not self.closing.is_set():
+                ready, _, _ = select.select([self.master], [], [], 0.1)
+                if not ready:
+                    continue
+                try:
+                    chunk = os.read(self.master, 65536)
+                except OSError:  # every process of the terminal is gone
+                    return
+                if not chunk:
+                    return
+                out.write(chunk)
+                out.flush()
 
     def type(self, keys: bytes) -> None:
         os.write(self.master, keys)
 
     def close(self) -> None:
         """The window is closed: the kernel hangs up the terminal and its shell gets SIGHUP."""
-        if self.open:
+        if not self.closing.is_set():
+            self.closing.set()
+            self.reader.join()
             os.close(self.master)
-            self.open = False
 
 
 @dataclass
@@ -140,9 +167,9 @@ class Checkout:
 
     def start(self) -> MakeRun:
         self.runs += 1
-        log = self.workdir / f"make-run-{self.runs}.log"
-        terminal = Terminal(self.env)
-        terminal.type(f"make run > {log} 2>&1\n".encode())
+        log = self.workdir / f"terminal-{self.runs}.log"
+        terminal = Terminal(self.env, log)
+        terminal.type(b"make run\n")
         run = MakeRun(terminal, log)
         _wait_for(
             lambda: all(_receiver_saw(run, "server.started", name) for name in DEMO_SERVERS),
@@ -257,8 +284,10 @@ def _game_process(run: MakeRun, server: str) -> int:
 
 
 def _assert_everything_stops(
-    run: MakeRun, checkout: Checkout, end: Callable[[MakeRun], None]
+    run: MakeRun, checkout: Checkout, end: Callable[[MakeRun], None], *, seen: bool = True
 ) -> None:
+    """``end`` ends the run; everything it started is gone, and its ports are free. Unless the
+    terminal is gone (``seen`` false), the script said so on it."""
     started = run.started()
     commands = " ".join(command_line(pid) for pid in started)
     for name in ("qcluster", "gunicorn", "demo_receiver", "gshost_agent", "demo_game.py"):
@@ -270,7 +299,8 @@ def _assert_everything_stops(
         "the end of every process make run started",
         run.log,
     )
-    assert STOPPED in run.output()
+    if seen:
+        assert STOPPED in run.output()
     assert all(_port_free(port) for port in checkout.ports)
 
 
@@ -331,7 +361,7 @@ def test_ctrl_c_stops_everything_it_started(running, checkout):
 
 def test_a_closed_terminal_stops_everything_it_started(checkout):
     with _make_run(checkout) as run:
-        _assert_everything_stops(run, checkout, lambda run: run.terminal.close())
+        _assert_everything_stops(run, checkout, lambda run: run.terminal.close(), seen=False)
 
 
 def test_sigterm_to_make_stops_everything_it_started(checkout):

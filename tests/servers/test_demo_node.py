@@ -85,3 +85,22 @@ def test_startservers_waits_for_a_node_that_comes_online(acme, demo_server, agen
     beat(agent_node)  # online by the time it looks
     out = run("startservers", "acme", "--wait", "5")
     assert "starting on node-1" in out
+
+
+class _AnsweredOnce(dict):
+    """Scripted answers that are given once each; then the stand-in answers as usual."""
+
+    def get(self, key, default=None):
+        return self.pop(key, default)
+
+
+def test_startservers_tries_again_while_the_node_is_unavailable_within_the_wait(
+    acme, demo_server, stand_in_agent: StandInAgent
+):
+    """As after a make run that ended: the node's last heartbeat still looks fresh, but the
+    agent starting now does not answer yet. Once it does, the server is started."""
+    start = ("POST", f"/v1/servers/{demo_server.id}/start")
+    stand_in_agent.answers = _AnsweredOnce({start: (503, {"error": {"code": "starting"}})})
+    out = run("startservers", "acme", "--wait", "30")
+    assert f"{demo_server.id} Demo: starting on node-1" in out
+    assert len(stand_in_agent.calls("POST")) == 2

@@ -41,6 +41,13 @@ def test_it_creates_a_webhook_and_answers_201_with_its_signing_secret(admin):
     assert TIMESTAMP.fullmatch(body["created_at"]) and TIMESTAMP.fullmatch(body["updated_at"])
 
 
+def test_it_ignores_a_member_the_schema_does_not_name_as_the_schema_allows(admin):
+    response = create(admin, colour="blue", event_types=["server.stopped"], nested={"a": [1]})
+    assert response.status_code == 201
+    assert set(response.json()) == RECORD_FIELDS | {"signing_secret"}
+    assert response.json()["events"] == ["server.started"]
+
+
 def test_it_stores_the_url_exactly_as_given(admin):
     url = "HTTPS://Hooks.Example.com:443/a%20b?x=1"
     assert create(admin, url=url).json()["url"] == url

@@ -1,8 +1,11 @@
 """`startservers SLUG [--wait SECONDS]`: start every stopped server of the organization that
 runs on an agent node (`make run` starts the demo's real game servers with it).
 
-A node that has not reported yet is waited for, up to --wait seconds (default 0). A server
-that cannot start now (its node unreachable, a job under way) is named and left as it is.
+A node that has not reported yet is waited for, up to --wait seconds (default 0), and so is one
+that turns out unavailable while its servers are started (a heartbeat of an agent that has
+since stopped made it look online; the agent starting now has not sent one yet). A server that
+cannot start (its node still unreachable at the deadline, a job under way) is named and left
+as it is.
 """
 
 import time
@@ -13,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from accounts.selectors import organization_get_by_slug
 from audit.actors import Actor
 from gshost.errors import DomainError
+from servers.errors import NodeUnavailable
 from servers.models import Node, NodeKind, NodeState, Server, ServerState
 from servers.services import PowerAction, server_power
 
@@ -33,19 +37,29 @@ class Command(BaseCommand):
         stopped = Server.objects.filter(
             organization=organization, state=ServerState.STOPPED, node__kind=NodeKind.AGENT
         ).select_related("node")
-        _wait_for_nodes({server.node_id for server in stopped}, options["wait"])
+        deadline = time.monotonic() + options["wait"]
+        _wait_for_nodes({server.node_id for server in stopped}, deadline)
         actor = Actor.system("startservers command")
-        for server in stopped:
-            try:
-                server_power(server=server, action=PowerAction.START, actor=actor)
-            except DomainError as error:
-                self.stderr.write(f"{server.id} {server.name}: not started ({error})")
-            else:
-                self.stdout.write(f"{server.id} {server.name}: starting on {server.node.name}")
+        waiting = list(stopped)
+        while waiting:
+            waiting = [server for server in waiting if not self._start(server, actor, deadline)]
+            if waiting:
+                time.sleep(POLL_SECONDS)
+
+    def _start(self, server: Server, actor: Actor, deadline: float) -> bool:
+        """Whether this server is done with: started, or refused for good."""
+        try:
+            server_power(server=server, action=PowerAction.START, actor=actor)
+        except DomainError as error:
+            if isinstance(error, NodeUnavailable) and time.monotonic() < deadline:
+                return False
+            self.stderr.write(f"{server.id} {server.name}: not started ({error})")
+        else:
+            self.stdout.write(f"{server.id} {server.name}: starting on {server.node.name}")
+        return True
 
 
-def _wait_for_nodes(node_ids: set[int], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
+def _wait_for_nodes(node_ids: set[int], deadline: float) -> None:
     while time.monotonic() < deadline:
         nodes = Node.objects.filter(id__in=node_ids)
         if all(node.state() == NodeState.ONLINE for node in nodes):
