@@ -6,7 +6,7 @@ each (the other replica taken out of HAProxy's rotation, the other worker host s
 each phase: Locust's requests/s, p50 and p99 per route, the deliveries completed per second and
 the event -> first attempt p50/p99 (from the delivery rows), and the ratio of the two.
 
-    .venv/bin/python bench/load/run.py [--phase-seconds 120] [--users 1000] [--pacing 10]
+    .venv/bin/python bench/load/run.py [--phase-seconds 120] [--users 1000] [--pacing 30]
         [--nodes 250] [--servers 10000] [--events-per-second 4] [--burst-every 30]
 
 Needs root (network namespaces), Debian's HAProxy and PgBouncer, PostgreSQL on 127.0.0.1.
@@ -47,7 +47,7 @@ def options() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--phase-seconds", type=int, default=120)
     parser.add_argument("--users", type=int, default=1000)
-    parser.add_argument("--pacing", type=float, default=10.0, help="seconds between a key's calls")
+    parser.add_argument("--pacing", type=float, default=30.0, help="seconds between a key's calls")
     parser.add_argument("--nodes", type=int, default=250)
     parser.add_argument("--servers", type=int, default=10_000)
     parser.add_argument("--organizations", type=int, default=100)
