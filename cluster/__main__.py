@@ -80,9 +80,13 @@ def main() -> int:
 
 
 def _watch(cluster: Cluster) -> None:
-    """Say when a host dies: the cluster keeps serving with the others."""
+    """Say when a host dies: the cluster keeps serving with the others. Stop when the parent
+    goes (SIGTERM to `make` ends make alone: its children are orphaned)."""
     reported: set[str] = set()
+    parent = os.getppid()
     while True:
+        if os.getppid() != parent:
+            raise Stop("parent exited")
         for process in [*cluster.web, *cluster.workers]:
             if not process.running() and process.name not in reported:
                 reported.add(process.name)

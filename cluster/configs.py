@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# HAProxy probes every replica's /readyz each second; two failures take it out, two successes
-# bring it back: a dead replica stops getting requests within about 2 s.
+# HAProxy probes every replica's /readyz each second; three failures take it out, two
+# successes bring it back. A dead replica refuses the probe at once: out within about 3 s. A
+# busy one has CHECK_TIMEOUT to answer, so a load peak does not empty the pool.
 CHECK_INTERVAL_MS = 1000
-CHECK_FALL = 2
+CHECK_FALL = 3
 CHECK_RISE = 2
+CHECK_TIMEOUT = "3s"
 # One JSON line in the API's envelope when no replica can answer.
 NO_REPLICA_BODY = (
     '{"error": {"code": "service_unavailable", '
@@ -25,10 +27,15 @@ class Backend:
     name: str
     address: str
     port: int
+    # Requests in flight on the replica at once: its threads. Beyond that HAProxy queues them
+    # (`timeout queue`), so a replica never holds a backlog its health check would wait behind.
+    maxconn: int
 
 
 def haproxy_config(*, port: int, backends: Sequence[Backend], stats_socket: str) -> str:
-    servers = "\n".join(f"    server {b.name} {b.address}:{b.port} check" for b in backends)
+    servers = "\n".join(
+        f"    server {b.name} {b.address}:{b.port} check maxconn {b.maxconn}" for b in backends
+    )
     return f"""global
     maxconn 4096
     stats socket {stats_socket} mode 600 level admin
@@ -40,7 +47,8 @@ defaults
     timeout client 60s
     timeout server 60s
     timeout http-request 10s
-    timeout queue 5s
+    timeout queue 10s
+    timeout check {CHECK_TIMEOUT}
     # A connection refused by a dead replica is retried once on another one; a request that
     # reached a replica is never sent twice (it may have been a write).
     retries 1
@@ -60,8 +68,7 @@ backend web
     option httpchk
     http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
     http-check expect rstring "\\"database\\": \\"ok\\""
-    default-server inter {CHECK_INTERVAL_MS} fall {CHECK_FALL} rise {CHECK_RISE} \
-        on-marked-down shutdown-sessions
+    default-server inter {CHECK_INTERVAL_MS} fall {CHECK_FALL} rise {CHECK_RISE}
     http-error status 503 content-type application/json string '{NO_REPLICA_BODY}' hdr Retry-After 5
 {servers}
 """

@@ -249,7 +249,11 @@ class Cluster:
         return self._process(name, host.command([sys.executable, "manage.py", "qcluster"]), env)
 
     def _start_haproxy(self) -> None:
-        backends = [Backend(p.name, self.hosts[p.name].address, WEB_PORT) for p in self.web]
+        threads = int(self.host_env().get("GUNICORN_THREADS", "8"))
+        maxconn = self.settings.web_workers * threads
+        backends = [
+            Backend(p.name, self.hosts[p.name].address, WEB_PORT, maxconn) for p in self.web
+        ]
         config = self.run_dir / "haproxy.cfg"
         config.write_text(
             haproxy_config(

@@ -48,6 +48,13 @@ def options() -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=0.0, help="rows per second")
     parser.add_argument("--purge-every", type=float, default=60.0)
     parser.add_argument("--body-rows", type=int, default=500_000)
+    parser.add_argument(
+        "--backlog-minutes",
+        type=float,
+        default=0.0,
+        help="rows already expired at the start, as if the purge last ran this long ago "
+        "(60: the first purge does what the hourly schedule does)",
+    )
     return parser.parse_args()
 
 
@@ -91,17 +98,20 @@ def row(organization_id: str, at: Any, number: int) -> dict[str, Any]:
     }
 
 
-def prefill(organization_id: str, rate: float, seconds: float, body_rows: int) -> int:
-    """The band that expires during the soak, then the body of younger rows."""
+def prefill(
+    organization_id: str, rate: float, seconds: float, body_rows: int, backlog: float
+) -> int:
+    """The backlog (already expired), the band that expires during the soak, then the body
+    of younger rows."""
     from django.utils import timezone
 
     from audit.buffer import audit_buffer
 
     now = timezone.now()
-    oldest = now - timedelta(hours=24, seconds=5)
-    band = int(rate * seconds)
+    oldest = now - timedelta(hours=24, seconds=5 + backlog)
+    band = int(rate * (seconds + backlog))
     youngest = now - timedelta(minutes=1)
-    body_start = oldest + timedelta(seconds=seconds)
+    body_start = oldest + timedelta(seconds=seconds + backlog)
     body_span = (youngest - body_start).total_seconds()
     moments = [oldest + timedelta(seconds=i / rate) for i in range(band)]
     moments += [
@@ -212,7 +222,8 @@ def main() -> int:
     organization_id = organization_create(slug="soak", name="Soak").id
     band = f"{rate:.0f} rows/s x {seconds:.0f} s about to expire"
     print(f"prefilling: {band} + {opts.body_rows} younger rows")
-    prefilled = prefill(organization_id, rate, seconds, opts.body_rows)
+    backlog = opts.backlog_minutes * 60
+    prefilled = prefill(organization_id, rate, seconds, opts.body_rows, backlog)
     soak = Soak(organization_id, rate, opts.purge_every)
     started = time.monotonic()
     threads = [
@@ -232,6 +243,8 @@ def main() -> int:
     rows = [s["rows"] for s in soak.samples]
     result = {
         "minutes": opts.minutes,
+        "backlog_minutes": opts.backlog_minutes,
+        "purge_every_seconds": opts.purge_every,
         "rate_rows_per_second": rate,
         "prefilled_rows": prefilled,
         "written_rows": soak.written,
@@ -256,7 +269,8 @@ def main() -> int:
         "samples": soak.samples,
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "audit_soak.json").write_text(json.dumps(result, indent=2))
+    name = f"audit_soak-{opts.minutes:g}min-backlog{opts.backlog_minutes:g}min.json"
+    (RESULTS / name).write_text(json.dumps(result, indent=2))
     print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=2))
     return 0
 

@@ -60,6 +60,7 @@ class Counts:
     deliveries: int = 0
     readings: int = 0
     delivery_ids: set[str] = field(default_factory=set)
+    statuses: dict[int, int] = field(default_factory=dict)  # of heartbeats and reports
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -72,6 +73,7 @@ class Counts:
             "deliveries": self.deliveries,
             "distinct_deliveries": len(self.delivery_ids),
             "readings": self.readings,
+            "statuses": self.statuses,
         }
 
 
@@ -129,7 +131,10 @@ class FarSide:
                     headers={"Authorization": f"Bearer {node.token}"},
                 ) as response:
                     await response.read()
-                    if response.status == 200:
+                    self.counts.statuses[response.status] = (
+                        self.counts.statuses.get(response.status, 0) + 1
+                    )
+                    if response.status in (200, 400, 403):  # the agent drops a 400 or 403
                         return
             except (TimeoutError, OSError, Exception):
                 pass

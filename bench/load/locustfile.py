@@ -20,7 +20,7 @@ _next_key = itertools.count()
 
 
 class Customer(FastHttpUser):
-    wait_time = constant_pacing(float(os.environ.get("LOAD_PACING_SECONDS", "10")))
+    wait_time = constant_pacing(float(os.environ.get("LOAD_PACING_SECONDS", "30")))
     # Locust's own pool: a customer keeps one connection to the load balancer.
     concurrency = 1
 

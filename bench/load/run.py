@@ -6,7 +6,7 @@ each (the other replica taken out of HAProxy's rotation, the other worker host s
 each phase: Locust's requests/s, p50 and p99 per route, the deliveries completed per second and
 the event -> first attempt p50/p99 (from the delivery rows), and the ratio of the two.
 
-    .venv/bin/python bench/load/run.py [--phase-seconds 120] [--users 1000] [--pacing 10]
+    .venv/bin/python bench/load/run.py [--phase-seconds 120] [--users 1000] [--pacing 30]
         [--nodes 250] [--servers 10000] [--events-per-second 4] [--burst-every 30]
 
 Needs root (network namespaces), Debian's HAProxy and PgBouncer, PostgreSQL on 127.0.0.1.
@@ -47,12 +47,13 @@ def options() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--phase-seconds", type=int, default=120)
     parser.add_argument("--users", type=int, default=1000)
-    parser.add_argument("--pacing", type=float, default=10.0, help="seconds between a key's calls")
+    parser.add_argument("--pacing", type=float, default=30.0, help="seconds between a key's calls")
     parser.add_argument("--nodes", type=int, default=250)
     parser.add_argument("--servers", type=int, default=10_000)
     parser.add_argument("--organizations", type=int, default=100)
     parser.add_argument("--events-per-second", type=float, default=4.0)
     parser.add_argument("--burst-every", type=float, default=30.0)
+    parser.add_argument("--table", action="store_true", help="print the last run's table only")
     return parser.parse_args()
 
 
@@ -176,14 +177,18 @@ def ratio(one: float | None, two: float | None) -> str:
 def table(results: dict[str, Any]) -> str:
     two, one = results["2 web + 2 workers"], results["1 web + 1 worker"]
     lines = [
-        "| route | 2+2 req/s | p50 ms | p99 ms | 1+1 req/s | p50 ms | p99 ms | req/s ratio |",
-        "|---|---|---|---|---|---|---|---|",
+        "| route | 2+2 req/s | p50 ms | p99 ms | failed | 1+1 req/s | p50 ms | p99 ms | failed "
+        "| req/s 2+2 : 1+1 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for route in [*ROUTES, "Aggregated"]:
         a, b = two["routes"].get(route), one["routes"].get(route)
         if a is None or b is None:
             continue
-        cells = [f"{r['rps']:.1f} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f}" for r in (a, b)]
+        cells = [
+            f"{r['rps']:.1f} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['failures']}"
+            for r in (a, b)
+        ]
         lines.append(f"| {route} | {cells[0]} | {cells[1]} | {ratio(b['rps'], a['rps'])} |")
     for label, key in [
         ("deliveries/s", "deliveries_per_second"),
@@ -192,12 +197,15 @@ def table(results: dict[str, Any]) -> str:
     ]:
         a, b = two[key], one[key]
         shown = [f"{v:.1f}" if v is not None else "—" for v in (a, b)]
-        lines.append(f"| {label} | {shown[0]} | | | {shown[1]} | | | {ratio(b, a)} |")
+        lines.append(f"| {label} | {shown[0]} | | | | {shown[1]} | | | | {ratio(b, a)} |")
     return "\n".join(lines)
 
 
 def main() -> int:
     opts = options()
+    if opts.table:
+        print(table(json.loads((RESULTS / "load.json").read_text())["phases"]))
+        return 0
     fresh_database()
     settings = ClusterSettings(
         database_url=DATABASE_URL,
@@ -246,6 +254,9 @@ def main() -> int:
         far.stdout.readline()  # {"ready": true}
         time.sleep(12)  # every node's first heartbeat: the nodes are online
         far.send_signal(signal.SIGUSR1)
+        print("warming up: 30 s of the same load, not measured")
+        warm_up = argparse.Namespace(**{**vars(opts), "phase_seconds": 30})
+        run_locust(cluster, warm_up, keys_file, "warm-up")
         print(f"phase 1: 2 web replicas + 2 worker hosts, {opts.phase_seconds} s")
         results = {"2 web + 2 workers": phase(cluster, opts, keys_file, "2x2")}
         cluster.disable_web("web2")

@@ -43,7 +43,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(skip)
 
 
-def _database_url() -> str:
+def cluster_database_url() -> str:
     given = os.environ.get("DATABASE_URL", "")
     assert given.startswith("postgres"), "the cluster tests need DATABASE_URL=postgres://..."
     parts = urlsplit(given)
@@ -117,7 +117,7 @@ def running_cluster(tmp_path: Path) -> Iterator[RunningCluster]:
     assert os.geteuid() == 0, "the cluster tests make network namespaces: run them as root"
     assert not tools_missing(), f"missing {tools_missing()}: scripts/ensure-cluster-tools.sh"
     settings = ClusterSettings(
-        database_url=_database_url(),
+        database_url=cluster_database_url(),
         run_dir=tmp_path / "cluster",
         env={
             "API_RATE_DEFAULT": "100000/min",
