@@ -60,6 +60,7 @@ bench: install
 	$(BIN)/python bench/agent_servers.py
 	$(BIN)/python bench/agent_backups.py
 	$(BIN)/python bench/agent_migration.py
+	$(BIN)/python bench/fleet.py
 
 bench-deliveries: install
 	./scripts/ensure-services.sh
