@@ -82,6 +82,7 @@ bench: install-dev
 	$(BIN)/python bench/agent_servers.py
 	$(BIN)/python bench/agent_backups.py
 	$(BIN)/python bench/agent_migration.py
+	$(BIN)/python bench/fleet.py
 
 bench-deliveries: install-dev
 	./scripts/ensure-services.sh

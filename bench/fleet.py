@@ -7,15 +7,18 @@ every 10 s listing its servers (spread evenly over the 10 s), and reports what i
 BENCH_REPORT_EVERY seconds). Three phases of BENCH_SECONDS each, in the same run:
 
 1. baseline: one node with BENCH_SERVERS servers, heartbeats and reports;
-2. BENCH_NODES nodes x BENCH_SERVERS servers at rest: heartbeats only;
-3. the same with reports.
+2. the floor: `GET /healthz` (a bare view) at the fleet's heartbeat rate, the same driver;
+3. BENCH_NODES nodes x BENCH_SERVERS servers at rest: heartbeats only, after BENCH_WARMUP
+   seconds of them unmeasured (each web process has met each node once, as it has a few
+   minutes after it starts);
+4. the same with reports.
 
 Each phase prints the handling time of heartbeats and reports as gunicorn measured it (its
 access log: request read to response written), p50 and p99, and the web processes' CPU as a
 share of one core (the gunicorn process group, from /proc).
 
     python bench/fleet.py      # BENCH_NODES (500), BENCH_SERVERS (40), BENCH_SECONDS (60),
-                               # BENCH_REPORT_EVERY (10)
+                               # BENCH_REPORT_EVERY (10), BENCH_WARMUP (30)
 
 Needs PostgreSQL and Redis (scripts/ensure-services.sh).
 """
@@ -47,6 +50,7 @@ NODES = int(os.environ.get("BENCH_NODES", "500"))
 SERVERS = int(os.environ.get("BENCH_SERVERS", "40"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "60"))
 REPORT_EVERY = float(os.environ.get("BENCH_REPORT_EVERY", "10"))
+WARMUP = float(os.environ.get("BENCH_WARMUP", "30"))
 HEARTBEAT_SECONDS = 10.0
 GUNICORN = ROOT / ".venv" / "bin" / "gunicorn"
 ACCESS_FORMAT = "%(m)s %(U)s %(s)s %(D)s"  # method, path, status, microseconds taken
@@ -161,23 +165,33 @@ class Driver:
         self.local = threading.local()
         self.failures: list[str] = []
 
-    def _post(self, node: StandInNode, path: str, body: dict[str, object]) -> None:
+    def _session(self) -> requests.Session:
         session = getattr(self.local, "session", None)
         if session is None:
             session = self.local.session = requests.Session()
             session.trust_env = False
-        answer = session.post(
+        return session
+
+    def _post(self, node: StandInNode, path: str, body: dict[str, object]) -> None:
+        if path == "healthz":
+            answer = self._session().get(f"{self.web.url}/healthz", timeout=30)
+            if answer.status_code != 200:
+                self.failures.append(f"healthz {answer.status_code}")
+            return
+        answer = self._session().post(
             f"{self.web.url}/internal/nodes/{path}", json=body, timeout=30,
             headers={"Authorization": f"Bearer {node.token}"},
         )  # fmt: skip
         if answer.status_code != 200:
             self.failures.append(f"{path} {answer.status_code} {answer.text[:200]}")
 
-    def run(self, nodes: list[StandInNode], seconds: float, reports: bool) -> None:
+    def run(
+        self, nodes: list[StandInNode], seconds: float, reports: bool, beat: str = "heartbeat"
+    ) -> None:
         events: list[tuple[float, StandInNode, str]] = []
         for n, node in enumerate(nodes):
             offset = HEARTBEAT_SECONDS * n / len(nodes)
-            events += [(offset + k * HEARTBEAT_SECONDS, node, "heartbeat")
+            events += [(offset + k * HEARTBEAT_SECONDS, node, beat)
                        for k in range(int(seconds / HEARTBEAT_SECONDS))]  # fmt: skip
             if reports:
                 offset = REPORT_EVERY * n / len(nodes)
@@ -196,12 +210,12 @@ class Driver:
 
     def _send(self, lock: threading.Lock, node: StandInNode, path: str) -> None:
         with lock:
-            body = node.heartbeat() if path == "heartbeat" else node.report()
+            body = node.report() if path == "reports" else node.heartbeat()
             self._post(node, path, body)
 
 
 def handling_ms(log: Path, offset: int) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {"heartbeat": [], "reports": []}
+    times: dict[str, list[float]] = {"heartbeat": [], "reports": [], "healthz": []}
     with log.open() as lines:
         lines.seek(offset)
         for line in lines:
@@ -217,11 +231,13 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
 
 
-def phase(web: Web, nodes: list[StandInNode], reports: bool, what: str) -> dict[str, float]:
+def phase(
+    web: Web, nodes: list[StandInNode], reports: bool, what: str, beat: str = "heartbeat"
+) -> dict[str, float]:
     driver = Driver(web)
     offset = web.access_log.stat().st_size if web.access_log.exists() else 0
     cpu_before, started = web.cpu_seconds(), time.monotonic()
-    driver.run(nodes, SECONDS, reports)
+    driver.run(nodes, SECONDS, reports, beat)
     cpu, elapsed = web.cpu_seconds() - cpu_before, time.monotonic() - started
     time.sleep(1)  # the access log's last lines
     times = handling_ms(web.access_log, offset)
@@ -252,6 +268,9 @@ def main() -> None:
         idle = 100 * (web.cpu_seconds() - idle_before) / (time.monotonic() - idle_started)
         print(f"idle web CPU: {idle:.2f} % of one core")
         base = phase(web, one, reports=True, what="baseline")
+        bare = phase(web, fleet, reports=False, what="floor: a bare view instead", beat="healthz")
+        print(f"warming up: the fleet's heartbeats for {WARMUP:.0f} s, not measured")
+        Driver(web).run(fleet, WARMUP, reports=False)  # each web process meets each node
         rest = phase(web, fleet, reports=False, what="fleet at rest")
         busy = phase(web, fleet, reports=True, what="fleet with reports")
         print("against the one-node baseline:")
@@ -262,6 +281,10 @@ def main() -> None:
                 if key in figures and base.get(key)
             )
             print(f"  {name}: {ratios}; web CPU {figures['cpu_percent']:.2f} % of one core")
+        print(
+            f"  a heartbeat costs x{rest['cpu_percent'] / max(bare['cpu_percent'], 1e-9):.2f} "
+            "the web CPU of a bare view at the same rate"
+        )
     finally:
         web.stop()
     print(f"load after: {os.getloadavg()[0]:.2f} (1 min)")
