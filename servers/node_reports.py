@@ -18,6 +18,7 @@ from servers.errors import InvalidState, JobNotOnNode, ServerNotOnNode
 from servers.jobs import job_begin, job_finish, job_progress
 from servers.lifecycle import CrashDetails, Trigger
 from servers.models import Job, JobKind, Node, Server, ServerState
+from servers.node_readings import Reading, readings_keep
 from servers.services import server_transition
 
 logger = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ def node_heartbeat(
     servers: dict[str, str],
     games: list[str] | None = None,
     capacity: Capacity | None = None,
+    readings: dict[str, Reading] | None = None,
 ) -> Node:
     """The node is alive now, offers `games` (its templates: the game registry), and its
     capacity is what its machine offers wherever staff set none (so it is the machine's at
@@ -89,12 +91,19 @@ def node_heartbeat(
     Node.objects.filter(id=node.id).update(**changes)
     for name, value in {**changes, **filled}.items():
         setattr(node, name, value)
-    _log_disagreements(node, servers)
+    readings = readings or {}
+    known = _log_disagreements(node, servers, extra=list(readings))
+    readings_keep({server_id: r for server_id, r in readings.items() if server_id in known})
     return node
 
 
-def _log_disagreements(node: Node, reported: dict[str, str]) -> None:
-    known = dict(Server.objects.filter(node=node, id__in=list(reported)).values_list("id", "state"))
+def _log_disagreements(
+    node: Node, reported: dict[str, str], extra: list[str] | None = None
+) -> dict[str, str]:
+    """Which of the servers named are the node's (with their state here); what differs is
+    logged."""
+    named = [*reported, *(extra or [])]
+    known = dict(Server.objects.filter(node=node, id__in=named).values_list("id", "state"))
     for server_id, state in reported.items():
         if server_id not in known:
             logger.info("Node %s runs %s, which is not one of its servers", node.name, server_id)
@@ -102,6 +111,7 @@ def _log_disagreements(node: Node, reported: dict[str, str]) -> None:
             logger.info(
                 "Node %s: %s is %s there, %s here", node.name, server_id, state, known[server_id]
             )
+    return known
 
 
 def node_report_apply(*, node: Node, report: Report) -> ReportOutcome:
