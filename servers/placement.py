@@ -219,6 +219,21 @@ def _locked_load(node_id: int) -> NodeLoad:
     return NodeLoad(node, counts["servers"], counts["memory"], counts["disk"], counts["used_ports"])
 
 
+def placement_refusal(
+    *, game: str | None, plan: Plan, tags: Sequence[str] = ()
+) -> UnknownGame | NoNodeFits | None:
+    """Why no node would take the server now (a form's check before it is placed); None
+    when one would. `place` decides, under the node's lock."""
+    simulated_node()
+    loads = node_loads()
+    offered = offered_games([load.node for load in loads])
+    if game is not None and game not in offered:
+        return UnknownGame(game, offered)
+    if any(shortage(load, game, plan, tags) is None for load in loads):
+        return None
+    return refusal(loads, game, plan, tags)
+
+
 class _TakenMeanwhile(Exception):
     """The node had room when ranked, not any more under its lock."""
 
