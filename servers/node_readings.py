@@ -7,11 +7,16 @@ READING_TTL_SECONDS: a server whose node went silent shows its last readings, wi
 until they expire; then none.
 """
 
-from collections.abc import Iterable
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+import redis
 from django.core.cache import cache
+
+logger = logging.getLogger(__name__)
+# A cache outage costs the readings, never a heartbeat (which keeps the node online).
+CACHE_ERRORS = (redis.RedisError, OSError)
 
 READING_TTL_SECONDS = 600
 _KEY = "gshost:reading:"
@@ -32,16 +37,19 @@ class Reading:
 
 def readings_keep(readings: dict[str, Reading]) -> None:
     """One write for all of a heartbeat's readings."""
-    if readings:
-        cache.set_many(
-            {_KEY + server_id: r for server_id, r in readings.items()}, READING_TTL_SECONDS
-        )
+    if not readings:
+        return
+    keyed = {_KEY + server_id: reading for server_id, reading in readings.items()}
+    try:
+        cache.set_many(keyed, READING_TTL_SECONDS)
+    except CACHE_ERRORS as error:
+        logger.warning("Readings not kept: the cache is unavailable (%s)", type(error).__name__)
 
 
 def reading_of(server_id: str) -> Reading | None:
-    found = cache.get(_KEY + server_id)
+    try:
+        found = cache.get(_KEY + server_id)
+    except CACHE_ERRORS as error:
+        logger.warning("Readings not read: the cache is unavailable (%s)", type(error).__name__)
+        return None
     return found if isinstance(found, Reading) else None
-
-
-def readings_forget(server_ids: Iterable[str]) -> None:
-    cache.delete_many([_KEY + server_id for server_id in server_ids])
