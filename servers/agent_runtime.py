@@ -321,7 +321,7 @@ def _reading(server: Server) -> Reading | None:
     node = server.node
     if node.state() != NodeState.ONLINE:
         raise NodeUnavailable(node.name, "no heartbeat for 30 s")
-    return None if server.state == ServerState.STOPPED else reading_of(server.id)
+    return None if server.state == ServerState.STOPPED else reading_of(node.id, server.id)
 
 
 def _idle_stats(server: Server, now: datetime) -> StatsSample:

@@ -4,7 +4,8 @@ they were taken, and never call a node to show them (a slow or silent node slows
 
 They are kept in the cache (Redis in production, shared by every web process), for
 READING_TTL_SECONDS: a server whose node went silent shows its last readings, with their age,
-until they expire; then none.
+until they expire; then none. Each is kept under its node and server: a node's readings of a
+server that is not its own are never read, so a heartbeat needs no query to check them.
 """
 
 import logging
@@ -35,20 +36,25 @@ class Reading:
     max_players: int | None = None
 
 
-def readings_keep(readings: dict[str, Reading]) -> None:
-    """One write for all of a heartbeat's readings."""
+def _key(node_id: int, server_id: str) -> str:
+    return f"{_KEY}{node_id}:{server_id}"
+
+
+def readings_keep(node_id: int, readings: dict[str, Reading]) -> None:
+    """One write for all of a node's heartbeat's readings."""
     if not readings:
         return
-    keyed = {_KEY + server_id: reading for server_id, reading in readings.items()}
+    keyed = {_key(node_id, server_id): reading for server_id, reading in readings.items()}
     try:
         cache.set_many(keyed, READING_TTL_SECONDS)
     except CACHE_ERRORS as error:
         logger.warning("Readings not kept: the cache is unavailable (%s)", type(error).__name__)
 
 
-def reading_of(server_id: str) -> Reading | None:
+def reading_of(node_id: int, server_id: str) -> Reading | None:
+    """What the node last reported of the server."""
     try:
-        found = cache.get(_KEY + server_id)
+        found = cache.get(_key(node_id, server_id))
     except CACHE_ERRORS as error:
         logger.warning("Readings not read: the cache is unavailable (%s)", type(error).__name__)
         return None

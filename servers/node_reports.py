@@ -91,19 +91,13 @@ def node_heartbeat(
     Node.objects.filter(id=node.id).update(**changes)
     for name, value in {**changes, **filled}.items():
         setattr(node, name, value)
-    readings = readings or {}
-    known = _log_disagreements(node, servers, extra=list(readings))
-    readings_keep({server_id: r for server_id, r in readings.items() if server_id in known})
+    _log_disagreements(node, servers)
+    readings_keep(node.id, readings or {})
     return node
 
 
-def _log_disagreements(
-    node: Node, reported: dict[str, str], extra: list[str] | None = None
-) -> dict[str, str]:
-    """Which of the servers named are the node's (with their state here); what differs is
-    logged."""
-    named = [*reported, *(extra or [])]
-    known = dict(Server.objects.filter(node=node, id__in=named).values_list("id", "state"))
+def _log_disagreements(node: Node, reported: dict[str, str]) -> None:
+    known = dict(Server.objects.filter(node=node, id__in=list(reported)).values_list("id", "state"))
     for server_id, state in reported.items():
         if server_id not in known:
             logger.info("Node %s runs %s, which is not one of its servers", node.name, server_id)
@@ -111,7 +105,6 @@ def _log_disagreements(
             logger.info(
                 "Node %s: %s is %s there, %s here", node.name, server_id, state, known[server_id]
             )
-    return known
 
 
 def node_report_apply(*, node: Node, report: Report) -> ReportOutcome:

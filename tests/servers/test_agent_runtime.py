@@ -469,3 +469,13 @@ def test_the_schema_documents_503_node_unavailable_where_the_node_is_asked(db, p
     assert "Retry-After" in response["headers"]
     schema = response["content"]["application/json"]["schema"]["allOf"][1]
     assert schema["properties"]["error"]["properties"]["code"]["enum"] == ["node_unavailable"]
+
+
+def test_readings_another_node_reports_of_a_server_are_never_shown(
+    key, demo_server, stand_in_agent, put_in_state
+):
+    put_in_state(demo_server, "running")
+    _other, token = register("other")
+    heartbeat_with_reading(demo_server, token)
+    body = api_get(key, demo_server, "realtime-stats").json()
+    assert (body["cpu_percent"], body["players_online"]) == (0, 0)
