@@ -27,7 +27,13 @@ from gshost_agent.data_jobs import (
 from gshost_agent.layout import Layout, game_identity
 from gshost_agent.netns import Networks, Registry
 from gshost_agent.outbox import Outbox, deliver_forever, flush
-from gshost_agent.protocol import PROCESS_REPORTS, ReportKind, format_time
+from gshost_agent.protocol import (
+    HEARTBEAT_PLAYERS_LIMIT,
+    PROCESS_REPORTS,
+    ReportKind,
+    ServerState,
+    format_time,
+)
 from gshost_agent.readings import SAMPLE_SECONDS
 from gshost_agent.sandbox import Sandboxing, detect
 from gshost_agent.server_state import InvalidState, MemoryRoot
@@ -163,6 +169,21 @@ class Node:
     def games(self) -> list[str]:
         return list(self.catalog.names())
 
+    def readings(self) -> dict[str, dict[str, Any]]:
+        """For the heartbeat: the latest stats and players of every server that is not
+        stopped (the control plane shows these, and never calls the node to show them)."""
+        found = {}
+        for server_id, supervisor in sorted(self.supervisors.items()):
+            if supervisor.state == ServerState.STOPPED:
+                continue
+            players = supervisor.roster.listing()[:HEARTBEAT_PLAYERS_LIMIT]
+            found[server_id] = {
+                **supervisor.stats(),
+                "players": players,
+                "max_players": supervisor.max_players(),
+            }
+        return found
+
     async def start(self) -> None:
         """Reattaches to the keepers an earlier agent left, then starts the background work."""
         if self.sandboxing.sandboxed:
@@ -226,6 +247,8 @@ class Node:
                 "servers": self.states(),
                 "games": self.games(),  # the templates: the control plane's game registry
                 "capacity": machine_capacity(self.config.data_dir),
+                # Off the event loop: reading the servers' disk use walks their directories.
+                "readings": await asyncio.to_thread(self.readings),
             }
             try:
                 status = await self.control.heartbeat(body)

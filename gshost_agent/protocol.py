@@ -17,6 +17,9 @@ LAST_OUTPUT_LINES = 10
 LAST_OUTPUT_WIDTH = 200
 # A console command: one line of at most this many printable characters.
 COMMAND_LIMIT = 1000
+# A heartbeat's `readings`: each server's latest stats and at most this many of its players,
+# so that the control plane shows them without calling the node.
+HEARTBEAT_PLAYERS_LIMIT = 100
 # Times on the wire: UTC, to the second, with a Z.
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 

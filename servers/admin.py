@@ -16,6 +16,7 @@ from gshost.errors import DomainError
 from gshost.panel_errors import refusal_message
 from servers.backup_storage import backup_delete
 from servers.capabilities import Capability
+from servers.games import offered_games
 from servers.mishaps import mishap_crash, mishap_fail_start
 from servers.models import (
     Backup,
@@ -32,12 +33,21 @@ from servers.models import (
 )
 from servers.node_rebuild import server_rebuild_start
 from servers.node_transfers import migration_to_node_start
-from servers.nodes import node_rotate_token, node_set_drained, simulated_node
-from servers.placement import NodeLoad, load_of, nodes_with_usage
+from servers.nodes import node_rotate_token, node_set_drained
+from servers.placement import (
+    PLAN_BOUNDS,
+    NodeLoad,
+    Plan,
+    load_of,
+    nodes_with_usage,
+    placement_refusal,
+)
+from servers.services import server_create
 from servers.transfers import migration_begin, suggest_new_address
 
 
 class ServerAdminForm(forms.ModelForm):
+    game = forms.ChoiceField(help_text="A game some node offers (the nodes' templates).")
     disabled_capabilities = forms.MultipleChoiceField(
         choices=[(c.value, c.value) for c in Capability],
         widget=forms.CheckboxSelectMultiple,
@@ -52,7 +62,30 @@ class ServerAdminForm(forms.ModelForm):
             "processes", "restart_on_crash", "disabled_capabilities",
         )  # fmt: skip
 
-    # The node and port are chosen when the server is created (createserver).
+    # The node and port are chosen when the server is created, by the placement rule.
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        games = set(offered_games(list(Node.objects.all())))
+        if not self.instance._state.adding:
+            games.add(self.instance.game)
+        field = self.fields["game"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [(game, game) for game in sorted(games)]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.errors:
+            return cleaned
+        try:
+            plan = Plan(*(cleaned[name] for name in PLAN_BOUNDS))
+        except DomainError as refused:
+            raise forms.ValidationError(refused.message) from None
+        if self.instance._state.adding:
+            refusal = placement_refusal(game=cleaned["game"], plan=plan)
+            if refusal is not None:
+                raise forms.ValidationError(refusal.message)
+        return cleaned
 
 
 class MigrateToNodeForm(forms.Form):
@@ -118,11 +151,24 @@ class ServerAdmin(admin.ModelAdmin):
     )  # fmt: skip
 
     def save_model(self, request: HttpRequest, obj: Server, form: Any, change: bool) -> None:
-        """A server added here goes on the simulated node; `createserver --node` places one
-        on an agent node (with a port of its range)."""
-        if not change and obj.node_id is None:
-            obj.node = simulated_node()
-        super().save_model(request, obj, form, change)
+        """A server added here is placed as `createserver` places one (the placement rule);
+        `createserver --node` puts one on a node named."""
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        created = server_create(
+            organization=obj.organization,
+            name=obj.name,
+            game=obj.game,
+            address=obj.address,
+            plan=Plan.of(obj),
+            restart_on_crash=obj.restart_on_crash,
+        )
+        Server.objects.filter(id=created.id).update(disabled_capabilities=obj.disabled_capabilities)
+        created.disabled_capabilities = obj.disabled_capabilities
+        for field in Server._meta.concrete_fields:
+            setattr(obj, field.attname, getattr(created, field.attname))
+        obj._state.adding = False
 
     @admin.action(description="Crash now: kill the game (running or restarting servers)")
     def simulate_crash(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:

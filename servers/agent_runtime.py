@@ -48,6 +48,7 @@ from servers.node_calls import (
     node_call_end,
     node_mark_failing,
 )
+from servers.node_readings import Reading, reading_of
 from servers.nodes import node_token
 from servers.runtime import (
     CommandResult,
@@ -298,36 +299,31 @@ class AgentRuntime:
             raise NodeUnavailable(server.node.name, "its agent refused the reading") from None
 
     def players(self, server: Server, now: datetime) -> PlayerList:
-        answer = self._get(server, "players")
-        if answer is None:
+        """The players its node last reported in a heartbeat (never a call to the node)."""
+        reading = _reading(server)
+        if reading is None:
             return PlayerList(0, server_max_players(server), [])
-        try:
-            players = [
-                Player(str(p["name"]), parse_moment(p["joined_at"])) for p in answer["players"]
-            ]
-            return PlayerList(int(answer["count"]), int(answer["max"]), players)
-        except (KeyError, TypeError, ValueError):
-            raise _garbled(server) from None
+        players = [Player(name, joined_at) for name, joined_at in reading.players]
+        maximum = reading.max_players or server_max_players(server)
+        return PlayerList(reading.players_online, maximum, players)
 
     def stats(self, server: Server, now: datetime) -> StatsSample:
-        answer = self._get(server, "stats")
-        if answer is None:
+        """The stats its node last reported in a heartbeat, with their time (never a call)."""
+        reading = _reading(server)
+        if reading is None:
             return _idle_stats(server, now)
-        try:
-            return StatsSample(
-                state=server.state,
-                sampled_at=parse_moment(answer["sampled_at"]),
-                cpu_percent=float(answer["cpu_percent"]),
-                memory_mb=int(answer["memory_mb"]),
-                memory_limit_mb=int(answer["memory_limit_mb"]),
-                disk_mb=int(answer["disk_mb"]),
-                network_in_kbps=_optional_float(answer.get("network_in_kbps")),
-                network_out_kbps=_optional_float(answer.get("network_out_kbps")),
-                players_online=int(answer["players_online"]),
-                uptime_seconds=int(answer["uptime_seconds"]),
-            )
-        except (KeyError, TypeError, ValueError):
-            raise _garbled(server) from None
+        return StatsSample(
+            state=server.state,
+            sampled_at=reading.sampled_at,
+            cpu_percent=reading.cpu_percent,
+            memory_mb=reading.memory_mb,
+            memory_limit_mb=reading.memory_limit_mb or server.memory_mb,
+            disk_mb=reading.disk_mb,
+            network_in_kbps=None,
+            network_out_kbps=None,
+            players_online=reading.players_online,
+            uptime_seconds=reading.uptime_seconds,
+        )
 
     def metrics(
         self, server: Server, start: datetime, end: datetime, step: timedelta
@@ -379,8 +375,13 @@ class AgentRuntime:
         jobs_fail_unreported(now)
 
 
-def _optional_float(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _reading(server: Server) -> Reading | None:
+    """The server's last reported readings; none for a stopped server. NodeUnavailable at
+    once when its node is unreachable (its heartbeats, and so its readings, stopped)."""
+    node = server.node
+    if node.state() != NodeState.ONLINE:
+        raise NodeUnavailable(node.name, "no heartbeat for 30 s")
+    return None if server.state == ServerState.STOPPED else reading_of(node.id, server.id)
 
 
 def _idle_stats(server: Server, now: datetime) -> StatsSample:

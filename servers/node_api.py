@@ -24,11 +24,18 @@ from django.views.decorators.csrf import csrf_exempt
 from gshost import process_state
 from gshost.api import rate_limits
 from gshost.api.client_ip import client_ip
-from gshost_agent.protocol import JOB_REPORTS, ReportKind, ServerState, last_output
+from gshost_agent.protocol import (
+    HEARTBEAT_PLAYERS_LIMIT,
+    JOB_REPORTS,
+    ReportKind,
+    ServerState,
+    last_output,
+)
 from servers.backup_storage import MAX_URLS_PER_ASK, UploadNotOpen, backup_part_urls
 from servers.errors import ServerNotOnNode
 from servers.lifecycle import CrashDetails
 from servers.models import Node
+from servers.node_readings import Reading
 from servers.node_reports import (
     Capacity,
     JobReport,
@@ -41,6 +48,8 @@ from servers.nodes import node_by_token, token_hash
 from servers.object_storage import MAX_PARTS, ObjectStorageError
 
 MAX_BODY_BYTES = 64 * 1024
+# A heartbeat names every server of the node, with the readings of those that run.
+MAX_HEARTBEAT_BYTES = 4 * 1024 * 1024
 MAX_SERVERS_IN_HEARTBEAT = 10_000
 _SERVER_ID = re.compile(r"srv_[0-9A-Za-z]{1,40}")
 _JOB_ID = re.compile(r"job_[0-9A-Za-z]{1,40}")
@@ -65,7 +74,9 @@ def _error(status: int, code: str, message: str, **extra: Any) -> JsonResponse:
 NodeView = Callable[[HttpRequest, Node, dict[str, Any]], HttpResponse]
 
 
-def node_route(view: NodeView) -> Callable[[HttpRequest], HttpResponse]:
+def node_route(
+    view: NodeView, max_bytes: int = MAX_BODY_BYTES
+) -> Callable[[HttpRequest], HttpResponse]:
     """POST only; the node from its token (401 otherwise); then the JSON object body."""
 
     @csrf_exempt
@@ -78,9 +89,9 @@ def node_route(view: NodeView) -> Callable[[HttpRequest], HttpResponse]:
         node = _node_of(request)
         if node is None:
             return _refused(request)
-        raw = _read_body(request)
+        raw = _read_body(request, max_bytes)
         if raw is None:
-            return _error(413, "payload_too_large", "The body is larger than 64 KiB.")
+            return _error(413, "payload_too_large", f"The body is larger than {max_bytes} bytes.")
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
@@ -158,13 +169,13 @@ class _KnownNodes:
 _known_nodes = _KnownNodes()
 
 
-def _read_body(request: HttpRequest) -> bytes | None:
-    """The body, or None when it is larger than MAX_BODY_BYTES (read no further than that)."""
+def _read_body(request: HttpRequest, max_bytes: int) -> bytes | None:
+    """The body, or None when it is larger than `max_bytes` (read no further than that)."""
     declared = request.META.get("CONTENT_LENGTH") or "0"
-    if not declared.isdigit() or int(declared) > MAX_BODY_BYTES:
+    if not declared.isdigit() or int(declared) > max_bytes:
         return None
-    raw = request.read(MAX_BODY_BYTES + 1)
-    return None if len(raw) > MAX_BODY_BYTES else raw
+    raw = request.read(max_bytes + 1)
+    return None if len(raw) > max_bytes else raw
 
 
 # Field checks: each names the field and what it must be.
@@ -364,11 +375,60 @@ process_state.register(
 )
 
 
+def _number(value: Any, field: str, *, whole: bool = True, nullable: bool = False) -> Any:
+    if value is None and nullable:
+        return None
+    kinds = (int,) if whole else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 <= value < 2**53:
+        raise BadInput("readings", f"readings: {field} must be a non-negative number.")
+    return value
+
+
+def _moment(value: Any, field: str) -> datetime:
+    moment = _timestamp({field: value}, field)
+    if moment is None:
+        raise BadInput("readings", f"readings: {field} must be a time.")
+    return moment
+
+
+def _reading(value: Any) -> Reading:
+    if not isinstance(value, dict):
+        raise BadInput("readings", "readings maps server ids to objects.")
+    players = value.get("players") or []
+    if not isinstance(players, list) or len(players) > HEARTBEAT_PLAYERS_LIMIT:
+        raise BadInput("readings", "readings: players is a list of at most 100 players.")
+    listed = []
+    for player in players:
+        name = player.get("name") if isinstance(player, dict) else None
+        if not isinstance(name, str) or len(name) > 100:
+            raise BadInput("readings", "readings: a player is {name, joined_at}.")
+        listed.append((_printable(name), _moment(player.get("joined_at"), "joined_at")))
+    return Reading(
+        sampled_at=_moment(value.get("sampled_at"), "sampled_at"),
+        cpu_percent=float(_number(value.get("cpu_percent"), "cpu_percent", whole=False)),
+        memory_mb=int(_number(value.get("memory_mb"), "memory_mb", whole=False)),
+        memory_limit_mb=_number(value.get("memory_limit_mb"), "memory_limit_mb", nullable=True),
+        disk_mb=int(_number(value.get("disk_mb"), "disk_mb", whole=False)),
+        players_online=_number(value.get("players_online"), "players_online"),
+        uptime_seconds=_number(value.get("uptime_seconds"), "uptime_seconds"),
+        players=tuple(listed),
+        max_players=_number(value.get("max_players"), "max_players", nullable=True),
+    )
+
+
+def _readings(body: dict[str, Any]) -> dict[str, Reading]:
+    value = body.get("readings") or {}
+    if not isinstance(value, dict) or len(value) > MAX_SERVERS_IN_HEARTBEAT:
+        raise BadInput("readings", "readings maps server ids to objects.")
+    if not all(isinstance(key, str) and _SERVER_ID.fullmatch(key) for key in value):
+        raise BadInput("readings", "readings maps server ids to objects.")
+    return {server_id: _reading(reading) for server_id, reading in value.items()}
+
+
 # The routes
 
 
-@node_route
-def heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpResponse:
+def _heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpResponse:
     version = body.get("agent_version")
     if not isinstance(version, str) or len(version) > 100 or not version.isprintable():
         raise BadInput("agent_version", "agent_version must be a string of at most 100 characters.")
@@ -383,8 +443,13 @@ def heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpRes
         servers=compared,
         games=_games(body),
         capacity=_capacity(body),
+        readings=_readings(body),
     )
     return JsonResponse({"node": node.name})
+
+
+heartbeat = node_route(_heartbeat, MAX_HEARTBEAT_BYTES)
+heartbeat.__name__ = "heartbeat"
 
 
 @node_route

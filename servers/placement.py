@@ -27,6 +27,7 @@ from django.db.models.functions import Coalesce
 from servers.errors import GameNotOnNode, InvalidPlan, NodeFull, NoNodeFits, UnknownGame
 from servers.games import games_of, offered_games
 from servers.models import Node, NodeState, Server
+from servers.nodes import simulated_node
 
 # Bounds of a plan's values: beyond them a value is a typo, not a plan.
 PLAN_BOUNDS = {
@@ -166,7 +167,8 @@ def refusal(
             short.setdefault(why, []).append(load.node.name)
     parts = [saying.format(_names(short[why])) for why, saying in _SAYING.items() if why in short]
     wanted = f"{plan.memory_mb} MB memory, {plan.disk_mb} MB disk"
-    return NoNodeFits(f"No node can take this server ({wanted}): {'; '.join(parts)}.")
+    reasons = "; ".join(parts) or "no node offers the game"
+    return NoNodeFits(f"No node can take this server ({wanted}): {reasons}.")
 
 
 def _names(names: list[str]) -> str:
@@ -217,6 +219,21 @@ def _locked_load(node_id: int) -> NodeLoad:
     return NodeLoad(node, counts["servers"], counts["memory"], counts["disk"], counts["used_ports"])
 
 
+def placement_refusal(
+    *, game: str | None, plan: Plan, tags: Sequence[str] = ()
+) -> UnknownGame | NoNodeFits | None:
+    """Why no node would take the server now (a form's check before it is placed); None
+    when one would. `place` decides, under the node's lock."""
+    simulated_node()
+    loads = node_loads()
+    offered = offered_games([load.node for load in loads])
+    if game is not None and game not in offered:
+        return UnknownGame(game, offered)
+    if any(shortage(load, game, plan, tags) is None for load in loads):
+        return None
+    return refusal(loads, game, plan, tags)
+
+
 class _TakenMeanwhile(Exception):
     """The node had room when ranked, not any more under its lock."""
 
@@ -232,6 +249,7 @@ def place(
     """`build(node)` (which saves the server) on the node the rule picks, or on `node`,
     under that node's row lock. Call inside a transaction. UnknownGame when no node offers
     the game; NoNodeFits, GameNotOnNode or NodeFull when no node, or not `node`, takes it."""
+    simulated_node()  # in every installation (a flushed database makes it again)
     loads = node_loads()
     if game is not None and game not in offered_games([load.node for load in loads]):
         raise UnknownGame(game, offered_games([load.node for load in loads]))

@@ -83,3 +83,16 @@ def test_its_heartbeat_tells_the_capacity_of_its_machine(agent, control_plane):
     capacity = heartbeat["capacity"]
     assert capacity["memory_mb"] > 0 and capacity["disk_mb"] > 0
     assert capacity["cpu_percent"] % 100 == 0 and capacity["cpu_percent"] >= 100
+
+
+def test_its_heartbeat_carries_the_readings_of_a_running_server(agent, control_plane):
+    server_id, _ = agent.start_server()
+    control_plane.wait_for_report(server_id, "ready")
+
+    def reading():
+        readings = [beat.get("readings", {}) for beat in control_plane.heartbeats]
+        return next((found[server_id] for found in readings if server_id in found), None)
+
+    found = wait_until(reading, timeout=25)  # the next heartbeat, at most 10 s away
+    assert found["memory_mb"] > 0 and found["uptime_seconds"] >= 0
+    assert found["players"] == [] and found["max_players"] == 20

@@ -1,6 +1,7 @@
 """Servers on agent nodes: the control plane asks the node's agent over real HTTPS (a stand-in
 agent with a trustme CA), and answers 503 node_unavailable when the node cannot be reached."""
 
+import json
 import socket
 from io import StringIO
 
@@ -162,39 +163,69 @@ def test_a_command_the_agent_refuses_as_bad_is_400_and_fires_nothing(
 # Readings
 
 
-def test_players_come_from_the_agent(key, demo_server, stand_in_agent, put_in_state):
-    put_in_state(demo_server, "running")
-    stand_in_agent.answer(
-        "GET",
-        f"/v1/servers/{demo_server.id}/players",
-        200,
-        {"count": 1, "max": 20, "players": [{"name": "ann", "joined_at": "2026-11-26T10:00:00Z"}]},
+READING = {
+    "state": "running", "sampled_at": "2026-11-26T10:00:00Z", "cpu_percent": 3.5,
+    "memory_mb": 40, "memory_limit_mb": 1024, "disk_mb": 2, "network_in_kbps": None,
+    "network_out_kbps": None, "players_online": 1, "uptime_seconds": 60,
+    "players": [{"name": "ann", "joined_at": "2026-11-26T10:00:00Z"}], "max_players": 20,
+}  # fmt: skip
+
+
+def heartbeat_with_reading(server, token):
+    body = {
+        "agent_version": "1", "outbox_id": "box-1", "servers": {server.id: "running"},
+        "readings": {server.id: READING},
+    }  # fmt: skip
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    response = Client().post(
+        "/internal/nodes/heartbeat", json.dumps(body), content_type="application/json", **headers
     )
+    assert response.status_code == 200
+
+
+def test_players_are_those_of_the_nodes_last_heartbeat(
+    key, demo_server, stand_in_agent, put_in_state, node_token
+):
+    put_in_state(demo_server, "running")
+    heartbeat_with_reading(demo_server, node_token)
     body = api_get(key, demo_server, "players").json()
     assert body == {
         "count": 1,
         "max": 20,
         "players": [{"name": "ann", "joined_at": "2026-11-26T10:00:00.000Z"}],
     }
+    assert not stand_in_agent.calls()
 
 
-def test_realtime_stats_come_from_the_agent_with_null_network(
+def test_realtime_stats_are_those_of_the_nodes_last_heartbeat_with_their_time(
+    key, demo_server, stand_in_agent, put_in_state, node_token
+):
+    put_in_state(demo_server, "running")
+    heartbeat_with_reading(demo_server, node_token)
+    body = api_get(key, demo_server, "realtime-stats").json()
+    assert (body["cpu_percent"], body["memory_mb"], body["uptime_seconds"]) == (3.5, 40, 60)
+    assert body["sampled_at"] == "2026-11-26T10:00:00.000Z"
+    assert body["network_in_kbps"] is None and body["network_out_kbps"] is None
+    assert not stand_in_agent.calls()
+
+
+def test_a_running_server_without_a_reported_reading_shows_idle_stats(
     key, demo_server, stand_in_agent, put_in_state
 ):
     put_in_state(demo_server, "running")
-    stand_in_agent.answer(
-        "GET",
-        f"/v1/servers/{demo_server.id}/stats",
-        200,
-        {
-            "state": "running", "sampled_at": "2026-11-26T10:00:00Z", "cpu_percent": 3.5,
-            "memory_mb": 40, "memory_limit_mb": 1024, "disk_mb": 2, "network_in_kbps": None,
-            "network_out_kbps": None, "players_online": 1, "uptime_seconds": 60,
-        },
-    )  # fmt: skip
     body = api_get(key, demo_server, "realtime-stats").json()
-    assert (body["cpu_percent"], body["memory_mb"], body["uptime_seconds"]) == (3.5, 40, 60)
-    assert body["network_in_kbps"] is None and body["network_out_kbps"] is None
+    assert (body["cpu_percent"], body["players_online"]) == (0, 0)
+    assert not stand_in_agent.calls()
+
+
+def test_the_panel_page_of_an_agent_server_calls_no_node(
+    alice_client, demo_server, stand_in_agent, put_in_state, node_token
+):
+    put_in_state(demo_server, "running")
+    heartbeat_with_reading(demo_server, node_token)
+    page = alice_client.get(f"/panel/servers/{demo_server.id}/").content.decode()
+    assert "ann" in page
+    assert not stand_in_agent.calls()
 
 
 def test_metrics_ask_the_agent_for_the_window(key, demo_server, stand_in_agent):
@@ -275,7 +306,13 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.mark.parametrize(("method", "route", "body", "state"), OUTAGE_ROUTES)
+# Players and stats come from the node's heartbeats: an agent that heartbeats is not called.
+CALLS_TO_THE_AGENT = [
+    route for route in OUTAGE_ROUTES if route[1] not in ("players", "realtime-stats")
+]
+
+
+@pytest.mark.parametrize(("method", "route", "body", "state"), CALLS_TO_THE_AGENT)
 def test_an_agent_that_refuses_connections_is_503(
     key, acme, put_in_state, method, route, body, state
 ):
@@ -432,3 +469,13 @@ def test_the_schema_documents_503_node_unavailable_where_the_node_is_asked(db, p
     assert "Retry-After" in response["headers"]
     schema = response["content"]["application/json"]["schema"]["allOf"][1]
     assert schema["properties"]["error"]["properties"]["code"]["enum"] == ["node_unavailable"]
+
+
+def test_readings_another_node_reports_of_a_server_are_never_shown(
+    key, demo_server, stand_in_agent, put_in_state
+):
+    put_in_state(demo_server, "running")
+    _other, token = register("other")
+    heartbeat_with_reading(demo_server, token)
+    body = api_get(key, demo_server, "realtime-stats").json()
+    assert (body["cpu_percent"], body["players_online"]) == (0, 0)

@@ -83,3 +83,21 @@ def test_the_node_offers_the_games_its_heartbeat_lists(agent_node, node_token):
 )
 def test_a_heartbeat_with_bad_games_or_capacity_is_400(agent_node, node_token, fields):
     assert heartbeat(node_token, **fields).status_code == 400
+
+
+def test_a_heartbeat_keeps_the_node_online_when_the_cache_is_down(
+    demo_server, node_token, monkeypatch
+):
+    tried = []
+
+    def down(*args, **kwargs):
+        tried.append(args)
+        raise ConnectionRefusedError()
+
+    monkeypatch.setattr("servers.node_readings.cache.set_many", down)
+    reading = {
+        "sampled_at": "2026-11-27T10:00:00Z", "cpu_percent": 1, "memory_mb": 1,
+        "memory_limit_mb": 1024, "disk_mb": 1, "players_online": 0, "uptime_seconds": 1,
+    }  # fmt: skip
+    assert heartbeat(node_token, readings={demo_server.id: reading}).status_code == 200
+    assert tried

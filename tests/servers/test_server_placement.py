@@ -230,3 +230,27 @@ def test_a_template_game_has_its_templates_settings(acme):
         "max-players": "20",
         "difficulty": "normal",
     }
+
+
+def admin_add(staff_client, acme, **fields):
+    data = {
+        "organization": acme.pk, "name": "Added", "game": "demo", "address": "",
+        "memory_mb": "1024", "disk_mb": "10240", "cpu_percent": "100", "processes": "256",
+        "restart_on_crash": "on", "transitions-TOTAL_FORMS": "0", "transitions-INITIAL_FORMS": "0",
+        **fields,
+    }  # fmt: skip
+    return staff_client.post("/admin/servers/server/add/", data)
+
+
+def test_a_server_added_in_admin_is_placed_by_the_rule(staff_client, acme):
+    online("node-a")
+    admin_add(staff_client, acme)
+    server = Server.objects.select_related("node").get(name="Added")
+    assert (server.node.name, server.port) == ("node-a", 27000)
+
+
+def test_admin_refuses_a_server_no_node_has_room_for(staff_client, acme):
+    online("node-a", memory=2048)
+    page = admin_add(staff_client, acme, memory_mb="4096").content.decode()
+    assert "memory is short on node-a" in page
+    assert not Server.objects.exists()
