@@ -16,13 +16,14 @@ install: $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements.lock
 
 # Web + worker on SQLite and django-q2's ORM broker, with demo data and a local HTTPS webhook
-# receiver that prints every delivery. Ctrl-C stops all three.
+# receiver that prints every delivery. Ctrl-C stops all three. `make run S3=1` also runs a
+# local S3 server (SeaweedFS) that backups go to (scripts/with-local-s3.py).
 run: install
 	DEBUG=true $(BIN)/python manage.py migrate --noinput
 	DEBUG=true $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	@echo "API: http://127.0.0.1:$(PORT)/api/public/v1/  (docs: /api/public/v1/docs/)"
 	DEBUG=true DEMO=1 PORT=$(PORT) PANEL_URL=http://127.0.0.1:$(PORT)/panel/keys/ \
-	  ./scripts/run-web-and-worker.sh
+	  $(if $(S3),$(BIN)/python scripts/with-local-s3.py) ./scripts/run-web-and-worker.sh
 
 lint: install
 	$(BIN)/ruff check .
