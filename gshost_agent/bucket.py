@@ -112,7 +112,9 @@ class MultipartSink:
         self.error = self.error or UploadError("abandoned")
         self.buffer = bytearray()
         self._queue.put(None)
-        self._thread.join(timeout=SOCKET_SECONDS)
+        # A part in flight may take long to fail: the (daemon) sender is not waited for, so
+        # an agent that ends is not held up by it.
+        self._thread.join(timeout=WAIT_STEP_SECONDS)
 
     def _hand_off(self) -> None:
         if self.parts >= MOST_PARTS:

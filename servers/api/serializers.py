@@ -8,6 +8,7 @@ from gshost.api.fields import StrictCharField, TimestampField
 from servers.errors import InvalidCommand
 from servers.models import (
     Backup,
+    BackupLocation,
     ConfigEvent,
     Job,
     JobKind,
@@ -76,6 +77,13 @@ class BackupSerializer(serializers.ModelSerializer[Backup]):
         help_text="The archive's SHA-256 (hex) once a node made it; null on the simulated node.",
     )
 
+    location = serializers.ChoiceField(
+        choices=BackupLocation.choices,
+        read_only=True,
+        help_text="Where the archive is kept: on the node that made it, or in object storage "
+        "(restorable on any node).",
+    )
+
     class Meta:
         model = Backup
         fields = [
@@ -85,6 +93,7 @@ class BackupSerializer(serializers.ModelSerializer[Backup]):
             "state",
             "size_bytes",
             "sha256",
+            "location",
             "created_at",
             "completed_at",
         ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -30,6 +31,8 @@ class ControlPlane:
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
     refused: set[str] = field(default_factory=set)  # servers "of another node": 403
+    # Answers the agent's asks for part URLs of a backup to object storage (the body asked).
+    part_urls: Callable[[dict[str, Any]], list[str]] | None = None
 
     @property
     def url(self) -> str:
@@ -84,6 +87,8 @@ def _handler_for(plane: ControlPlane) -> type[BaseHTTPRequestHandler]:
                 if body["server_id"] in plane.refused:
                     return self.answer(403, {"error": {"code": "forbidden"}})
                 return self.answer(200, {"acknowledged": plane.apply(body)})
+            if self.path == "/internal/nodes/backup-parts" and plane.part_urls is not None:
+                return self.answer(200, {"urls": plane.part_urls(body)})
             return self.answer(404, {"error": {"code": "not_found"}})
 
         def answer(self, status: int, body: dict[str, Any]) -> None:

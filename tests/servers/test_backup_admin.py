@@ -1,6 +1,7 @@
-"""Staff's side of backups in the bucket (a real SeaweedFS): deleting a backup deletes its
-object, and "Rebuild on another node…" begins a rebuild for servers whose node is gone (a
-worker does it: tests/servers/test_backups_in_object_storage.py)."""
+"""Staff's side of backups in the bucket (a real SeaweedFS), and the panel's: deleting a
+backup deletes its object, "Rebuild on another node…" begins a rebuild for servers whose node
+is gone (a worker does it: tests/servers/test_backups_in_object_storage.py), and the panel
+says where each backup is kept."""
 
 from datetime import timedelta
 
@@ -118,3 +119,14 @@ def test_rebuild_says_why_it_cannot_begin_without_a_backup_in_the_bucket(
 
     assert "no available backup in object storage" in page.content.decode()
     assert not ServerMigration.objects.exists()
+
+
+def test_the_panel_says_a_backup_is_kept_in_object_storage(
+    client, alice, demo_server, bucket, seaweedfs
+):
+    in_the_bucket(demo_server, seaweedfs, bucket)
+    client.force_login(alice.user)
+
+    html = client.get(f"/panel/servers/{demo_server.id}/backups/").content.decode()
+
+    assert "<td>Object storage</td>" in html

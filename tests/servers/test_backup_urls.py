@@ -13,6 +13,7 @@ from freezegun import freeze_time
 
 from audit.actors import Actor
 from servers.backup_storage import backup_download_url, backup_key
+from servers.errors import NodeRefused
 from servers.jobs import backup_create, job_finish
 from servers.models import Backup, BackupLocation, BackupState, Server
 from servers.object_storage import (
@@ -158,7 +159,7 @@ def test_a_backup_the_agent_refuses_fails_and_leaves_no_upload(
     path = f"/v1/servers/{demo_server.id}/jobs"
     stand_in_agent.answer("POST", path, 409, {"error": {"code": "busy", "message": "A job runs."}})
 
-    with pytest.raises(Exception, match="refused"):
+    with pytest.raises(NodeRefused, match="refused"):
         new_backup(demo_server)
 
     assert seaweedfs.uploads(bucket) == []

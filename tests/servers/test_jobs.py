@@ -80,8 +80,10 @@ def test_it_lists_backups_newest_first(make_key, acme_server):
     body = response.json()
     assert [b["id"] for b in body["results"]] == [second.id, first.id]
     assert set(body["results"][0]) == {
-        "id", "server_id", "name", "state", "size_bytes", "sha256", "created_at", "completed_at"
+        "id", "server_id", "name", "state", "size_bytes", "sha256", "location", "created_at",
+        "completed_at",
     }  # fmt: skip
+    assert body["results"][0]["location"] == "node"
 
 
 def test_listing_backups_needs_backups_read(make_key, acme_server):
