@@ -27,6 +27,7 @@ from gshost_agent.server_state import (
     DEFAULT_CPU_PERCENT,
     DEFAULT_DISK_MB,
     DEFAULT_PROCESSES,
+    DiskLimitExceeded,
     InvalidCommand,
     InvalidState,
     StartRequest,
@@ -184,6 +185,8 @@ async def power(action: Awaitable[None], answer_state: str) -> web.Response:
         raise ApiError(400, "invalid_request", str(error)) from error
     except KeeperGone as error:
         raise ApiError(409, "invalid_state", "the game has just ended") from error
+    except DiskLimitExceeded as error:
+        raise ApiError(409, "disk_limit_exceeded", str(error)) from error
     except SandboxUnavailable as error:
         raise ApiError(409, "sandbox_unavailable", str(error)) from error
     except PortTaken as error:
