@@ -94,6 +94,7 @@ class Node:
             privileged=self.identity.privileged,
             has_cgroups=self.memory_root is not None,
             allow_unsandboxed=config.allow_unsandboxed,
+            off=config.sandbox_off,
         )
         self.networks = _networks(self.sandboxing)
         self.outbox = Outbox(self.layout.outbox)
