@@ -6,13 +6,17 @@ Its public keys are published as `{"public_keys": [{"key_identifier", "key" (PEM
 "is_current"}]}` at SECRET_SCANNING_KEYS_URL. The document is kept in the cache for 30
 minutes; an identifier it does not hold makes us fetch it once more (GitHub may have added a
 key), at most once per REFETCH_COOLDOWN_SECONDS so that made-up identifiers cannot make us
-hammer GitHub (whose unauthenticated API allows 60 requests an hour).
+hammer GitHub (whose unauthenticated API allows 60 requests an hour). A fetch that failed is
+remembered for FAILURE_SECONDS: alerts meanwhile get 503 without a new fetch. One fetch runs
+at a time (a lock in the process, a mark in the cache across processes): the others wait for
+its outcome instead of fetching too.
 """
 
 import base64
 import binascii
 import json
 import logging
+import threading
 import time
 from typing import Any
 
@@ -28,6 +32,9 @@ logger = logging.getLogger(__name__)
 
 CACHE_KEY = "secret-scanning:github-public-keys"
 REFETCH_MARK = "secret-scanning:github-public-keys:refetched"
+FAILURE_MARK = "secret-scanning:github-public-keys:failed"
+FETCHING_MARK = "secret-scanning:github-public-keys:fetching"
+FAILURE_SECONDS = 60
 CACHE_SECONDS = 30 * 60
 REFETCH_COOLDOWN_SECONDS = 5 * 60
 FETCH_TIMEOUT_SECONDS = (5.0, 10.0)  # connect, and each read
@@ -97,13 +104,73 @@ def _may_refetch() -> bool:
         return True
 
 
+_fetching = threading.Lock()
+_fetches = 0  # fetches this process made (a thread that waited sees whether one happened)
+
+
 def _fetch_and_keep() -> PublicKeys:
-    known = fetch_public_keys(settings.SECRET_SCANNING_KEYS_URL)
+    """The keys fetched now; KeysUnavailable without a fetch while a failed one is remembered.
+    A caller that waited for another's fetch takes its outcome."""
+    global _fetches
+    if _cache_get(FAILURE_MARK):
+        raise KeysUnavailable("the public keys could not be fetched a moment ago")
+    seen = _fetches
+    with _fetching:
+        waited = _fetches != seen  # another thread fetched meanwhile
+        began = time.monotonic()
+        while not _cache_add(FETCHING_MARK, True, FETCH_DEADLINE_SECONDS + 5):
+            waited = True  # another process fetches: its outcome will be in the cache
+            time.sleep(0.1)
+            if time.monotonic() - began > FETCH_DEADLINE_SECONDS + 5:
+                break
+        try:
+            if waited:
+                if _cache_get(FAILURE_MARK):
+                    raise KeysUnavailable("the public keys could not be fetched a moment ago")
+                if (known := _cached()) is not None:
+                    return known
+            return _fetch_once()
+        finally:
+            _fetches += 1
+            _cache_delete(FETCHING_MARK)
+
+
+def _fetch_once() -> PublicKeys:
     try:
-        cache.set(CACHE_KEY, known, CACHE_SECONDS)
-    except Exception:
-        logger.warning("Could not cache GitHub's public keys", exc_info=True)
+        known = fetch_public_keys(settings.SECRET_SCANNING_KEYS_URL)
+    except KeysUnavailable:
+        _cache_set(FAILURE_MARK, True, FAILURE_SECONDS)
+        raise
+    _cache_set(CACHE_KEY, known, CACHE_SECONDS)
     return known
+
+
+def _cache_get(key: str) -> Any:
+    try:
+        return cache.get(key)
+    except Exception:
+        return None
+
+
+def _cache_add(key: str, value: Any, seconds: float) -> bool:
+    try:
+        return bool(cache.add(key, value, seconds))
+    except Exception:  # no cache: this process's lock is all there is
+        return True
+
+
+def _cache_set(key: str, value: Any, seconds: float) -> None:
+    try:
+        cache.set(key, value, seconds)
+    except Exception:
+        logger.warning("Could not write %s to the cache", key, exc_info=True)
+
+
+def _cache_delete(key: str) -> None:
+    try:
+        cache.delete(key)
+    except Exception:
+        logger.warning("Could not remove %s from the cache", key, exc_info=True)
 
 
 def fetch_public_keys(url: str) -> PublicKeys:

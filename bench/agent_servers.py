@@ -1,14 +1,20 @@
-"""Benchmark: one node running many `demo` game servers at once (default 50).
+"""Benchmark: one node running many `demo` game servers at once (default 50), each in its
+sandbox, against the same node running them unsandboxed, in the same run.
 
-Starts a real `gshost-agent --stop-servers-on-exit` (as `make run` does) with a local stand-in
-control plane that acknowledges its reports, starts BENCH_SERVERS demo servers through the
-agent's HTTPS API, waits for every `ready` report, joins one TCP player to each, and prints
-the time it took and the resident memory of the agent, its keepers and the games, and their
-CPU at rest (BENCH_REST_SECONDS, default 30) against the games' own. Then it
-ends the agent with SIGINT and checks that every game stopped within 10 s, with a
-`stopped_by_node` report each, and that no process is left.
+For each of the two (sandboxed first, then `AGENT_ALLOW_UNSANDBOXED=true AGENT_SANDBOX=off`,
+set only in this process's children), it starts a real `gshost-agent --stop-servers-on-exit`
+with a local stand-in control plane, starts BENCH_SERVERS demo servers through the agent's
+HTTPS API and times until every `ready` report (start-all), joins one TCP player to each,
+measures the agent's per-game processes (keeper and, sandboxed, bubblewrap's two: PSS) and the
+games', and their CPU at rest (BENCH_REST_SECONDS, default 20), then stops every server
+through the API and times until every `halted` report (stop-all). Then it ends the agent with
+SIGINT and checks that nothing is left (no process, no network of a game).
+
+Prints both runs and the ratios sandboxed / unsandboxed (the aim: per-game overhead at most
+8 MB PSS, start-all and stop-all within 1.2x).
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,6 +27,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -33,8 +40,21 @@ from tests.agent.control_plane import ControlPlane  # noqa: E402
 from tests.agent.lines import free_port  # noqa: E402
 
 SERVERS = int(os.environ.get("BENCH_SERVERS", "50"))
-REST_SECONDS = int(os.environ.get("BENCH_REST_SECONDS", "30"))
+REST_SECONDS = int(os.environ.get("BENCH_REST_SECONDS", "20"))
 TOKEN = "gsn_" + "b" * 43
+
+
+@dataclass
+class Run:
+    name: str
+    start_all: float = 0.0
+    stop_all: float = 0.0
+    overhead_pss_mb: float = 0.0  # per game: its keeper and sandbox helpers
+    game_pss_mb: float = 0.0  # per game
+    agent_pss_mb: float = 0.0
+    cpu_ours: float = 0.0  # % of one core at rest: agent, keepers, sandbox helpers
+    cpu_games: float = 0.0
+    left: int = 0
 
 
 def wait_for(condition, timeout: float) -> None:  # type: ignore[no-untyped-def]
@@ -42,38 +62,58 @@ def wait_for(condition, timeout: float) -> None:  # type: ignore[no-untyped-def]
     while not condition():
         if time.monotonic() > deadline:
             sys.exit("timed out")
-        time.sleep(0.1)
+        time.sleep(0.02)
 
 
-def kinds(plane: ControlPlane, kind: str) -> int:
-    """Reports of that kind, each counted once: a report may be delivered twice (its answer
-    lost), the stand-in control plane applies it once by its sequence number."""
-    return len([report for report in plane.all_reports() if report["kind"] == kind])
+def kinds(plane: ControlPlane, kind: str, outbox: set[str]) -> int:
+    """Reports of that kind from this run's agent, each counted once (a report may be
+    delivered twice; the control plane applies it once by its sequence number)."""
+    return len(
+        {
+            report["seq"]
+            for report in plane.all_reports()
+            if report["kind"] == kind and report["outbox_id"] in outbox
+        }
+    )
 
 
-def rss_mb(processes: list[psutil.Process]) -> list[float]:
-    return [p.memory_info().rss / 2**20 for p in processes]
+def pss_mb(processes: list[psutil.Process]) -> float:
+    total = 0
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            total += process.memory_full_info().pss
+    return total / 2**20
 
 
-def main() -> None:
-    work = Path(tempfile.mkdtemp(prefix="gshost-bench-agent-", dir="/tmp"))
-    os.chmod(work, 0o711)  # the game user passes through to its server's directory
-    authority = trustme.CA()
-    authority.cert_pem.write_to_path(str(work / "ca.pem"))
-    issued = authority.issue_cert("127.0.0.1")
-    issued.cert_chain_pems[0].write_to_path(str(work / "cert.pem"))
-    issued.private_key_pem.write_to_path(str(work / "key.pem"))
-    plane = ControlPlane(port=free_port(), token=TOKEN)
-    plane.up()
+def cpu_seconds(processes: list[psutil.Process]) -> float:
+    total = 0.0
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            total += sum(process.cpu_times()[:2])
+    return total
+
+
+def call(port: int, tls: ssl.SSLContext, path: str, body: dict[str, object]) -> None:
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{port}{path}",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(request, context=tls, timeout=60).close()
+
+
+def bench(name: str, work: Path, plane: ControlPlane, extra_env: dict[str, str]) -> Run:
+    run = Run(name)
     port = free_port()
     env = {
         "PATH": os.environ["PATH"],
         "AGENT_TOKEN": TOKEN,
         "AGENT_CONTROL_URL": plane.url,
-        "AGENT_DATA_DIR": str(work / "data"),
+        "AGENT_DATA_DIR": str(work / f"data-{name}"),
         "AGENT_BIND": f"127.0.0.1:{port}",
         "AGENT_TLS_CERT": str(work / "cert.pem"),
         "AGENT_TLS_KEY": str(work / "key.pem"),
+        **extra_env,
     }
     agent = subprocess.Popen(
         [sys.executable, "-m", "gshost_agent", "--stop-servers-on-exit"],
@@ -83,75 +123,98 @@ def main() -> None:
     )
     tls = ssl.create_default_context(cafile=str(work / "ca.pem"))
     wait_for(lambda: _listening(port), 30)
+    outbox = {
+        json.loads((work / f"data-{name}" / "outbox" / "outbox.json").read_text())["outbox_id"]
+    }
+    ids = [f"srv_bench{name[:3]}{number:013d}" for number in range(SERVERS)]
+    game_ports = [free_port() for _ in ids]
     began = time.monotonic()
-    game_ports = []
-    for number in range(SERVERS):
-        game_ports.append(free_port())
-        body = {"game": "demo", "port": game_ports[-1], "memory_mb": 128}
-        request = urllib.request.Request(
-            f"https://127.0.0.1:{port}/v1/servers/srv_bench{number:016d}/start",
-            data=json.dumps(body).encode(),
-            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
-        )
-        urllib.request.urlopen(request, context=tls, timeout=30).close()
-    wait_for(lambda: kinds(plane, "ready") == SERVERS, 180)
-    print(f"{SERVERS} demo servers ready in {time.monotonic() - began:.1f} s")
+    for server_id, game_port in zip(ids, game_ports, strict=True):
+        body = {"game": "demo", "port": game_port, "memory_mb": 128}
+        call(port, tls, f"/v1/servers/{server_id}/start", body)
+    wait_for(lambda: kinds(plane, "ready", outbox) == SERVERS, 300)
+    run.start_all = time.monotonic() - began
     players = [socket.create_connection(("127.0.0.1", p), timeout=10) for p in game_ports]
     for number, player in enumerate(players):
         player.sendall(f"JOIN player{number}\n".encode())
         assert player.makefile().readline().startswith("WELCOME")
-    print(f"{SERVERS} players joined")
     family = [psutil.Process(agent.pid), *psutil.Process(agent.pid).children(recursive=True)]
-    keepers = [p for p in family if "gshost_agent.keeper" in " ".join(p.cmdline())]
-    games = [p for p in family if "demo_game.py" in " ".join(p.cmdline())]
-    print(f"agent: {rss_mb(family[:1])[0]:.0f} MB resident")
-    print(f"keepers: {len(keepers)}, median {statistics.median(rss_mb(keepers)):.1f} MB each")
-    print(f"games: {len(games)}, median {statistics.median(rss_mb(games)):.1f} MB each")
-    at_rest(family[0], keepers, games)
-    ending = time.monotonic()
-    agent.send_signal(signal.SIGINT)
-    agent.wait(timeout=30)
-    print(f"agent and games ended in {time.monotonic() - ending:.1f} s (limit 10 s)")
-    print(f"stopped_by_node reports: {kinds(plane, 'stopped_by_node')} of {SERVERS}")
-    left = [p.pid for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    print(f"processes left: {left or 'none'}")
+    games = [p for p in family if _is_game(p)]
+    ours = [p for p in family[1:] if p not in games]  # keepers, sandbox helpers
+    before = (cpu_seconds(family[:1] + ours), cpu_seconds(games))
+    time.sleep(REST_SECONDS)
+    after = (cpu_seconds(family[:1] + ours), cpu_seconds(games))
+    run.cpu_ours = 100 * (after[0] - before[0]) / REST_SECONDS
+    run.cpu_games = 100 * (after[1] - before[1]) / REST_SECONDS
+    run.agent_pss_mb = pss_mb(family[:1])
+    run.overhead_pss_mb = pss_mb(ours) / SERVERS
+    run.game_pss_mb = pss_mb(games) / len(games)
     for player in players:
         player.close()
-    plane.down()
-    shutil.rmtree(work, ignore_errors=True)
+    began = time.monotonic()
+    for server_id in ids:
+        call(port, tls, f"/v1/servers/{server_id}/stop", {})
+    wait_for(lambda: kinds(plane, "halted", outbox) == SERVERS, 120)
+    run.stop_all = time.monotonic() - began
+    agent.send_signal(signal.SIGINT)
+    agent.wait(timeout=30)
+    run.left = len([p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE])
+    return run
 
 
-def at_rest(
-    agent: psutil.Process, keepers: list[psutil.Process], games: list[psutil.Process]
-) -> None:
-    """Memory and CPU of the agent and its keepers against the games' own, over REST_SECONDS
-    with every server running and a player on each (the agent samples every server every
-    10 s and sends a heartbeat every 10 s meanwhile)."""
-    roles = {"agent": [agent], "keepers": keepers, "games": games}
+def _is_game(process: psutil.Process) -> bool:
+    try:
+        command = process.cmdline()
+    except psutil.Error:
+        return False
+    return bool(command) and "demo_game.py" in " ".join(command) and "bwrap" not in command[0]
 
-    def cpu() -> dict[str, float]:
-        return {role: sum(sum(p.cpu_times()[:2]) for p in group) for role, group in roles.items()}
 
-    before = cpu()
-    time.sleep(REST_SECONDS)
-    used = {role: seconds - before[role] for role, seconds in cpu().items()}
-    memory = {role: sum(rss_mb(group)) for role, group in roles.items()}
-    # PSS shares each page among the processes that map it (the interpreter's, mostly).
-    pss = {
-        role: sum(p.memory_full_info().pss for p in group) / 2**20 for role, group in roles.items()
-    }
-    print(f"at rest for {REST_SECONDS} s (CPU as % of one core; memory RSS, and PSS):")
-    for role in roles:
-        share = 100 * used[role] / REST_SECONDS
-        print(
-            f"  {role:<8} CPU {share:5.2f} %   RSS {memory[role]:6.0f} MB   PSS {pss[role]:6.0f} MB"
-        )
-    ours_cpu, ours_memory = used["agent"] + used["keepers"], memory["agent"] + memory["keepers"]
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="gshost-bench-agent-", dir="/tmp"))
+    os.chmod(work, 0o711)
+    authority = trustme.CA()
+    authority.cert_pem.write_to_path(str(work / "ca.pem"))
+    issued = authority.issue_cert("127.0.0.1")
+    issued.cert_chain_pems[0].write_to_path(str(work / "cert.pem"))
+    issued.private_key_pem.write_to_path(str(work / "key.pem"))
+    plane = ControlPlane(port=free_port(), token=TOKEN)
+    plane.up()
+    try:
+        runs = [
+            bench("sandboxed", work, plane, {}),
+            # The baseline, in this process's child only: never in Makefile, scripts or CI.
+            bench(
+                "unsandboxed",
+                work,
+                plane,
+                {"AGENT_ALLOW_UNSANDBOXED": "true", "AGENT_SANDBOX": "off"},
+            ),
+        ]
+    finally:
+        plane.down()
+        shutil.rmtree(work, ignore_errors=True)
     print(
-        f"  agent + keepers against the games: CPU x{ours_cpu / max(used['games'], 1e-9):.2f}, "
-        f"memory x{ours_memory / memory['games']:.2f} (RSS), "
-        f"x{(pss['agent'] + pss['keepers']) / pss['games']:.2f} (PSS)"
+        f"{SERVERS} demo servers; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
     )
+    print(
+        f"{'':<12} {'start-all':>9} {'stop-all':>9} {'per game: ours':>15} {'game':>6} "
+        f"{'agent':>6} {'CPU ours':>9} {'games':>6} {'left':>5}"
+    )
+    for run in runs:
+        print(
+            f"{run.name:<12} {run.start_all:8.1f}s {run.stop_all:8.1f}s "
+            f"{run.overhead_pss_mb:12.1f} MB {run.game_pss_mb:5.1f} {run.agent_pss_mb:6.1f} "
+            f"{run.cpu_ours:8.2f}% {run.cpu_games:5.2f}% {run.left:>5}"
+        )
+    sandboxed, baseline = runs
+    print(
+        f"sandboxed / unsandboxed: start-all x{sandboxed.start_all / baseline.start_all:.2f}, "
+        f"stop-all x{sandboxed.stop_all / baseline.stop_all:.2f} (aim: at most x1.20); "
+        f"per-game overhead {sandboxed.overhead_pss_mb:.1f} MB PSS (aim: at most 8 MB)"
+    )
+    print("(PSS: each shared page counted once across the processes that map it.)")
+    print(f"median game memory: {statistics.median([r.game_pss_mb for r in runs]):.1f} MB PSS")
 
 
 def _listening(port: int) -> bool:

@@ -28,6 +28,7 @@ from gshost_agent.server_state import (
     DEFAULT_CPU_PERCENT,
     DEFAULT_DISK_MB,
     DEFAULT_PROCESSES,
+    DiskLimitExceeded,
     InvalidCommand,
     InvalidState,
     StartRequest,
@@ -186,6 +187,8 @@ async def power(action: Awaitable[None], answer_state: str) -> web.Response:
         raise ApiError(400, "invalid_request", str(error)) from error
     except KeeperGone as error:
         raise ApiError(409, "invalid_state", "the game has just ended") from error
+    except DiskLimitExceeded as error:
+        raise ApiError(409, "disk_limit_exceeded", str(error)) from error
     except SandboxUnavailable as error:
         raise ApiError(409, "sandbox_unavailable", str(error)) from error
     except PortTaken as error:
@@ -377,8 +380,12 @@ async def expect_view(request: web.Request) -> web.Response:
         raise ApiError(400, "invalid_request", "game: a game name is required")
     if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < 1:
         raise ApiError(400, "invalid_request", "valid_seconds: a number of seconds")
+    disk_mb = body.get("disk_mb", DEFAULT_DISK_MB)
+    _, least, most = PLAN_BOUNDS["disk_mb"]
+    if not isinstance(disk_mb, int) or isinstance(disk_mb, bool) or not least <= disk_mb <= most:
+        raise ApiError(400, "invalid_request", f"disk_mb: an integer from {least} to {most}")
     try:
-        request.app[NODE].transfers.expect(server_id, token, game, seconds)
+        request.app[NODE].transfers.expect(server_id, token, game, seconds, disk_mb)
     except TransferError as error:
         raise refused(error) from error
     except UnknownGame as error:

@@ -278,12 +278,22 @@ def file_sha256(path: Path, progress: Progress | None = None) -> str:
     return digest.hexdigest()
 
 
+class TooBig(ArchiveError):
+    """The archive's content exceeds the server's disk limit."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        super().__init__(
+            f"the archive's content exceeds the server's disk limit ({limit_bytes >> 20} MB)"
+        )
+
+
 def restore_backup(
     archive: Path,
     expected_sha256: str,
     directory: Path,
     progress: Progress,
     owner: tuple[int, int] | None,
+    limit_bytes: int | None = None,
 ) -> None:
     """Replaces `directory` with the archive's content; ArchiveError (the directory as it
     was) when the archive is missing, not the expected one, or cannot be extracted. The
@@ -297,7 +307,7 @@ def restore_backup(
         raise ArchiveError("the archive's SHA-256 is not the backup's")
     with open(archive, "rb") as source:
         reader = _CountingReader(source, progress, size)
-        _replace_with(directory, owner, lambda staging: _extract(reader, staging))
+        _replace_with(directory, owner, lambda staging: _extract(reader, staging, limit_bytes))
 
 
 def restore_stream(
@@ -306,27 +316,34 @@ def restore_stream(
     directory: Path,
     progress: Progress,
     owner: tuple[int, int] | None,
+    limit_bytes: int | None = None,
 ) -> None:
     """Replaces `directory` with the content of the archive read from `source` (a download),
     extracted into staging as it comes, hashed and counted meanwhile: only when the whole
     stream has the expected SHA-256 and size is the staging swapped in. ArchiveError, the
     directory as it was, otherwise."""
     reader = _HashingReader(source, progress)
-    _replace_with(directory, owner, lambda staging: _extract_checked(reader, staging, expected))
+    _replace_with(
+        directory, owner, lambda staging: _extract_checked(reader, staging, expected, limit_bytes)
+    )
 
 
-def unpack_stream(source: IO[bytes], expected: Archived, staging: Path) -> None:
+def unpack_stream(
+    source: IO[bytes], expected: Archived, staging: Path, limit_bytes: int | None = None
+) -> None:
     """The archive read from `source`, extracted into the empty directory `staging` (a
     transfer through the bucket); ArchiveError unless it has the expected SHA-256 and size
     (`staging` is then the caller's to remove)."""
-    _extract_checked(_HashingReader(source, lambda done: None), staging, expected)
+    _extract_checked(_HashingReader(source, lambda done: None), staging, expected, limit_bytes)
 
 
-def _extract_checked(reader: _HashingReader, staging: Path, expected: Archived) -> None:
+def _extract_checked(
+    reader: _HashingReader, staging: Path, expected: Archived, limit_bytes: int | None = None
+) -> None:
     """Extracted, then read to its end and checked. Changed bytes often break the extraction
     first (gzip's CRC): the SHA-256 is still checked, and named, as the cause."""
     try:
-        _extract(reader, staging)
+        _extract(reader, staging, limit_bytes)
     except ArchiveError:
         _read_to_end(reader)
         _check(reader, expected)
@@ -378,14 +395,22 @@ class _HashingReader:
         return data
 
 
-def _extract(source: _CountingReader | _HashingReader, staging: Path) -> None:
-    # A disk error (full, read-only) is no fault of the archive's and goes up as it is.
+def _extract(
+    source: _CountingReader | _HashingReader, staging: Path, limit_bytes: int | None = None
+) -> None:
+    """A disk error (full, read-only) is no fault of the archive's and goes up as it is.
+    Past `limit_bytes` of content (a sparse file counts at its full size, as tar says it),
+    TooBig, before the member that would cross it is written."""
+    content = 0
     try:
         with gzip.GzipFile(fileobj=source, mode="rb") as compressed:  # type: ignore[call-overload]
             with tarfile.open(fileobj=compressed, mode="r|", bufsize=CHUNK) as tar:
                 tar.copybufsize = CHUNK  # type: ignore[attr-defined]  # real, not in the stubs
                 for member in tar:
-                    tar.extract(member, staging, filter="data")
+                    content += member.size if member.isfile() else 0
+                    if limit_bytes is not None and content > limit_bytes:
+                        raise TooBig(limit_bytes)
+                    tar.extract(member, staging, filter=_member_filter)
             # tar stops at its end-of-archive blocks; gzip checks its CRC and length only at
             # the end of the stream, so read to it: a corrupt tail is refused too.
             while compressed.read(CHUNK):
@@ -394,10 +419,23 @@ def _extract(source: _CountingReader | _HashingReader, staging: Path) -> None:
         raise ArchiveError(f"the archive cannot be extracted: {error}") from error
 
 
-def unpack(archive: Path, staging: Path) -> None:
+def _member_filter(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo | None:
+    """tarfile's `data` filter, except that a symbolic link pointing outside the directory is
+    restored as the link it was (a game may keep one; inside its sandbox it points nowhere).
+    What is written through such a link is still refused: the data filter resolves every
+    member's path, links included, and refuses one that leads outside."""
+    if member.issym():
+        try:
+            return tarfile.data_filter(member, destination)
+        except (tarfile.AbsoluteLinkError, tarfile.LinkOutsideDestinationError):
+            return tarfile.tar_filter(member, destination)
+    return tarfile.data_filter(member, destination)
+
+
+def unpack(archive: Path, staging: Path, limit_bytes: int | None = None) -> None:
     """The archive's content, extracted into the empty directory `staging` (a transfer)."""
     with open(archive, "rb") as source:
-        _extract(_CountingReader(source, lambda done: None, 0), staging)
+        _extract(_CountingReader(source, lambda done: None, 0), staging, limit_bytes)
 
 
 def own(staging: Path, owner: tuple[int, int]) -> None:

@@ -34,6 +34,7 @@ class Config:
     game_user: str
     games_dir: Path | None = None  # templates of the operator's own games, beside ours
     allow_unsandboxed: bool = False  # a developer's machine that cannot sandbox games
+    sandbox_off: bool = False  # AGENT_SANDBOX=off: never sandbox (with allow_unsandboxed only)
 
     def __repr__(self) -> str:  # the token never reaches a log through a repr
         return f"Config(control_url={self.control_url!r}, data_dir={str(self.data_dir)!r})"
@@ -55,6 +56,7 @@ def config_from_environment(environ: Mapping[str, str] = os.environ) -> Config:
         game_user=_game_user(environ.get("AGENT_GAME_USER", DEFAULT_GAME_USER)),
         games_dir=_games_dir(environ.get("AGENT_GAMES_DIR", "")),
         allow_unsandboxed=_boolean(environ, "AGENT_ALLOW_UNSANDBOXED"),
+        sandbox_off=_sandbox_off(environ.get("AGENT_SANDBOX", "")),
     )
 
 
@@ -130,6 +132,12 @@ def _boolean(environ: Mapping[str, str], name: str) -> bool:
     if value not in ("", "true", "false"):
         raise ConfigError(name, f"true or false, not {value!r}")
     return value == "true"
+
+
+def _sandbox_off(value: str) -> bool:
+    if value.strip() not in ("", "auto", "off"):
+        raise ConfigError("AGENT_SANDBOX", f"auto or off, not {value!r}")
+    return value.strip() == "off"
 
 
 def _games_dir(value: str) -> Path | None:

@@ -28,7 +28,7 @@ from gshost_agent import archives, bucket
 from gshost_agent.keeper import write_json_atomically
 from gshost_agent.layout import GameIdentity, Layout
 from gshost_agent.protocol import ReportKind, ServerState
-from gshost_agent.server_state import Busy, InvalidState, Reporter
+from gshost_agent.server_state import DEFAULT_DISK_MB, Busy, Intent, InvalidState, Reporter
 from gshost_agent.settings_files import read_settings, settings_for, write_settings
 from gshost_agent.templates import GameCatalog, GameTemplate
 
@@ -67,6 +67,7 @@ class JobRequest:
     storage: str = ""  # "object_storage": a backup streamed to the bucket
     download_url: str = ""  # a restore from the bucket: its presigned GET
     size_bytes: int = 0  # ... and the archive's size
+    disk_mb: int | None = None  # a restore's bound; without it, the plan the server last ran
 
     @property
     def needs_stopped(self) -> bool:
@@ -131,7 +132,12 @@ def job_request(body: dict[str, Any]) -> JobRequest:
         sha256 = body.get("sha256")
         if not isinstance(sha256, str) or not SHA256.fullmatch(sha256):
             raise InvalidJob("sha256: the archive's SHA-256 (64 lowercase hex digits)")
-        request = replace(request, sha256=sha256, **_download(body))
+        disk_mb = body.get("disk_mb")
+        if disk_mb is not None and (
+            not isinstance(disk_mb, int) or isinstance(disk_mb, bool) or not 1 <= disk_mb < 1 << 24
+        ):
+            raise InvalidJob("disk_mb: the server's disk limit in MB")
+        request = replace(request, sha256=sha256, disk_mb=disk_mb, **_download(body))
     if request.kind == JobKind.REINSTALL:
         settings = body.get("settings", {})
         if not isinstance(settings, dict):
@@ -179,6 +185,14 @@ def interrupted_job_stopped_game(run_dir: Path) -> bool:
         return json.loads((run_dir / JOB_FILE).read_text()).get("start_again") is True
     except (OSError, ValueError, AttributeError):
         return False
+
+
+def disk_limit_mb(layout: Layout, server_id: str, given: int | None = None) -> int:
+    """The server's disk limit: as given, else that of its plan when it last ran here."""
+    if given is not None:
+        return given
+    intent = Intent.load(layout.run_dir(server_id))
+    return intent.request.disk_mb if intent is not None else DEFAULT_DISK_MB
 
 
 def backup_path(layout: Layout, server_id: str, backup_id: str) -> Path:
@@ -258,14 +272,20 @@ class JobWork:
         archive = backup_path(self.layout, self.server_id, self.request.backup_id)
         size = archive.stat().st_size if archive.exists() else 0
         throttle = archives.Throttle(2 * size, self.progress, self.ending)
-        archives.restore_backup(archive, self.request.sha256, self.directory, throttle, self.owner)
+        limit = disk_limit_mb(self.layout, self.server_id, self.request.disk_mb) << 20
+        archives.restore_backup(
+            archive, self.request.sha256, self.directory, throttle, self.owner, limit
+        )
 
     def restore_from_bucket(self) -> None:
+        limit = disk_limit_mb(self.layout, self.server_id, self.request.disk_mb) << 20
         expected = archives.Archived(self.request.size_bytes, self.request.sha256)
         throttle = archives.Throttle(expected.size_bytes, self.progress, self.ending)
         download = bucket.Download(self.request.download_url)
         try:
-            archives.restore_stream(download.answer, expected, self.directory, throttle, self.owner)
+            archives.restore_stream(
+                download.answer, expected, self.directory, throttle, self.owner, limit
+            )
         finally:
             download.close()
 

@@ -24,9 +24,13 @@ def exit_kind(intent: Intent) -> ReportKind | None:
     return ReportKind.CRASHED
 
 
-def exit_details(record: dict[str, Any]) -> dict[str, Any]:
-    """The report's fields from the keeper's exit record, bounded as the wire allows."""
+def exit_details(record: dict[str, Any], intent: Intent | None = None) -> dict[str, Any]:
+    """The report's fields from the keeper's exit record, bounded as the wire allows; a crash
+    the agent caused because the game's directory went over its disk limit says so
+    (`"reason": "disk_limit"`)."""
     details = {"at": record["at"]} if isinstance(record.get("at"), str) else {}
+    if intent is not None and intent.disk_limit:
+        details["reason"] = "disk_limit"
     return details | {
         "pid": record.get("pid"),
         "exit_code": record.get("exit_code"),

@@ -28,6 +28,7 @@ if __name__ == "__main__":
 import asyncio
 import collections
 import contextlib
+import errno
 import json
 import os
 import resource
@@ -59,13 +60,40 @@ SANDBOX_IGNORED_SIGNALS = (
 )
 
 
+RESERVE = "reserve"  # <data>/reserve: room kept for the agent's own state (layout.py)
+
+
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
-    """Written whole or not at all, and durable once renamed: an exit must not be lost."""
+    """Written whole or not at all, and durable once renamed: an exit must not be lost. On a
+    full disk (a game filled it), the agent's reserve is given up for it."""
+    try:
+        _write_json(path, data)
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT) or not _release_reserve(path):
+            raise
+        _write_json(path, data)
+
+
+def _release_reserve(path: Path) -> bool:
+    for directory in path.parents[:3]:  # <data>/outbox/x, <data>/run/<id>/x
+        with contextlib.suppress(FileNotFoundError):
+            (directory / RESERVE).unlink()
+            print(f"the disk is full: released {directory / RESERVE}", file=sys.stderr)
+            return True
+    return False
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w", encoding="utf-8") as file:
-        json.dump(data, file)
-        file.flush()
-        os.fsync(file.fileno())
+    try:
+        with open(temporary, "w", encoding="utf-8") as file:
+            json.dump(data, file)
+            file.flush()
+            os.fsync(file.fileno())
+    except OSError:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
     os.replace(temporary, path)
     directory = os.open(path.parent, os.O_RDONLY)
     try:

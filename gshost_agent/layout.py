@@ -26,8 +26,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from gshost_agent.keeper import RESERVE
 from gshost_agent.templates import GAMES_DIR, GameTemplate
 
+RESERVE_BYTES = 16 << 20  # room for a few thousand reports and exit records
 SERVER_GID_FIRST = 270000
 SERVER_GID_COUNT = 10000
 SYSTEM_PYTHON = Path("/usr/bin/python3")
@@ -121,6 +123,30 @@ class Layout:
         for entry in self.run.iterdir():
             if entry.is_symlink() or entry.is_dir():
                 check_owned(entry)
+
+    def keep_reserve(self) -> bool:
+        """`<data>/reserve`, real blocks the agent gives up when a game has filled the disk so
+        that its reports and exit records are still written (see keeper.write_json_atomically);
+        made again once there is room. False when there is no room for it now."""
+        reserve = self.root / RESERVE
+        if reserve.exists():
+            return True
+        if shutil.disk_usage(self.root).free < 4 * RESERVE_BYTES:
+            return False
+        temporary = self.root / f".{RESERVE}.tmp"
+        try:
+            with open(temporary, "wb") as file:
+                block = bytes(1 << 20)
+                for _ in range(RESERVE_BYTES >> 20):
+                    file.write(block)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, reserve)
+        except OSError:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            return False
+        return True
 
     def lock(self) -> int:
         """Held while the agent runs (the descriptor it returns): two agents on one data

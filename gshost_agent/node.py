@@ -95,11 +95,13 @@ class Node:
         self.layout = Layout(config.data_dir, self.identity)
         self.layout.prepare()
         self._lock = self.layout.lock()
+        self.layout.keep_reserve()
         self.memory_root = detect_memory_root() if self.identity.privileged else None
         self.sandboxing = detect(
             privileged=self.identity.privileged,
             has_cgroups=self.memory_root is not None,
             allow_unsandboxed=config.allow_unsandboxed,
+            off=config.sandbox_off,
         )
         self.networks = _networks(self.sandboxing)
         self.outbox = Outbox(self.layout.outbox)
@@ -264,8 +266,10 @@ class Node:
             for supervisor in list(self.supervisors.values()):
                 try:
                     supervisor.sample()
+                    await supervisor.watch_disk()
                 except Exception:
                     logger.exception("%s: sampling failed", supervisor.server_id)
+            self.layout.keep_reserve()  # again, once a game that filled the disk is gone
 
     async def stop_servers(self, *, grace: float, kill_wait: float) -> None:
         """Every game stopped as its template says; killed once `grace` is over."""

@@ -74,7 +74,11 @@ class Sandboxing:
         return dict(self.tools)[name]
 
 
-def detect(*, privileged: bool, has_cgroups: bool, allow_unsandboxed: bool) -> Sandboxing:
+def detect(
+    *, privileged: bool, has_cgroups: bool, allow_unsandboxed: bool, off: bool = False
+) -> Sandboxing:
+    if off:
+        return Sandboxing(False, "turned off (AGENT_SANDBOX=off)", allow_unsandboxed)
     if not privileged:
         reason = "the agent does not run as root"
         return Sandboxing(False, reason, allow_unsandboxed)

@@ -42,6 +42,16 @@ class InvalidCommand(ValueError):
     pass
 
 
+class DiskLimitExceeded(Exception):
+    """The server's directory holds more than its plan's disk_mb: it does not start."""
+
+    def __init__(self, used_mb: float, limit_mb: int) -> None:
+        super().__init__(
+            f"the server's directory holds {used_mb:.0f} MB, over its disk limit of "
+            f"{limit_mb} MB: remove files (or restore a backup) first"
+        )
+
+
 class Reporter(Protocol):
     def __call__(
         self,
@@ -79,6 +89,7 @@ class Intent:
     last_line: int = 0  # the number of this run's last console line, once it has ended
     restart_with: StartRequest | None = None
     network: list[int] | None = None  # the sandbox's network slot and port, while it exists
+    disk_limit: bool = False  # stopped by the agent: its directory went over its disk_mb
 
     def save(self, run_dir: Path) -> None:
         keeper.write_json_atomically(run_dir / INTENT, asdict(self))
@@ -97,6 +108,7 @@ class Intent:
                 last_line=int(data.get("last_line", 0)),
                 restart_with=StartRequest(**restart) if restart else None,
                 network=[int(n) for n in data["network"]] if data.get("network") else None,
+                disk_limit=bool(data.get("disk_limit", False)),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None

@@ -44,6 +44,7 @@ from gshost_agent.sandbox import (
 )
 from gshost_agent.server_state import (
     Busy,
+    DiskLimitExceeded,
     Intent,
     InvalidState,
     MemoryRoot,
@@ -127,6 +128,9 @@ class Supervisor:
             self.sandboxing.check_can_start()
             template = self.catalog.get(request.game)
             settings_for(template, request.settings)  # refused before anything is touched
+            used = disk_mb(self.layout.server_dir(self.server_id))
+            if used > request.disk_mb:
+                raise DiskLimitExceeded(used, request.disk_mb)
             try:
                 await self._launch(request, ServerState.STARTING)
             except BaseException:
@@ -432,7 +436,8 @@ class Supervisor:
         await self._close_network()  # first: its report and its state then change at once
         kind = exit_kind(intent)
         if kind is not None:
-            self.report(self.server_id, kind, exit_details(record), exit_key=exit_key(record))
+            details = exit_details(record, intent)
+            self.report(self.server_id, kind, details, exit_key=exit_key(record))
         intent.active = False
         # The keeper counted them all, also those of a run that ended while the agent was away.
         self.last_n = max(self.last_n, intent.line_base + int(record.get("lines") or 0))
@@ -557,6 +562,25 @@ class Supervisor:
             "players_online": len(self.roster.players),
             "uptime_seconds": uptime,
         }
+
+    async def watch_disk(self) -> None:
+        """A game whose directory holds more than its plan's disk_mb is stopped (killed: what
+        it would write on a clean stop would only add to it), reported as crashed with
+        `"reason": "disk_limit"`; it does not start again while it is over."""
+        intent = self.intent
+        if self.state != ServerState.RUNNING or intent is None or intent.disk_limit:
+            return
+        used = disk_mb(self.layout.server_dir(self.server_id))
+        if used <= intent.request.disk_mb:
+            return
+        logger.warning(
+            "%s: its directory holds %.0f MB, over its limit of %s MB: stopping it",
+            self.server_id, used, intent.request.disk_mb,
+        )  # fmt: skip
+        intent.disk_limit = True
+        intent.save(self.run_dir)
+        with contextlib.suppress(KeeperGone):
+            await self._signal(signal.SIGKILL)
 
     def sample(self) -> None:
         if self.state == ServerState.STOPPED or self.tree is None:

@@ -31,7 +31,7 @@ from gshost_agent.data_jobs import SERVER_FILE
 from gshost_agent.keeper import write_json_atomically
 from gshost_agent.layout import Layout
 from gshost_agent.protocol import ServerState
-from gshost_agent.server_state import InvalidState
+from gshost_agent.server_state import DEFAULT_DISK_MB, InvalidState
 from gshost_agent.templates import GameCatalog
 
 ARCHIVE_SHA256_HEADER = "X-Archive-SHA256"
@@ -41,6 +41,8 @@ UPLOAD_READ_SECONDS = 120.0  # the target checks and extracts before it answers
 DISK_FULL = "the node's disk is full"
 # gzip level 0 (stored, not deflated): the move is downtime, and a LAN outruns zlib.
 TRANSFER_LEVEL = 0
+# A tar's headers and padding beside its content: 1 KiB a file at most, and some slack.
+ARCHIVE_OVERHEAD_BYTES = 64 << 20
 
 
 class TransferError(Exception):
@@ -63,6 +65,7 @@ class Incoming:
     token_hash: bytes
     game: str
     expires_at: float
+    disk_mb: int = DEFAULT_DISK_MB  # the server's plan: a bigger content is refused
     uploading: bool = False
     received: archives.Archived | None = None
 
@@ -92,7 +95,14 @@ class Transfers:
 
     # The target's side ------------------------------------------------------------------------
 
-    def expect(self, server_id: str, token: str, game: str, valid_seconds: int) -> None:
+    def expect(
+        self,
+        server_id: str,
+        token: str,
+        game: str,
+        valid_seconds: int,
+        disk_mb: int = DEFAULT_DISK_MB,
+    ) -> None:
         self.catalog.get(game)  # UnknownGame: refused before anything is noted
         if self.layout.server_dir(server_id).exists():
             raise TransferError(409, "invalid_state", "this node already has that server")
@@ -100,7 +110,7 @@ class Transfers:
             self.discard(server_id)
         seconds = min(max(valid_seconds, 1), LONGEST_VALIDITY_SECONDS)
         self.incoming[server_id] = Incoming(
-            server_id, token_hash(token), game, time.monotonic() + seconds
+            server_id, token_hash(token), game, time.monotonic() + seconds, disk_mb
         )
 
     def authorised(self, server_id: str, token: str) -> Incoming:
@@ -120,6 +130,9 @@ class Transfers:
         """The archive, written and hashed as it comes, checked, then extracted into staging."""
         if incoming.uploading or incoming.received is not None:
             raise TransferError(409, "invalid_state", "that transfer has already been sent")
+        limit = incoming.disk_mb << 20
+        if length > limit + ARCHIVE_OVERHEAD_BYTES:  # stored, not deflated: about its content
+            raise TransferError(409, "disk_limit_exceeded", str(archives.TooBig(limit)))
         if shutil.disk_usage(self.root).free < length:
             raise TransferError(507, "insufficient_storage", DISK_FULL)
         incoming.uploading = True
@@ -129,7 +142,7 @@ class Transfers:
             if not hmac.compare_digest(archived.sha256, sha256.lower()):
                 raise TransferError(422, "checksum_mismatch", "the archive's SHA-256 differs")
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, _unpack, partial, staging)
+            await loop.run_in_executor(None, _unpack, partial, staging, limit)
         except BaseException:
             _remove(staging)
             incoming.uploading = False
@@ -250,11 +263,13 @@ def _write_all(descriptor: int, data: bytes | bytearray) -> None:
         view = view[os.write(descriptor, view) :]
 
 
-def _unpack(archive: Path, staging: Path) -> None:
+def _unpack(archive: Path, staging: Path, limit_bytes: int) -> None:
     _remove(staging)
     staging.mkdir(mode=0o700)
     try:
-        archives.unpack(archive, staging)
+        archives.unpack(archive, staging, limit_bytes)
+    except archives.TooBig as error:
+        raise TransferError(409, "disk_limit_exceeded", str(error)) from error
     except archives.ArchiveError as error:
         raise TransferError(422, "invalid_archive", str(error)) from error
     except OSError as error:

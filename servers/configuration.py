@@ -37,8 +37,13 @@ class SettingSpec:
     def clean(self, value: str) -> str:
         """The value in its stored form, or InvalidSetting saying what is wrong with it."""
         value = value.strip()
+        if not value.isprintable():  # a newline, CR, U+2028/U+2029 or a control character
+            raise InvalidSetting(f"{self.key} must be one line of printable characters.")
         if self.kind == Kind.INTEGER:
-            if not value.lstrip("-").isdigit() or not self.minimum <= int(value) <= self.maximum:
+            digits = value.removeprefix("-")
+            if not (digits.isascii() and digits.isdigit() and len(digits) <= 12) or not (
+                self.minimum <= int(value) <= self.maximum
+            ):
                 raise InvalidSetting(
                     f"{self.key} must be a whole number from {self.minimum} to {self.maximum}."
                 )

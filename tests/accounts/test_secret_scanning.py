@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -440,3 +441,52 @@ def test_it_reports_a_failure_without_the_token(make_key, github, caplog, monkey
     for text in [caplog.text, response.content.decode(), mailed.body, html]:
         assert key.full_key not in text
         assert key.full_key.split("_")[-1] not in text
+
+
+def test_a_failed_fetch_is_remembered_for_60_seconds(make_key, send, keys_server):
+    keys_server.down = True
+    key = make_key()
+    with freeze_time() as clock:
+        assert send(alert_body(key.full_key)).status_code == 503
+        assert send(alert_body(key.full_key)).status_code == 503
+        assert keys_server.fetches == 1  # the second alert made no fetch
+        keys_server.down = False
+        clock.tick(61)
+        cache.delete(secret_scanning.FAILURE_MARK)  # (a cache server does not time-travel)
+        assert send(alert_body(key.full_key)).status_code == 200
+    assert keys_server.fetches == 2
+    assert secret_scanning.FAILURE_SECONDS == 60
+
+
+def test_one_fetch_runs_at_a_time_and_the_others_take_its_outcome(
+    make_key, keys_server, monkeypatch
+):
+    keys_server.down = True
+    started, release = threading.Event(), threading.Event()
+    real_fetch = secret_scanning.fetch_public_keys
+
+    def slow_fetch(url: str) -> dict[str, str]:
+        started.set()
+        release.wait(10)
+        return real_fetch(url)
+
+    monkeypatch.setattr(secret_scanning, "fetch_public_keys", slow_fetch)
+    outcomes: list[str] = []
+
+    def alert() -> None:
+        try:
+            secret_scanning._fetch_and_keep()
+            outcomes.append("keys")
+        except secret_scanning.KeysUnavailable:
+            outcomes.append("unavailable")
+
+    threads = [threading.Thread(target=alert) for _ in range(5)]
+    threads[0].start()
+    assert started.wait(10)
+    for thread in threads[1:]:
+        thread.start()
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert outcomes == ["unavailable"] * 5
+    assert keys_server.fetches == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import subprocess
 import tarfile
@@ -142,3 +143,68 @@ def test_a_file_shortened_while_it_is_archived_is_padded_to_the_size_it_had(
     finally:
         os.close(descriptor)
     assert first + rest == b"x" * 6_000 + b"\0" * 4_000
+
+
+def archive_of(source: Path, target: Path, *tar_options: str) -> str:
+    """`source`'s content as a tar.gz made by GNU tar; its SHA-256."""
+    command = ["tar", *tar_options, "-czf", str(target), "-C", str(source), "."]
+    subprocess.run(command, check=True, capture_output=True)
+    return hashlib.sha256(target.read_bytes()).hexdigest()
+
+
+def test_a_link_pointing_outside_is_restored_as_a_link(servers: Path, tmp_path: Path) -> None:
+    made = tmp_path / "made"
+    made.mkdir()
+    (made / "world.dat").write_text("world")
+    os.symlink("/etc/passwd", made / "absolute")
+    os.symlink("../../elsewhere", made / "escaping")
+    sha256 = archive_of(made, tmp_path / "links.tar.gz")
+
+    archives.restore_backup(
+        tmp_path / "links.tar.gz", sha256, servers / "srv_one", never, owner=None
+    )
+
+    restored = servers / "srv_one"
+    assert os.readlink(restored / "absolute") == "/etc/passwd"
+    assert os.readlink(restored / "escaping") == "../../elsewhere"
+    assert (restored / "world.dat").read_text() == "world"
+
+
+def test_nothing_is_written_through_a_link_pointing_outside(servers: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    archive = tmp_path / "through.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        link = tarfile.TarInfo("door")
+        link.type, link.linkname = tarfile.SYMTYPE, str(outside)
+        tar.addfile(link)
+        payload = tarfile.TarInfo("door/planted")
+        payload.size = 5
+        tar.addfile(payload, io.BytesIO(b"owned"))
+    sha256 = hashlib.sha256(archive.read_bytes()).hexdigest()
+    before = (servers / "srv_one" / "world.dat").read_bytes()
+
+    with pytest.raises(archives.ArchiveError):
+        archives.restore_backup(archive, sha256, servers / "srv_one", never, owner=None)
+
+    assert list(outside.iterdir()) == []
+    assert (servers / "srv_one" / "world.dat").read_bytes() == before
+
+
+def test_a_sparse_restore_beyond_the_disk_limit_is_refused(servers: Path, tmp_path: Path) -> None:
+    made = tmp_path / "made"
+    made.mkdir()
+    with open(made / "hole.bin", "wb") as sparse:
+        sparse.truncate(2 << 30)  # 2 GiB that take no room: tar -S stores only its data
+    sha256 = archive_of(made, tmp_path / "sparse.tar.gz", "--sparse")
+    assert (tmp_path / "sparse.tar.gz").stat().st_size < 1 << 20
+    before = (servers / "srv_one" / "world.dat").read_bytes()
+
+    with pytest.raises(archives.TooBig):
+        archives.restore_backup(
+            tmp_path / "sparse.tar.gz", sha256, servers / "srv_one", never, None, 1 << 30
+        )
+
+    assert sorted(os.listdir(servers / "srv_one")) == ["world.dat"]
+    assert (servers / "srv_one" / "world.dat").read_bytes() == before
+    assert sorted(os.listdir(servers)) == ["srv_one"]  # no staging left

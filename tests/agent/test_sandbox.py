@@ -5,7 +5,10 @@ the node itself, and each rule holds."""
 from __future__ import annotations
 
 import re
+import shutil
 import socket
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -234,3 +237,46 @@ def test_its_network_is_removed_when_the_game_stops(agent, control_plane):
         requests.get(f"http://127.0.0.1:{port}/", timeout=3)
     with socket.create_server(("0.0.0.0", port)) as listener:
         assert listener.getsockname()[1] == port
+
+
+def test_a_game_over_its_disk_limit_is_stopped_and_does_not_start_again(agent, control_plane):
+    attacker = hostile(agent, control_plane, disk_mb=5)
+    own = agent.data_dir / "servers" / attacker
+    assert probe(agent, attacker, f"fill {own}/hoard.bin 12") == "filled"
+    report = control_plane.wait_for_report(attacker, "crashed", timeout=45)
+    assert report["reason"] == "disk_limit" and report["signal"] == 9
+    body = {"game": "hostile", "port": free_port(), "memory_mb": 256, "disk_mb": 5}
+    answer = agent.request("POST", f"/v1/servers/{attacker}/start", body)
+    assert answer.status_code == 409
+    assert answer.json()["error"]["code"] == "disk_limit_exceeded"
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 100 MiB filesystem for an agent's data: a disk a game can fill."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=100m,mode=0711", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+    )
+    if made.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_loses_no_neighbours_crash_report(make_agent, control_plane, small_disk):
+    agent = make_agent(small_disk)
+    agent.start()
+    assert (small_disk / "reserve").stat().st_size == 16 << 20
+    victim, _ = neighbour(agent, control_plane)
+    attacker = hostile(agent, control_plane, memory_mb=512)
+    own = small_disk / "servers" / attacker
+    assert probe(agent, attacker, f"fill {own}/hoard.bin 200", timeout=60) == "failed OSError"
+    assert shutil.disk_usage(small_disk).free < 1 << 20  # full
+    assert agent.request("POST", f"/v1/servers/{victim}/kill").status_code == 202
+    report = control_plane.wait_for_report(victim, "crashed")
+    assert report["signal"] == 9
+    assert agent.request("GET", "/v1/node").json()["servers"][victim] == "stopped"

@@ -342,3 +342,23 @@ def test_a_target_that_does_not_confirm_the_archive_fails_the_transfer(
     assert sent.json()["error"]["code"] == "transfer_failed"
     assert "differs from the archive sent" in sent.json()["error"]["message"]
     assert tree(server_dir(source, server_id)) == before and staged(source) == []
+
+
+def test_a_migration_beyond_the_servers_disk_limit_is_refused_by_the_target(
+    two_agents, control_plane
+):
+    source, target = two_agents
+    server_id = stopped_demo(source, control_plane)
+    with open(server_dir(source, server_id) / "hole.bin", "wb") as sparse:
+        sparse.truncate(3 << 20)  # sparse: counted at its full size
+    before = tree(server_dir(source, server_id))
+    token = new_token()
+    body = {"token": token, "game": "demo", "valid_seconds": 600, "disk_mb": 2}
+    assert target.request("POST", f"/v1/transfers/{server_id}", body).status_code == 201
+
+    sent = send(source, server_id, target.url, token)
+
+    assert sent.status_code == 502
+    assert "exceeds the server's disk limit (2 MB)" in sent.json()["error"]["message"]
+    assert staged(target) == [] and commit(target, server_id).status_code == 409
+    assert tree(server_dir(source, server_id)) == before

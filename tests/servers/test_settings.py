@@ -59,6 +59,22 @@ def test_a_bad_value_or_a_setting_the_game_lacks_is_refused(acme_server, values)
         change(acme_server, **values)
 
 
+@pytest.mark.parametrize(
+    "value", ["one\ntwo", "one\rtwo", "one\u2028two", "one\u2029two", "bell\x07", "tab\there"]
+)
+def test_a_value_the_game_cannot_write_is_refused_when_saved(acme_server, value):
+    """A game's settings file holds one value a line: a value that is not one printable line
+    would block every start, so it is refused here, where it is saved."""
+    with pytest.raises(InvalidSetting, match="one line of printable characters"):
+        change(acme_server, motd=value)
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "9" * 5000, "\u0661"])
+def test_a_number_that_is_no_whole_ascii_number_is_refused_not_a_crash(acme_server, value):
+    with pytest.raises(InvalidSetting, match="a whole number"):
+        change(acme_server, max_players=value)
+
+
 def test_history_lists_changes_newest_first(reader, acme_server):
     with freeze_time("2026-11-22 10:00:00") as frozen:
         change(acme_server, max_players="30")
