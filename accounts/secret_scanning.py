@@ -28,6 +28,8 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from django.conf import settings
 from django.core.cache import cache
 
+from gshost import process_state
+
 logger = logging.getLogger(__name__)
 
 CACHE_KEY = "secret-scanning:github-public-keys"
@@ -106,6 +108,18 @@ def _may_refetch() -> bool:
 
 _fetching = threading.Lock()
 _fetches = 0  # fetches this process made (a thread that waited sees whether one happened)
+
+
+def _forget_fetches() -> None:
+    global _fetches
+    _fetches = 0
+
+
+process_state.register(
+    "accounts.secret_scanning",
+    bound="a count of this process's key fetches, and the lock that makes them one at a time",
+    reset=_forget_fetches,
+)
 
 
 def _fetch_and_keep() -> PublicKeys:

@@ -11,7 +11,7 @@ ever visible, and no backup is `available` without its whole object.
 import dataclasses
 import logging
 
-from gshost.errors import Unavailable
+from gshost.errors import InvalidInput, Unavailable
 from servers import object_storage
 from servers.errors import InvalidState
 from servers.models import Backup, BackupLocation, BackupState, Job, JobKind, JobState, Node, Server
@@ -68,7 +68,10 @@ def backup_upload_begin(backup: Backup, server: Server) -> None:
 def backup_part_urls(*, node: Node, backup_id: str, first: int, count: int) -> list[str]:
     """Presigned URLs of parts `first`.. of the backup's upload, for the node making it."""
     if not 1 <= first <= MAX_PARTS or not 1 <= count <= MAX_URLS_PER_ASK:
-        raise ValueError(f"parts are numbered 1 to {MAX_PARTS}, at most {MAX_URLS_PER_ASK} a time")
+        raise InvalidInput(
+            f"Parts are numbered 1 to {MAX_PARTS}, at most {MAX_URLS_PER_ASK} a time.",
+            fields=["first", "count"],
+        )
     backup = Backup.objects.filter(id=backup_id, server__node=node).first()
     if backup is None or not in_bucket(backup) or backup.state != BackupState.CREATING:
         raise UploadNotOpen()
