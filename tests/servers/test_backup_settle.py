@@ -9,10 +9,7 @@ from audit.actors import Actor
 from servers.backup_storage import backup_key, backup_part_urls, backup_upload_settle
 from servers.jobs import backup_create
 from servers.models import Backup, BackupState, Job, JobState
-from tests.servers.seaweedfs import bucket, seaweedfs
 from tests.servers.test_agent_jobs import finished, post_report
-
-__all__ = ["bucket", "seaweedfs"]
 
 ARCHIVE = b"an archive of the world, sent as one part"
 
