@@ -76,12 +76,13 @@ class MultipartSink:
         self.part_size = part_size
         self.urls = urls
         self.ending = ending
-        self.buffer = bytearray()
         self.parts = 0
-        self.sent_bytes = 0
         self.error: BaseException | None = None
-        self._room = threading.Semaphore(1)  # one part in the sender's hands at a time
-        self._queue: queue.Queue[tuple[int, bytearray] | None] = queue.Queue()
+        # Two buffers, made once: one fills while the sender has the other.
+        self._filling, self._filled = bytearray(part_size), 0
+        self._free: queue.Queue[bytearray] = queue.Queue()
+        self._free.put(bytearray(part_size))
+        self._queue: queue.Queue[tuple[int, bytearray, int] | None] = queue.Queue()
         self._known: dict[int, str] = {}
         self._connection: http.client.HTTPConnection | None = None
         self._origin = ""
@@ -90,15 +91,17 @@ class MultipartSink:
 
     def write(self, view: memoryview) -> None:
         while view:
-            room = self.part_size - len(self.buffer)
-            self.buffer += view[:room]
-            view = view[room:]
-            if len(self.buffer) == self.part_size:
+            taken = view[: self.part_size - self._filled]
+            self._filling[self._filled : self._filled + len(taken)] = taken
+            self._filled += len(taken)
+            view = view[len(taken) :]
+            if self._filled == self.part_size:
                 self._hand_off()
+                self._filling, self._filled = self._free_buffer(), 0
 
     def finish(self) -> int:
         """The last part sent, and every part acknowledged; how many parts there are."""
-        if self.buffer or self.parts == 0:
+        if self._filled or self.parts == 0:
             self._hand_off()
         self._queue.put(None)
         self._thread.join()
@@ -110,38 +113,39 @@ class MultipartSink:
         """The job ends without the archive: nothing more is sent (the control plane aborts
         the upload when the job's failure reaches it)."""
         self.error = self.error or UploadError("abandoned")
-        self.buffer = bytearray()
         self._queue.put(None)
         # A part in flight may take long to fail: the (daemon) sender is not waited for, so
         # an agent that ends is not held up by it.
         self._thread.join(timeout=WAIT_STEP_SECONDS)
 
     def _hand_off(self) -> None:
+        if self.error is not None:
+            raise self.error
         if self.parts >= MOST_PARTS:
             raise UploadError(f"the archive outgrew {MOST_PARTS} parts of {self.part_size} bytes")
-        while not self._room.acquire(timeout=WAIT_STEP_SECONDS):
-            if self.error is not None:
-                raise self.error
-            if self.ending.is_set():
-                raise UploadError("the agent is ending")
-        if self.error is not None:
-            self._room.release()
-            raise self.error
         self.parts += 1
-        self._queue.put((self.parts, self.buffer))
-        self.buffer = bytearray()
+        self._queue.put((self.parts, self._filling, self._filled))
+
+    def _free_buffer(self) -> bytearray:
+        """The buffer the sender gives back once its part is sent."""
+        while True:
+            try:
+                return self._free.get(timeout=WAIT_STEP_SECONDS)
+            except queue.Empty:
+                if self.error is not None:
+                    raise self.error from None
+                if self.ending.is_set():
+                    raise UploadError("the agent is ending") from None
 
     def _send_all(self) -> None:
         try:
             while (item := self._queue.get()) is not None:
-                number, data = item
+                number, buffer, length = item
                 if self.error is None:
-                    self._send(number, data)
-                    self.sent_bytes += len(data)
-                self._room.release()
+                    self._send(number, memoryview(buffer)[:length])
+                self._free.put(buffer)
         except BaseException as error:
             self.error = error
-            self._room.release()
         finally:
             if self._connection is not None:
                 self._connection.close()
@@ -154,7 +158,7 @@ class MultipartSink:
             self._known = {number + offset: url for offset, url in enumerate(urls)}
         return self._known.pop(number)
 
-    def _send(self, number: int, data: bytearray) -> None:
+    def _send(self, number: int, data: memoryview) -> None:
         url = urlsplit(self._url(number))
         for attempt in range(1, ATTEMPTS + 1):
             if self.ending.is_set():
@@ -175,7 +179,7 @@ class MultipartSink:
                 time.sleep(RETRY_SECONDS * attempt)
         raise UploadError(why)
 
-    def _put(self, url: SplitResult, data: bytearray) -> int:
+    def _put(self, url: SplitResult, data: memoryview) -> int:
         origin = f"{url.scheme}://{url.netloc}"
         if self._connection is None or origin != self._origin:
             self._drop_connection()

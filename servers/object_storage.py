@@ -146,6 +146,20 @@ def uploads_abort(key: str) -> int:
     return len(found)
 
 
+def object_size(key: str) -> int | None:
+    """The size of the object `key`, or None when there is none."""
+    try:
+        answer = _client().head_object(Bucket=settings.BACKUP_S3_BUCKET, Key=key)
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return None
+        raise ObjectStorageError(f"the bucket refused to look at the object ({error})") from error
+    except BotoCoreError as error:
+        why = f"the bucket could not look at the object ({type(error).__name__})"
+        raise ObjectStorageError(why) from error
+    return int(answer["ContentLength"])
+
+
 def download_url(key: str) -> str:
     """A presigned GET of the object `key` alone."""
     return str(

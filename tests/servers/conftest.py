@@ -11,16 +11,19 @@ from servers.lifecycle import Trigger
 from servers.models import Server
 from servers.services import server_transition
 from tests.servers.node_fixtures import agent_node, demo_server, node_token, stand_in_agent
+from tests.servers.seaweedfs import bucket, seaweedfs
 from tests.webhooks.delivery_fixtures import engine_settings_fixture, receiver_fixture
 from webhooks import services as webhook_services
 
 # The end-to-end test delivers to the webhook tests' HTTPS receiver through their settings.
 __all__ = [
     "agent_node",
+    "bucket",
     "demo_server",
     "engine_settings_fixture",
     "node_token",
     "receiver_fixture",
+    "seaweedfs",
     "stand_in_agent",
 ]
 

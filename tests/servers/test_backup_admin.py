@@ -13,9 +13,7 @@ from servers.backup_storage import backup_key
 from servers.jobs import backup_create, job_finish
 from servers.models import Backup, MigrationState, Node, Server, ServerMigration
 from tests.servers.node_fixtures import beat, register
-from tests.servers.seaweedfs import SeaweedFS, bucket, seaweedfs
-
-__all__ = ["bucket", "seaweedfs"]
+from tests.servers.seaweedfs import SeaweedFS
 
 ACTOR = Actor.system("test")
 

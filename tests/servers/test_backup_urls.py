@@ -24,9 +24,7 @@ from servers.object_storage import (
 )
 from servers.services import server_create
 from tests.servers.node_fixtures import beat, register
-from tests.servers.seaweedfs import SeaweedFS, bucket, seaweedfs
-
-__all__ = ["bucket", "seaweedfs"]
+from tests.servers.seaweedfs import SeaweedFS
 
 PARTS = "/internal/nodes/backup-parts"
 ACTOR = Actor.system("test")

@@ -35,11 +35,11 @@ from servers.models import (
 from servers.node_rebuild import server_rebuild_begin, server_rebuild_run
 from tests.agent.conftest import certificates, games_dir
 from tests.agent.lines import wait_until
-from tests.servers.seaweedfs import SeaweedFS, bucket, seaweedfs
+from tests.servers.seaweedfs import SeaweedFS
 from tests.servers.test_node_migration import Pair, demo_on, migrate, pair, state_of
 from tests.webhooks.worker_cluster import ON_POSTGRES
 
-__all__ = ["bucket", "certificates", "games_dir", "pair", "seaweedfs"]
+__all__ = ["certificates", "games_dir", "pair"]
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
