@@ -132,3 +132,18 @@ def test_a_call_held_by_one_node_does_not_stop_calls_to_another(
         holding_listener.stop()  # its connection closes: the first caller ends now
         held.join()
     assert holding_listener.connections == 1
+
+
+def test_when_redis_cannot_be_reached_calls_go_on_with_the_process_own_marks(
+    held_node: Node,
+    holding_listener: HoldingListener,
+    agent_node: Node,
+    stand_in_agent: StandInAgent,
+    settings: Any,
+) -> None:
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    stand_in_agent.answer("GET", STATS, 200, {"fine": True})
+    assert agent_call(agent_node, "GET", STATS) == {"fine": True}
+    unavailable(held_node)
+    assert "did not answer" in unavailable(held_node).message
+    assert holding_listener.connections == 1
