@@ -11,12 +11,15 @@ import os
 import signal
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 
 from accounts.models import Organization
 from audit.actors import Actor
@@ -127,6 +130,13 @@ def power_all(web: FleetWeb, key: str, asked: list[tuple[Server, str]]) -> list[
 
 def stop_all(web: FleetWeb, key: str, servers: list[Server]) -> list[Any]:
     return power_all(web, key, [(server, "stop") for server in servers])
+
+
+def test_new_servers_spread_over_the_twenty_nodes(fleet: Fleet) -> None:
+    for n in range(2 * NODES):
+        call_command("createserver", "acme", f"spread-{n}", "--game", "demo", stdout=StringIO())
+    per_node = Counter(Server.objects.values_list("node__name", flat=True))
+    assert per_node == {agent.node.name: 3 for agent in fleet.agents}  # one from the fixture
 
 
 def test_a_node_whose_link_is_cut_is_unreachable_within_30_s_then_answers_503_at_once(
