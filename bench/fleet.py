@@ -2,9 +2,9 @@
 
 The control plane served by gunicorn (the shipped gunicorn.conf.py) on PostgreSQL + Redis;
 a stand-in for the agents in this process speaks their protocol: each node sends a heartbeat
-every 10 s listing its servers (spread evenly over the 10 s), and reports what its games do
-(`crashed`, `started_by_node`, `ready`, in turn per server, one report per node every
-BENCH_REPORT_EVERY seconds). Three phases of BENCH_SECONDS each, in the same run:
+every 10 s listing its servers with their readings (spread evenly over the 10 s), and reports
+what its games do (`crashed`, `started_by_node`, `ready`, in turn per server; one report per
+node every BENCH_REPORT_EVERY seconds). Four phases of BENCH_SECONDS each, in the same run:
 
 1. baseline: one node with BENCH_SERVERS servers, heartbeats and reports;
 2. the floor: `GET /healthz` (a bare view) at the fleet's heartbeat rate, the same driver;
@@ -36,6 +36,7 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -55,6 +56,7 @@ HEARTBEAT_SECONDS = 10.0
 GUNICORN = ROOT / ".venv" / "bin" / "gunicorn"
 ACCESS_FORMAT = "%(m)s %(U)s %(s)s %(D)s"  # method, path, status, microseconds taken
 CYCLE = ("crashed", "started_by_node", "ready")  # a running server's reports, in turn
+SETTINGS = {"motd": "A gshost demo server", "max-players": "20", "difficulty": "normal"}
 
 
 @dataclass
@@ -68,7 +70,26 @@ class StandInNode:
     next_report: itertools.count[int] = field(default_factory=itertools.count)
 
     def heartbeat(self) -> dict[str, object]:
-        return {"agent_version": "bench", "outbox_id": self.outbox_id, "servers": self.states}
+        """As the agent sends it: its servers' states, its games and machine, and each
+        server's readings (the settings file; stats and players while it is not stopped)."""
+        now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        readings: dict[str, object] = {}
+        for server, state in self.states.items():
+            reading: dict[str, object] = {"settings": SETTINGS}
+            if state != "stopped":
+                reading |= {
+                    "sampled_at": now, "cpu_percent": 1.5, "memory_mb": 180,
+                    "memory_limit_mb": 1024, "disk_mb": 12, "network_in_kbps": None,
+                    "network_out_kbps": None, "players_online": 2, "uptime_seconds": 3600,
+                    "max_players": 20,
+                    "players": [{"name": name, "joined_at": now} for name in ("ann", "bo")],
+                }  # fmt: skip
+            readings[server] = reading
+        return {
+            "agent_version": "bench", "outbox_id": self.outbox_id, "servers": self.states,
+            "games": ["demo", "freeciv"], "readings": readings,
+            "capacity": {"memory_mb": 65536, "disk_mb": 1_000_000, "cpu_percent": 1600},
+        }  # fmt: skip
 
     def report(self) -> dict[str, object]:
         """The next move of the next server: crashed, started by the node, ready, ..."""

@@ -99,7 +99,9 @@ def node_route(
         if not isinstance(body, dict):
             return _error(400, "invalid_request", "The body must be a JSON object.")
         try:
-            return view(request, node, body)
+            answer = view(request, node, body)
+            _known_nodes.remember(node)
+            return answer
         except BadInput as bad:
             return _error(400, "invalid_request", bad.message, fields={bad.field: [bad.message]})
         except NodeTokenChanged:
@@ -156,6 +158,13 @@ class _KnownNodes:
                 while len(self._nodes) > self.KEPT:
                     self._nodes.popitem(last=False)
         return node
+
+    def remember(self, node: Node) -> None:
+        """The node as a call left it (what its heartbeat wrote), until its entry expires."""
+        with self._lock:
+            known = self._nodes.get(node.token_hash or "")
+            if known is not None and known[1].id == node.id:
+                self._nodes[node.token_hash or ""] = (known[0], copy.copy(node))
 
     def forget(self, node: Node) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ def run(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def can_make_namespaces() -> bool:
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 or not (shutil.which("ip") and shutil.which("nsenter")):
         return False
     try:
         return run("ip", "netns", "list", check=False).returncode == 0

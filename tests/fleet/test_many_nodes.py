@@ -11,12 +11,15 @@ import os
 import signal
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 
 from accounts.models import Organization
 from audit.actors import Actor
@@ -111,14 +114,29 @@ def running(server: Server) -> bool:
     return Server.objects.get(id=server.id).state == ServerState.RUNNING
 
 
+def power(web: FleetWeb, key: str, server: Server, action: str = "stop") -> Any:
+    return web.api(key, "POST", f"/servers/{server.id}/power", {"action": action})
+
+
 def stop(web: FleetWeb, key: str, server: Server) -> Any:
-    return web.api(key, "POST", f"/servers/{server.id}/power", {"action": "stop"})
+    return power(web, key, server)
+
+
+def power_all(web: FleetWeb, key: str, asked: list[tuple[Server, str]]) -> list[Any]:
+    """Power actions asked at the same moment, one caller each."""
+    with ThreadPoolExecutor(max_workers=len(asked)) as pool:
+        return list(pool.map(lambda one: power(web, key, *one), asked))
 
 
 def stop_all(web: FleetWeb, key: str, servers: list[Server]) -> list[Any]:
-    """Stops asked at the same moment, one caller each."""
-    with ThreadPoolExecutor(max_workers=len(servers)) as pool:
-        return list(pool.map(lambda server: stop(web, key, server), servers))
+    return power_all(web, key, [(server, "stop") for server in servers])
+
+
+def test_new_servers_spread_over_the_twenty_nodes(fleet: Fleet) -> None:
+    for n in range(2 * NODES):
+        call_command("createserver", "acme", f"spread-{n}", "--game", "demo", stdout=StringIO())
+    per_node = Counter(Server.objects.values_list("node__name", flat=True))
+    assert per_node == {agent.node.name: 3 for agent in fleet.agents}  # one from the fixture
 
 
 def test_a_node_whose_link_is_cut_is_unreachable_within_30_s_then_answers_503_at_once(
@@ -165,20 +183,24 @@ def test_once_the_link_is_back_its_reports_arrive_once_and_in_order(
 
 
 def test_a_node_that_holds_connections_costs_one_caller_and_other_nodes_callers_nothing(
-    fleet: Fleet, web: FleetWeb, power_key: str
+    fleet: Fleet, web: FleetWeb, power_key: str, acme: Organization
 ) -> None:
     held = fleet.agents[0]
+    on_held = [
+        server_create(organization=acme, name=f"held-{n}", game="demo", node=held.node)
+        for n in range(4)
+    ]
     proxy = HoldingProxy(held.host.command, held.host.address)
     try:
         Node.objects.filter(id=held.node.id).update(url=proxy.url)
-        on_held = [fleet.servers[0]] * 4
-        answers = stop_all(web, power_key, on_held + fleet.servers[1:])
+        asked = [(server, "start") for server in on_held]
+        answers = power_all(web, power_key, asked + [(s, "stop") for s in fleet.servers[1:]])
         assert [answer.status_code for answer in answers[:4]] == [503] * 4
         assert [answer.status_code for answer in answers[4:]] == [202] * (NODES - 1)
     finally:
         proxy.stop()
     assert proxy.connections == 1
-    assert running(fleet.servers[0])
+    assert all(Server.objects.get(id=s.id).state == ServerState.STOPPED for s in on_held)
 
 
 HOLDING = """

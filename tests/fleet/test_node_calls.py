@@ -2,6 +2,7 @@
 and one slow node costs nothing to calls about other nodes (servers.node_calls)."""
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -132,3 +133,35 @@ def test_a_call_held_by_one_node_does_not_stop_calls_to_another(
         holding_listener.stop()  # its connection closes: the first caller ends now
         held.join()
     assert holding_listener.connections == 1
+
+
+def test_when_redis_cannot_be_reached_calls_go_on_with_the_process_own_marks(
+    held_node: Node,
+    holding_listener: HoldingListener,
+    agent_node: Node,
+    stand_in_agent: StandInAgent,
+    settings: Any,
+) -> None:
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    stand_in_agent.answer("GET", STATS, 200, {"fine": True})
+    assert agent_call(agent_node, "GET", STATS) == {"fine": True}
+    unavailable(held_node)
+    assert "did not answer" in unavailable(held_node).message
+    assert holding_listener.connections == 1
+
+
+def test_calls_at_once_to_a_healthy_node_take_turns_and_all_get_through(
+    agent_node: Node, stand_in_agent: StandInAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(node_calls, "SLOW_AFTER_SECONDS", 1.0)  # the real one
+    stand_in_agent.answer("GET", STATS, 200, {"fine": True})
+    start = threading.Barrier(4)
+
+    def call() -> dict[str, Any]:
+        start.wait()
+        return agent_call(agent_node, "GET", STATS)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = list(pool.map(lambda _: call(), range(4)))
+    assert answers == [{"fine": True}] * 4
+    assert len(stand_in_agent.calls("GET")) == 4

@@ -40,7 +40,6 @@ from tests.servers.agent_rig import (
     probe_as,
     processes_in,
     register_agent_node,
-    session_of,
     wait_until,
 )
 from tests.webhooks.delivery_fixtures import HOST, Hooks, expected_signature
