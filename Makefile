@@ -1,4 +1,5 @@
 # The two commands a newcomer needs: `make run` and `make test`.
+SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,7 +10,7 @@ REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 # from any terminal, `gshost` run here): DEBUG=true and a SECRET_KEY of its own.
 ENV_FILE ?= .env
 
-.PHONY: install install-dev run test lint typecheck browser freeciv sandbox test-postgres test-sqlite bench bench-deliveries clean \
+.PHONY: install install-dev run test lint typecheck browser freeciv sandbox test-postgres test-sqlite pass-postgres pass-sqlite bench bench-deliveries clean \
 	cluster test-cluster bench-load
 
 $(BIN)/python:
@@ -63,17 +64,30 @@ sandbox:
 
 test-postgres: install-dev browser freeciv sandbox
 	./scripts/ensure-services.sh
-	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(BIN)/python -m pytest
+	$(MAKE) --no-print-directory pass-postgres
 
 # The node agent has no database: its tests (tests/agent) run once, in the PostgreSQL pass.
 test-sqlite: install-dev browser freeciv sandbox
-	DATABASE_URL= REDIS_URL= $(BIN)/python -m pytest --ignore=tests/agent
+	$(MAKE) --no-print-directory pass-sqlite
 
 # Lint, types, then the whole suite twice: PostgreSQL + Redis, and the embedded SQLite default.
 # The suite includes the browser tests (Debian's Chromium, installed by scripts/ensure-browser.sh
 # when missing), the freeciv game's tests (Debian's freeciv-server, installed by
 # scripts/ensure-freeciv.sh when missing) and a schemathesis run against the served OpenAPI schema.
-test: lint typecheck test-postgres test-sqlite
+# The two passes run at once, each line marked with its pass: they spend most of their time
+# waiting on real processes (agents, games, workers, the browser), not computing. PYTEST_ARGS
+# goes to both (say, PYTEST_ARGS="-x --durations=20").
+test: lint typecheck browser freeciv sandbox
+	./scripts/ensure-services.sh
+	$(MAKE) --no-print-directory --jobs=2 pass-postgres pass-sqlite
+
+pass-postgres:
+	set -o pipefail; DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) \
+	  $(BIN)/python -m pytest $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[postgres] /'
+
+pass-sqlite:
+	set -o pipefail; DATABASE_URL= REDIS_URL= \
+	  $(BIN)/python -m pytest --ignore=tests/agent $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[sqlite] /'
 
 bench: install-dev
 	./scripts/ensure-services.sh
