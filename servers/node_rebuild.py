@@ -3,7 +3,7 @@ server survives a node that is gone for good (docs/nodes.md, "Rebuild on another
 
 Staff's admin action. The server's node must be unreachable (a node that answers moves its
 servers with "Migrate to node…", data and all). The server is placed anew: on the node staff
-pick, else on the online agent node offering its game with the most free ports. The target
+pick, else where the placement rule puts its game and plan, among the other agent nodes. The target
 fetches the latest available backup from the bucket, checks its SHA-256 and size, and adopts
 it; then, in one transaction, the server moves there (node, port, address) and
 server.migrated fires. A server that ran is started again there. Any failure before that
@@ -20,13 +20,12 @@ from gshost import handoff
 from gshost.errors import DomainError
 from servers.backup_storage import in_bucket
 from servers.errors import MigrationRefused
-from servers.games import check_game_on_node, games_of
+from servers.games import check_game_on_node
 from servers.lifecycle import Trigger
 from servers.models import (
     Backup,
     BackupState,
     Node,
-    NodeKind,
     NodeState,
     Server,
     ServerMigration,
@@ -47,7 +46,7 @@ from servers.node_transfers import (
     fetch_onto,
 )
 from servers.nodes import free_port_count
-from servers.placement import nodes_with_usage
+from servers.placement import Plan, node_loads, rank, refusal, shortage
 from servers.services import server_transition
 from servers.transfers import format_address, new_migration_row
 
@@ -59,18 +58,14 @@ def latest_backup_in_bucket(server: Server) -> Backup | None:
 
 
 def rebuild_target(server: Server) -> Node:
-    """Where the server goes when staff pick no node: an online agent node other than its own
-    that offers its game and has a free port; of those, the one with the most free ports."""
-    candidates = [
-        node
-        for node in nodes_with_usage().filter(kind=NodeKind.AGENT).exclude(id=server.node_id)
-        if node.state() == NodeState.ONLINE
-        and server.game in games_of(node)
-        and free_port_count(node)
-    ]
-    if not candidates:
-        raise MigrationRefused(f"No online node with a free port offers {server.game}.")
-    return max(candidates, key=lambda node: (free_port_count(node) or 0, -node.id))
+    """Where the server goes when staff pick no node: the node the placement rule picks for
+    its game and plan (docs/nodes.md, "Placement"), among agent nodes other than its own."""
+    plan = Plan.of(server)
+    loads = [load for load in node_loads() if load.node.is_agent and load.node.id != server.node_id]
+    fitting = [load for load in loads if shortage(load, server.game, plan, ()) is None]
+    if not fitting:
+        raise MigrationRefused(refusal(loads, server.game, plan, ()).message)
+    return rank(fitting)[0].node
 
 
 def server_rebuild_begin(*, server: Server, target: Node | None, actor: Actor) -> ServerMigration:
