@@ -35,8 +35,8 @@ $(ENV_FILE):
 # script replaces make's shell (exec), so Ctrl-C, SIGTERM to make and a closed terminal all
 # reach it, and it stops everything it started.
 run: install $(ENV_FILE)
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	DEBUG=true $(BIN)/python manage.py migrate --noinput
+	DEBUG=true $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	@echo "API: http://127.0.0.1:$(PORT)/api/public/v1/  (docs: /api/public/v1/docs/)"
 	exec env DEBUG=true DEMO=1 PORT=$(PORT) PANEL_URL=http://127.0.0.1:$(PORT)/panel/keys/ \
 	  ./scripts/run-web-and-worker.sh
