@@ -14,9 +14,10 @@ ENV_FILE ?= .env
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# What running needs; the test and lint tools come with install-dev.
+# What running needs; the test and lint tools come with install-dev. --no-compile: Python
+# compiles the modules it imports when it first imports them, not the thousands it never does.
 install: $(BIN)/python
-	$(BIN)/pip install --quiet -r requirements.lock
+	$(BIN)/pip install --quiet --no-compile -r requirements.lock
 
 install-dev: $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements-dev.lock
