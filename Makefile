@@ -9,18 +9,28 @@ REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 # from any terminal, `gshost` run here): DEBUG=true and a SECRET_KEY of its own.
 ENV_FILE ?= .env
 
+# When this Python has pip, the virtualenv is made without one (ensurepip takes seconds) and this
+# pip installs into it (`pip --python`); the test tools bring pip into it (requirements-dev.lock).
+ifeq ($(shell $(PYTHON) -m pip --version >/dev/null 2>&1 && echo yes),yes)
+VENV_FLAGS := --without-pip
+PIP := $(PYTHON) -m pip --python $(BIN)/python
+else
+VENV_FLAGS :=
+PIP := $(BIN)/pip
+endif
+
 .PHONY: install install-dev run test lint typecheck browser freeciv test-postgres test-sqlite bench bench-deliveries clean
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 
 # What running needs; the test and lint tools come with install-dev. --no-compile: Python
 # compiles the modules it imports when it first imports them, not the thousands it never does.
 install: $(BIN)/python
-	$(BIN)/pip install --quiet --no-compile -r requirements.lock
+	$(PIP) install --quiet --no-compile -r requirements.lock
 
 install-dev: $(BIN)/python
-	$(BIN)/pip install --quiet -r requirements-dev.lock
+	$(PIP) install --quiet -r requirements-dev.lock
 
 # Made once, never rewritten: a new SECRET_KEY would undo every stored webhook secret.
 $(ENV_FILE):

@@ -202,7 +202,7 @@ def checkout_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Check
         name: value
         for name, value in os.environ.items()
         # make run writes its own settings file, with a secret key of its own.
-        if name not in {"SECRET_KEY", "DJANGO_SETTINGS_MODULE", "MAKEFLAGS", "MFLAGS"}
+        if name not in {"SECRET_KEY", "DJANGO_SETTINGS_MODULE", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"}
     }
     env |= {
         "ENV_FILE": str(workdir / ".env"),
