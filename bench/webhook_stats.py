@@ -30,6 +30,7 @@ os.environ.update(
         "REDIS_URL": "",
         "DJANGO_SETTINGS_MODULE": "gshost.settings",
         "SECRET_KEY": "bench-secret-key-not-for-production",
+        "DEBUG": "false",  # whatever the checkout's .env (make run's) says
         "API_RATE_DEFAULT": "100000000/min",
         "LOG_LEVEL": "WARNING",
         "AUDIT_FLUSH_INTERVAL_SECONDS": "0",

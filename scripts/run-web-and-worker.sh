@@ -77,16 +77,17 @@ run_step() {
   return "$status"
 }
 
-port_taken() {
-  "$PY" - "$1" <<'PYTHON'
+# Prints those of the given ports that something on 127.0.0.1 already listens on.
+taken_ports() {
+  "$PY" - "$@" <<'PYTHON'
 import socket, sys
-with socket.socket() as sock:
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(("127.0.0.1", int(sys.argv[1])))
-    except OSError:
-        sys.exit(0)
-sys.exit(1)
+for port in sys.argv[1:]:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", int(port)))
+        except OSError:
+            print(port)
 PYTHON
 }
 
@@ -94,14 +95,13 @@ trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
 trap 'stop_all; exit 129' HUP
 
-taken=0
+taken=$(taken_ports "$PORT" "$RECEIVER_PORT" "$AGENT_PORT")
 for setting in PORT RECEIVER_PORT AGENT_PORT; do
-  if port_taken "${!setting}"; then
+  if grep -qx "${!setting}" <<<"$taken"; then
     echo "make run: port ${!setting} ($setting) is taken on 127.0.0.1" >&2
-    taken=1
   fi
 done
-if ((taken)); then
+if [[ -n "$taken" ]]; then
   echo "make run: not started. Another make run still running? Stop it, or choose other ports" \
     "(e.g. PORT=9000 make run)." >&2
   exit 1

@@ -14,6 +14,7 @@ from audit.actors import Actor
 from audit.services import PanelContext
 from gshost.errors import DomainError
 from gshost.panel_errors import refusal_message
+from gshost.templatetags.measures import signal_name
 from servers.backup_storage import backup_delete
 from servers.capabilities import Capability
 from servers.games import offered_games
@@ -107,10 +108,26 @@ class TransitionInline(admin.TabularInline):
     model = ServerTransition
     extra = 0
     ordering = ("-at", "-id")
-    fields = readonly_fields = ("at", "from_state", "to_state", "trigger", "exit_code", "cause")
+    fields = readonly_fields = (
+        "at",
+        "from_state",
+        "to_state",
+        "trigger",
+        "exit_code",
+        "ended_by",
+        "cause",
+    )
     can_delete = False
     max_num = 0
     show_change_link = False
+
+    @admin.display(description="ended by")
+    def ended_by(self, transition: ServerTransition) -> str:
+        """The signal that ended the game and whether the kernel killed it for memory."""
+        parts = [signal_name(transition.signal)] if transition.signal is not None else []
+        if transition.oom:
+            parts.append("out of memory")
+        return ", ".join(parts) or "—"
 
 
 def _each(

@@ -44,6 +44,7 @@ DEMO_SERVERS = ("Survival", "Creative", "Racing league")
 START_SECONDS = 180  # the first run installs, migrates and collects static files
 STOP_SECONDS = 30
 STOPPED = "stopped web, worker, receiver and agent"
+PROMPT = b"gshost-terminal$ "
 
 
 def _free_port() -> int:
@@ -72,6 +73,10 @@ def _wait_for(condition: Callable[[], bool], seconds: float, what: str, log: Pat
     raise AssertionError(f"{what} did not happen within {seconds} s:\n{output[-4000:]}")
 
 
+def _read(log: Path) -> bytes:
+    return log.read_bytes() if log.exists() else b""
+
+
 def _take_the_terminal() -> None:
     """In the child, after setsid: its stdin, the pseudo-terminal, becomes its controlling
     terminal, so closing the other end hangs it up as closing a terminal window does."""
@@ -89,7 +94,7 @@ class Terminal:
         self.shell = subprocess.Popen(
             ["bash", "--norc", "--noprofile", "-i"],
             cwd=ROOT,
-            env={**env, "HISTFILE": "/dev/null", "PS1": "$ "},
+            env={**env, "HISTFILE": "/dev/null", "PS1": PROMPT.decode()},
             stdin=replica,
             stdout=replica,
             stderr=replica,
@@ -169,6 +174,8 @@ class Checkout:
         self.runs += 1
         log = self.workdir / f"terminal-{self.runs}.log"
         terminal = Terminal(self.env, log)
+        # Typed once the shell shows its prompt, as a person does.
+        _wait_for(lambda: PROMPT in _read(log), 60, "the shell's prompt", log)
         terminal.type(b"make run\n")
         run = MakeRun(terminal, log)
         _wait_for(
@@ -202,7 +209,7 @@ def checkout_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Check
         name: value
         for name, value in os.environ.items()
         # make run writes its own settings file, with a secret key of its own.
-        if name not in {"SECRET_KEY", "DJANGO_SETTINGS_MODULE", "MAKEFLAGS", "MFLAGS"}
+        if name not in {"SECRET_KEY", "DJANGO_SETTINGS_MODULE", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"}
     }
     env |= {
         "ENV_FILE": str(workdir / ".env"),

@@ -208,3 +208,11 @@ def test_staff_turn_a_capability_off_in_admin(staff_client, acme_server):
     )
     assert response.status_code == 302, response.content.decode()[:2000]
     assert Server.objects.get(id=acme_server.id).disabled_capabilities == ["backups", "console"]
+
+
+def test_staff_see_a_crashs_signal_and_oom_kill_in_the_servers_history(staff_client, acme_server):
+    acme_server.transitions.create(
+        from_state="running", to_state="crashed", trigger="node", signal=9, oom=True
+    )
+    page = staff_client.get(f"/admin/servers/server/{acme_server.pk}/change/").content.decode()
+    assert "SIGKILL (9), out of memory" in page
