@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -308,6 +309,7 @@ def main() -> None:
         )
     finally:
         web.stop()
+        shutil.rmtree(work, ignore_errors=True)
     print(f"load after: {os.getloadavg()[0]:.2f} (1 min)")
 
 
