@@ -303,6 +303,7 @@ class Cluster:
         """Everything this cluster started, in reverse order; safe to call twice."""
         if self.haproxy is not None:
             stop_all([self.haproxy], 5)
+            (self.run_dir / "haproxy.sock").unlink(missing_ok=True)  # HAProxy leaves it
         stop_all([*self.web, *self.workers], STOP_GRACE_SECONDS)
         stop_all([p for p in (self.pgbouncer, self.redis) if p is not None], 5)
         if self.network is not None:

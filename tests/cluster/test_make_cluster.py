@@ -69,5 +69,6 @@ def test_it_serves_until_signalled_and_then_leaves_nothing_behind(tmp_path: Path
             cluster.kill()
     assert namespaces() - before == set()
     assert processes_of(run_dir, secret_key) == []
+    assert not (run_dir / "haproxy.sock").exists()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", port))  # free again
