@@ -23,6 +23,7 @@ from gshost_agent.data_jobs import (
     interrupted_job,
     interrupted_job_stopped_game,
 )
+from gshost_agent.keepers import Zygote
 from gshost_agent.layout import Layout, game_identity
 from gshost_agent.netns import Networks, Registry
 from gshost_agent.outbox import Outbox, deliver_forever, flush
@@ -97,6 +98,7 @@ class Node:
             off=config.sandbox_off,
         )
         self.networks = _networks(self.sandboxing)
+        self.zygote = Zygote(self.layout.run / "zygote")
         self.outbox = Outbox(self.layout.outbox)
         self.control = ControlClient(config)
         self.catalog = GameCatalog(config.games_dir)
@@ -138,6 +140,7 @@ class Node:
                 memory_root=self.memory_root,
                 sandboxing=self.sandboxing,
                 networks=self.networks,
+                zygote=self.zygote,
                 report=self.report,
                 catalog=self.catalog,
                 jobs=self.jobs,
@@ -260,11 +263,13 @@ class Node:
                         with contextlib.suppress(Exception):
                             await supervisor.kill()
                 await asyncio.wait(late, timeout=kill_wait)
+        await self.zygote.close()  # no game left to keep: nothing of the node's stays
 
     async def close(self, *, flush_seconds: float = 0.0) -> None:
         for task in self._tasks:
             task.cancel()
         self.jobs.close()
+
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if flush_seconds:
             await flush(self.outbox, self.control, flush_seconds)
