@@ -181,6 +181,7 @@ class Node:
             await self.networks.prepare()
             for slot in await self.networks.sweep():
                 logger.info("swept the network of a game that is gone (slot %s)", slot)
+            self.networks.refill()
         stopped_by_jobs = self._recover_jobs()
         for name in self.transfers.prepare():
             logger.warning("after an interrupted transfer: removed %s", name)
@@ -269,7 +270,8 @@ class Node:
         for task in self._tasks:
             task.cancel()
         self.jobs.close()
-
+        if self.networks is not None:
+            await self.networks.drain()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if flush_seconds:
             await flush(self.outbox, self.control, flush_seconds)
