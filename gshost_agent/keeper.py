@@ -431,7 +431,7 @@ ZYGOTE_SOCKET = "zygote.sock"
 
 def zygote(directory: Path) -> int:
     directory.mkdir(mode=0o700, exist_ok=True)
-    path, temporary = directory / ZYGOTE_SOCKET, directory / f".{ZYGOTE_SOCKET}.{os.getpid()}"
+    path, temporary = directory / ZYGOTE_SOCKET, directory / f".z{os.getpid()}"
     with contextlib.suppress(FileNotFoundError):
         temporary.unlink()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

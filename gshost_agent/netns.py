@@ -41,7 +41,7 @@ NETNS_DIR = Path("/run/netns")
 PREFIX = "gsh"
 # A slot claimed this long ago whose keeper never came is a crashed start's: swept.
 CLAIM_GRACE_SECONDS = 120.0
-POOL_SIZE = 8  # networks an agent keeps made ahead
+POOL_SIZE = 8  # networks an agent keeps made ahead (AGENT_NETWORK_POOL)
 COMMAND_TIMEOUT_SECONDS = 20.0
 
 
@@ -80,6 +80,16 @@ class Slot:
     @property
     def game_address(self) -> str:
         return str(NETWORK.network_address + 4 * self.number + 2)
+
+
+def _removal(slot: Slot) -> str:
+    """`ip -force -batch` lines that remove what of the slot's network exists."""
+    lines = []
+    if Path("/sys/class/net", slot.host_link).exists():
+        lines.append(f"link delete {slot.host_link}")
+    if slot.netns_path.exists():
+        lines.append(f"netns delete {slot.netns}")
+    return "\n".join(lines) + "\n"
 
 
 def forwarding_rules(slot: Slot, port: int) -> list[str]:
@@ -260,6 +270,7 @@ class Networks:
         self.pool_size = pool_size
         self._pool: list[Slot] = []
         self._refilling: asyncio.Task[None] | None = None
+        self._removing: set[asyncio.Task[None]] = set()
 
     async def prepare(self) -> None:
         """The node's side, made once (the chains stay while the machine runs)."""
@@ -327,6 +338,8 @@ class Networks:
             self._refilling.cancel()
         while self._pool:
             await self.close(self._pool.pop(), None, keep=False)
+        if self._removing:
+            await asyncio.wait(set(self._removing), timeout=COMMAND_TIMEOUT_SECONDS)
 
     async def _forward(self, slot: Slot, port: int) -> None:
         rules = "\n".join(f"-A {rule}" for rule in forwarding_rules(slot, port))
@@ -374,18 +387,27 @@ class Networks:
             except NetworkError:  # some are gone already: the others one by one
                 for rule in forwarding_rules(slot, port):
                     await run(self.iptables, "-w", "-t", "nat", "-D", *rule.split(), check=False)
-        if keep and len(self._pool) < self.pool_size and slot.netns_path.exists():
-            self.registry.pool(slot, os.getpid())  # its game and all it ran have ended
+        if not keep:
+            await self._remove(slot)
+            return
+        # Its game and all it ran have ended: the slot is the agent's again, with no port.
+        self.registry.pool(slot, os.getpid())
+        if len(self._pool) < self.pool_size and slot.netns_path.exists():
             self._pool.append(slot)
             return
-        if slot.netns_path.exists():
-            await run(self.ip, "netns", "delete", slot.netns, check=False)
-        await self._remove_link(slot)
+        # Removed after the game's end is reported: nothing waits on it.
+        task = asyncio.get_running_loop().create_task(self._remove(slot))
+        self._removing.add(task)
+        task.add_done_callback(self._removing.discard)
+
+    async def _remove(self, slot: Slot) -> None:
+        """The slot's pair and namespace gone (the pair first: a namespace that a dying process
+        still holds outlives its removal, and so would its pair), and the slot free."""
+        await run(self.ip, "-force", "-batch", "-", stdin=_removal(slot), check=False)
         self.registry.release(slot)
 
     async def _remove_link(self, slot: Slot) -> None:
-        """The node's end of the slot's pair, where it outlives its namespace (a process still
-        in it keeps the namespace alive): removing it removes the pair."""
+        """The node's end of the slot's pair, where it outlived its namespace."""
         if Path("/sys/class/net", slot.host_link).exists():
             await run(self.ip, "link", "delete", slot.host_link, check=False)
 

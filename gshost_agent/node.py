@@ -71,7 +71,7 @@ def detect_memory_root() -> MemoryRoot | None:
     return None
 
 
-def _networks(sandboxing: Sandboxing) -> Networks | None:
+def _networks(sandboxing: Sandboxing, pool_size: int) -> Networks | None:
     if not sandboxing.sandboxed:
         return None
     return Networks(
@@ -79,6 +79,7 @@ def _networks(sandboxing: Sandboxing) -> Networks | None:
         sandboxing.tool("iptables"),
         sandboxing.tool("iptables-restore"),
         Registry(),
+        pool_size,
     )
 
 
@@ -97,7 +98,7 @@ class Node:
             allow_unsandboxed=config.allow_unsandboxed,
             off=config.sandbox_off,
         )
-        self.networks = _networks(self.sandboxing)
+        self.networks = _networks(self.sandboxing, config.network_pool)
         self.zygote = Zygote(self.layout.run / "zygote")
         self.outbox = Outbox(self.layout.outbox)
         self.control = ControlClient(config)
