@@ -238,7 +238,12 @@ def heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpRes
     outbox_id = body.get("outbox_id")
     if outbox_id is not None:
         _text(body, "outbox_id", _OUTBOX_ID)
-    node_heartbeat(node=node, agent_version=version, servers=_servers(body))
+    isolation = body.get("isolation")  # how the agent seals its games off (§ sandboxes)
+    if isolation is not None and (
+        not isinstance(isolation, str) or len(isolation) > 100 or not isolation.isprintable()
+    ):
+        raise BadInput("isolation", "isolation must be a string of at most 100 characters.")
+    node_heartbeat(node=node, agent_version=version, servers=_servers(body), isolation=isolation)
     return JsonResponse({"node": node.name})
 
 

@@ -51,10 +51,17 @@ class Report:
     job: JobReport | None = None
 
 
-def node_heartbeat(*, node: Node, agent_version: str, servers: dict[str, str]) -> Node:
-    """The node is alive now. `servers` (what the agent runs) is only compared, for the log."""
+def node_heartbeat(
+    *, node: Node, agent_version: str, servers: dict[str, str], isolation: str | None = None
+) -> Node:
+    """The node is alive now. `servers` (what the agent runs) is only compared, for the log;
+    `isolation` (how it seals its games off) is kept when the agent says it."""
     now = timezone.now()
-    Node.objects.filter(id=node.id).update(last_heartbeat_at=now, agent_version=agent_version)
+    changes: dict[str, object] = {"last_heartbeat_at": now, "agent_version": agent_version}
+    if isolation is not None:
+        changes["isolation"] = isolation
+        node.isolation = isolation
+    Node.objects.filter(id=node.id).update(**changes)
     node.last_heartbeat_at, node.agent_version = now, agent_version
     _log_disagreements(node, servers)
     return node
