@@ -1,8 +1,9 @@
 """Benchmark: one node running many `demo` game servers at once (default 50), each in its
 sandbox, against the same node running them unsandboxed, in the same run.
 
-For each of the two (sandboxed first, then `AGENT_ALLOW_UNSANDBOXED=true AGENT_SANDBOX=off`,
-set only in this process's children), it starts a real `gshost-agent --stop-servers-on-exit`
+For each of the two (sandboxed first, with a pool of BENCH_SERVERS networks made ahead, as a
+node at rest has them; then `AGENT_ALLOW_UNSANDBOXED=true AGENT_SANDBOX=off`, set only in this
+process's children), it starts a real `gshost-agent --stop-servers-on-exit`
 with a local stand-in control plane, starts BENCH_SERVERS demo servers through the agent's
 HTTPS API and times until every `ready` report (start-all), joins one TCP player to each,
 measures the agent's per-game processes (keeper and, sandboxed, bubblewrap's two: PSS) and the
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,17 +123,46 @@ def bench(name: str, work: Path, plane: ControlPlane, extra_env: dict[str, str])
         cwd=ROOT,
         stderr=subprocess.DEVNULL,
     )
+    try:
+        return measure(run, agent, port, work, plane, name, extra_env)
+    finally:
+        if agent.poll() is None:  # the bench failed: nothing of it stays
+            agent.send_signal(signal.SIGINT)
+            try:
+                agent.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+
+
+def measure(
+    run: Run,
+    agent: subprocess.Popen[bytes],
+    port: int,
+    work: Path,
+    plane: ControlPlane,
+    name: str,
+    extra_env: dict[str, str],
+) -> Run:
     tls = ssl.create_default_context(cafile=str(work / "ca.pem"))
     wait_for(lambda: _listening(port), 30)
+    pool = int(extra_env.get("AGENT_NETWORK_POOL", "0"))
+    wait_for(lambda: _pooled(agent.pid) >= pool, 60)  # a node at rest has its pool made
     outbox = {
         json.loads((work / f"data-{name}" / "outbox" / "outbox.json").read_text())["outbox_id"]
     }
     ids = [f"srv_bench{name[:3]}{number:013d}" for number in range(SERVERS)]
     game_ports = [free_port() for _ in ids]
     began = time.monotonic()
-    for server_id, game_port in zip(ids, game_ports, strict=True):
-        body = {"game": "demo", "port": game_port, "memory_mb": 128}
-        call(port, tls, f"/v1/servers/{server_id}/start", body)
+    for number, server_id in enumerate(ids):
+        for _ in range(3):  # a port taken meanwhile by another program: another one
+            body = {"game": "demo", "port": game_ports[number], "memory_mb": 128}
+            try:
+                call(port, tls, f"/v1/servers/{server_id}/start", body)
+                break
+            except urllib.error.HTTPError as error:
+                if error.code != 409:
+                    raise
+                game_ports[number] = free_port()
     wait_for(lambda: kinds(plane, "ready", outbox) == SERVERS, 300)
     run.start_all = time.monotonic() - began
     players = [socket.create_connection(("127.0.0.1", p), timeout=10) for p in game_ports]
@@ -162,6 +193,15 @@ def bench(name: str, work: Path, plane: ControlPlane, extra_env: dict[str, str])
     return run
 
 
+def _pooled(agent_pid: int) -> int:
+    """Networks the agent has made ahead (its pool, in the machine's registry of slots)."""
+    count = 0
+    for path in Path("/run/gshost-sandbox/slots").glob("*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            count += json.loads(path.read_text()).get("pooled_by") == agent_pid
+    return count
+
+
 def _is_game(process: psutil.Process) -> bool:
     try:
         command = process.cmdline()
@@ -182,7 +222,7 @@ def main() -> None:
     plane.up()
     try:
         runs = [
-            bench("sandboxed", work, plane, {}),
+            bench("sandboxed", work, plane, {"AGENT_NETWORK_POOL": str(SERVERS)}),
             # The baseline, in this process's child only: never in Makefile, scripts or CI.
             bench(
                 "unsandboxed",

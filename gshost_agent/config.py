@@ -35,6 +35,7 @@ class Config:
     games_dir: Path | None = None  # templates of the operator's own games, beside ours
     allow_unsandboxed: bool = False  # a developer's machine that cannot sandbox games
     sandbox_off: bool = False  # AGENT_SANDBOX=off: never sandbox (with allow_unsandboxed only)
+    network_pool: int = 8  # games' networks kept made ahead
 
     def __repr__(self) -> str:  # the token never reaches a log through a repr
         return f"Config(control_url={self.control_url!r}, data_dir={str(self.data_dir)!r})"
@@ -57,6 +58,7 @@ def config_from_environment(environ: Mapping[str, str] = os.environ) -> Config:
         games_dir=_games_dir(environ.get("AGENT_GAMES_DIR", "")),
         allow_unsandboxed=_boolean(environ, "AGENT_ALLOW_UNSANDBOXED"),
         sandbox_off=_sandbox_off(environ.get("AGENT_SANDBOX", "")),
+        network_pool=_network_pool(environ.get("AGENT_NETWORK_POOL", "8")),
     )
 
 
@@ -138,6 +140,13 @@ def _sandbox_off(value: str) -> bool:
     if value.strip() not in ("", "auto", "off"):
         raise ConfigError("AGENT_SANDBOX", f"auto or off, not {value!r}")
     return value.strip() == "off"
+
+
+def _network_pool(value: str) -> int:
+    value = value.strip()
+    if not (value.isascii() and value.isdigit() and len(value) <= 4 and int(value) <= 1024):
+        raise ConfigError("AGENT_NETWORK_POOL", f"a number from 0 to 1024, not {value!r}")
+    return int(value)
 
 
 def _games_dir(value: str) -> Path | None:

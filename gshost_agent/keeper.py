@@ -29,12 +29,15 @@ import asyncio
 import collections
 import contextlib
 import errno
+import gc
 import json
 import os
 import resource
 import signal
+import socket
 import subprocess
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -405,12 +408,88 @@ class Keeper:
             self.followers.discard(queue)
 
 
-def main() -> int:
-    run_dir = Path(sys.argv[1])
+def keep(run_dir: Path) -> int:
     spec = json.loads((run_dir / SPEC).read_text())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is not for the keeper
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     return asyncio.run(Keeper(run_dir, spec).run())
+
+
+# The zygote ------------------------------------------------------------------------------------
+#
+# One process per agent data directory (`python -m gshost_agent.keeper <data>/run/zygote
+# --zygote`), with this module loaded, that forks a keeper for each game on request: a keeper is
+# then only the pages it writes, the interpreter's are shared with the zygote and every other
+# keeper. Like the keepers, it outlives the agent; the next agent uses it again.
+#
+# Socket protocol (`zygote.sock`, 0600 in its 0700 directory): one JSON line,
+# `{"run_dir": "<data>/run/<server id>"}` -> `{"pid": N}` (the new keeper, in a session of its
+# own, its output in `keeper.log` there), or `{"op": "exit"}` -> the zygote ends.
+
+ZYGOTE_SOCKET = "zygote.sock"
+
+
+def zygote(directory: Path) -> int:
+    directory.mkdir(mode=0o700, exist_ok=True)
+    path, temporary = directory / ZYGOTE_SOCKET, directory / f".z{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        temporary.unlink()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(temporary))
+    os.chmod(temporary, 0o600)
+    listener.listen(64)
+    os.replace(temporary, path)  # there once it answers
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # its keepers are reaped by the kernel
+    asyncio.new_event_loop().close()  # what an event loop loads lazily, loaded here once
+    gc.collect()
+    gc.freeze()  # the collector leaves the shared pages alone in the keepers
+    while True:
+        connection, _ = listener.accept()
+        with connection:
+            try:
+                request = json.loads(connection.makefile("rb").readline())
+                if request.get("op") == "exit":
+                    return 0
+                run_dir = Path(str(request["run_dir"]))
+            except (ValueError, KeyError, TypeError, AttributeError, OSError):
+                continue
+            if run_dir.parent != directory.parent or not (run_dir / SPEC).is_file():
+                continue  # only its own agent's run directories
+            pid = os.fork()
+            if pid == 0:  # the keeper
+                listener.close()
+                connection.close()
+                os._exit(_forked_keeper(run_dir))
+            with contextlib.suppress(OSError):
+                connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+
+
+def _forked_keeper(run_dir: Path) -> int:
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
+        os.chdir(run_dir)
+        log = os.open(run_dir / "keeper.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(null)
+        os.close(log)
+        return keep(run_dir)
+    except BaseException:  # nothing of the zygote's may run on in its child
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
+            sys.stderr.flush()
+        return 1
+
+
+def main() -> int:
+    if sys.argv[2:] == ["--zygote"]:
+        return zygote(Path(sys.argv[1]))
+    return keep(Path(sys.argv[1]))
 
 
 if __name__ == "__main__":

@@ -25,28 +25,102 @@ class KeeperGone(ConnectionError):
     """The keeper does not answer: the game it kept has ended (see `exit_record`)."""
 
 
+def _keeper_environment() -> dict[str, str]:
+    # Only what it needs to find its module: never the agent's token.
+    return {"PYTHONPATH": str(PACKAGE_PARENT), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+class Zygote:
+    """The agent's side of the keepers' zygote (keeper.zygote): started when there is none,
+    asked for a keeper per game. One for a data directory; it outlives the agent."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.socket = directory / keeper.ZYGOTE_SOCKET
+        self._lock = asyncio.Lock()
+
+    async def fork(self, run_dir: Path) -> int:
+        """A new keeper's pid, for the spec written in `run_dir`."""
+        async with self._lock:
+            try:
+                return await self._ask({"run_dir": str(run_dir)})
+            except (OSError, ValueError, KeyError, TimeoutError):
+                await self._start()  # none yet, or it was killed
+                return await self._ask({"run_dir": str(run_dir)})
+
+    async def close(self) -> None:
+        """The zygote ends (its keepers do not: they are on their own)."""
+        with contextlib.suppress(OSError, ValueError, KeyError, TimeoutError):
+            await self._ask({"op": "exit"})
+
+    async def _ask(self, request: dict[str, Any]) -> int:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_unix_connection(self.socket), SPAWN_TIMEOUT_SECONDS
+        )
+        try:
+            writer.write(json.dumps(request).encode() + b"\n")
+            line = await asyncio.wait_for(reader.readline(), SPAWN_TIMEOUT_SECONDS)
+        finally:
+            writer.close()
+        if request.get("op") == "exit":
+            return 0
+        return int(json.loads(line)["pid"])
+
+    async def _start(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.socket.unlink()
+        self.directory.mkdir(mode=0o700, exist_ok=True)
+        with open(self.directory / "zygote.log", "ab") as log:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "gshost_agent.keeper",
+                str(self.directory),
+                "--zygote",
+                env=_keeper_environment(),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                cwd=self.directory,
+            )
+        asyncio.get_running_loop().create_task(process.wait())
+        deadline = time.monotonic() + SPAWN_TIMEOUT_SECONDS
+        while not self.socket.exists() and process.returncode is None:
+            if time.monotonic() > deadline:
+                raise OSError("the keepers' zygote did not start")
+            await asyncio.sleep(_POLL_SECONDS)
+
+
 class KeeperHandle:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.socket = run_dir / keeper.SOCKET
         self._process: asyncio.subprocess.Process | None = None
+        self._pid: int | None = None
 
     @classmethod
-    async def spawn(cls, run_dir: Path, spec: dict[str, Any]) -> KeeperHandle:
-        """A new keeper for `spec`, once it has started the game (or failed to)."""
+    async def spawn(
+        cls, run_dir: Path, spec: dict[str, Any], zygote: Zygote | None = None
+    ) -> KeeperHandle:
+        """A new keeper for `spec` (forked by `zygote`, else a process of its own), once it has
+        started the game (or failed to)."""
         handle = cls(run_dir)
         for stale in (keeper.GAME, keeper.EXIT, keeper.SOCKET, keeper.CONSOLE_LOG):
             with contextlib.suppress(FileNotFoundError):
                 (run_dir / stale).unlink()
         keeper.write_json_atomically(run_dir / keeper.SPEC, spec)
+        if zygote is not None:
+            handle._pid = await zygote.fork(run_dir)
+            await handle._wait_for_the_game()
+            return handle
         with open(run_dir / "keeper.log", "ab") as log:
             handle._process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
                 "gshost_agent.keeper",
                 str(run_dir),
-                # Only what it needs to find its module: never the agent's token.
-                env={"PYTHONPATH": str(PACKAGE_PARENT), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+                env=_keeper_environment(),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
@@ -65,6 +139,8 @@ class KeeperHandle:
             if (self.run_dir / keeper.EXIT).exists() or self.socket.exists():
                 return
             if self._process is not None and self._process.returncode is not None:
+                return
+            if self._pid is not None and not _alive(self._pid):
                 return
             await asyncio.sleep(_POLL_SECONDS)
 
@@ -129,6 +205,16 @@ class KeeperHandle:
         except OSError:
             return []
         return data.decode("utf-8", errors="replace").splitlines()[-count:]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

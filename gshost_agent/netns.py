@@ -41,6 +41,7 @@ NETNS_DIR = Path("/run/netns")
 PREFIX = "gsh"
 # A slot claimed this long ago whose keeper never came is a crashed start's: swept.
 CLAIM_GRACE_SECONDS = 120.0
+POOL_SIZE = 8  # networks an agent keeps made ahead (AGENT_NETWORK_POOL)
 COMMAND_TIMEOUT_SECONDS = 20.0
 
 
@@ -81,6 +82,16 @@ class Slot:
         return str(NETWORK.network_address + 4 * self.number + 2)
 
 
+def _removal(slot: Slot) -> str:
+    """`ip -force -batch` lines that remove what of the slot's network exists."""
+    lines = []
+    if Path("/sys/class/net", slot.host_link).exists():
+        lines.append(f"link delete {slot.host_link}")
+    if slot.netns_path.exists():
+        lines.append(f"netns delete {slot.netns}")
+    return "\n".join(lines) + "\n"
+
+
 def forwarding_rules(slot: Slot, port: int) -> list[str]:
     """The slot's rules in GSHOST-DNAT, as iptables-save writes them (without -A/-D)."""
     return [
@@ -117,13 +128,19 @@ class Registry:
                         found[int(path.stem)] = json.loads(path.read_text())
         return found
 
-    def claim(self, owner: dict[str, Any], port: int) -> Slot:
-        """A free slot for `owner`; PortTaken when a live slot forwards `port` already."""
+    def claim(self, owner: dict[str, Any], port: int | None, pooled: Slot | None = None) -> Slot:
+        """A slot for `owner` (`pooled`, one this agent made ahead, else a free one);
+        PortTaken when a live slot forwards `port` already. Without a port: a slot for the
+        agent's pool (`owner` names the agent's pid as `pooled_by`)."""
         with self.locked():
             entries = self.entries()
             for entry in entries.values():
-                if entry.get("port") == port and not stale(entry):
+                if port is not None and entry.get("port") == port and not stale(entry):
                     raise PortTaken(f"port {port} is forwarded to another server on this node")
+            entry = {**owner, "port": port, "claimed_at": time.time()}
+            if pooled is not None:
+                self._write(pooled, entry)
+                return pooled
             for number in range(SLOT_COUNT):
                 if number in entries:
                     continue
@@ -131,9 +148,20 @@ class Registry:
                 with contextlib.suppress(FileExistsError):
                     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                     with os.fdopen(descriptor, "w") as file:
-                        json.dump({**owner, "port": port, "claimed_at": time.time()}, file)
+                        json.dump(entry, file)
                     return Slot(number)
         raise NetworkError("no network slot left on this machine")
+
+    def _write(self, slot: Slot, entry: dict[str, Any]) -> None:
+        path = self.slots / f"{slot.number}.json"
+        temporary = path.with_name(f".{path.name}.tmp")
+        temporary.write_text(json.dumps(entry))
+        os.replace(temporary, path)
+
+    def pool(self, slot: Slot, agent_pid: int) -> None:
+        """`slot` kept by the agent for a next game (its network made, nothing forwarded)."""
+        with self.locked():
+            self._write(slot, {"pooled_by": agent_pid, "port": None, "claimed_at": time.time()})
 
     def note_keeper(self, slot: Slot, keeper_pid: int) -> None:
         path = self.slots / f"{slot.number}.json"
@@ -149,7 +177,10 @@ class Registry:
 
 
 def stale(entry: dict[str, Any]) -> bool:
-    """A slot nobody holds: its keeper is gone, or it never came."""
+    """A slot nobody holds: its keeper is gone, or it never came, or (a pooled one) the agent
+    that made it is gone."""
+    if "pooled_by" in entry:
+        return not _alive(entry["pooled_by"])
     keeper_pid = entry.get("keeper_pid")
     if keeper_pid is None:
         return float(entry.get("claimed_at", 0)) < time.time() - CLAIM_GRACE_SECONDS
@@ -160,6 +191,16 @@ def stale(entry: dict[str, Any]) -> bool:
     except PermissionError:
         return False
     return False
+
+
+def _alive(pid: object) -> bool:
+    try:
+        os.kill(int(pid), 0)  # type: ignore[call-overload]
+    except (ProcessLookupError, ValueError, TypeError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def host_port_in_use(port: int) -> bool:
@@ -210,7 +251,14 @@ SYSCTLS = {
 class Networks:
     """Makes and removes games' networks (as root)."""
 
-    def __init__(self, ip: str, iptables: str, iptables_restore: str, registry: Registry) -> None:
+    def __init__(
+        self,
+        ip: str,
+        iptables: str,
+        iptables_restore: str,
+        registry: Registry,
+        pool_size: int = POOL_SIZE,
+    ) -> None:
         self.ip = ip
         self.iptables = iptables
         self.iptables_restore = iptables_restore
@@ -218,6 +266,11 @@ class Networks:
         self._ready = False
         # The registry's lock is a file lock, held across awaits: one coroutine at a time.
         self._lock = asyncio.Lock()
+        # Networks made ahead (nothing forwarded yet): a start then only adds its forwarding.
+        self.pool_size = pool_size
+        self._pool: list[Slot] = []
+        self._refilling: asyncio.Task[None] | None = None
+        self._removing: set[asyncio.Task[None]] = set()
 
     async def prepare(self) -> None:
         """The node's side, made once (the chains stay while the machine runs)."""
@@ -244,16 +297,65 @@ class Networks:
             await self.prepare()
         if host_port_in_use(port):
             raise PortTaken(f"port {port} is in use on this node")
+        pooled = self._pool.pop() if self._pool else None
         async with self._lock:
-            slot = self.registry.claim(owner, port)
+            try:
+                slot = self.registry.claim(owner, port, pooled)
+            except PortTaken:
+                if pooled is not None:
+                    self._pool.append(pooled)
+                raise
         try:
-            await self._make(slot, port)
+            if pooled is None:
+                await self._make(slot)
+            await self._forward(slot, port)
         except BaseException:
-            await self.close(slot, port)
+            await self.close(slot, port, keep=False)
             raise
+        self.refill()
         return slot
 
-    async def _make(self, slot: Slot, port: int) -> None:
+    def refill(self) -> None:
+        """Networks made ahead again, up to the pool's size, in the background."""
+        if self.pool_size and (self._refilling is None or self._refilling.done()):
+            self._refilling = asyncio.get_running_loop().create_task(self._refill())
+
+    async def _refill(self) -> None:
+        while len(self._pool) < self.pool_size:
+            async with self._lock:
+                slot = self.registry.claim({"pooled_by": os.getpid()}, None)
+            try:
+                await self._make(slot)
+            except Exception:
+                logger.exception("cannot make a network ahead (slot %s)", slot.number)
+                await self.close(slot, None, keep=False)
+                return
+            self._pool.append(slot)
+
+    async def drain(self) -> None:
+        """The networks made ahead, removed (the agent is ending)."""
+        if self._refilling is not None:
+            self._refilling.cancel()
+        while self._pool:
+            await self.close(self._pool.pop(), None, keep=False)
+        if self._removing:
+            await asyncio.wait(set(self._removing), timeout=COMMAND_TIMEOUT_SECONDS)
+
+    async def _forward(self, slot: Slot, port: int) -> None:
+        rules = "\n".join(f"-A {rule}" for rule in forwarding_rules(slot, port))
+        for attempt in range(3):  # another program changing the rules meanwhile: again
+            try:
+                restore = f"*nat\n{rules}\nCOMMIT\n"
+                await run(self.iptables_restore, "-w", "--noflush", stdin=restore)
+                return
+            except NetworkError:
+                if attempt == 2:
+                    raise
+                logger.warning("forwarding for slot %s failed; trying again", slot.number)
+                await asyncio.sleep(0.1)
+
+    async def _make(self, slot: Slot) -> None:
+        await self._remove_link(slot)  # of a namespace a dying process still held
         outside = "\n".join(
             [
                 f"netns add {slot.netns}",
@@ -273,11 +375,10 @@ class Networks:
         )
         await run(self.ip, "-batch", "-", stdin=outside + "\n")
         await run(self.ip, "-n", slot.netns, "-batch", "-", stdin=inside + "\n")
-        rules = "\n".join(f"-A {rule}" for rule in forwarding_rules(slot, port))
-        await run(self.iptables_restore, "-w", "--noflush", stdin=f"*nat\n{rules}\nCOMMIT\n")
 
-    async def close(self, slot: Slot, port: int | None) -> None:
-        """The game's network gone (what of it exists), and its slot free."""
+    async def close(self, slot: Slot, port: int | None, *, keep: bool = True) -> None:
+        """The game's forwarding gone; its network kept for a next game (`keep`, while the
+        pool is not full), else gone too (what of it exists) and its slot free."""
         if port is not None:
             rules = "\n".join(f"-D {rule}" for rule in forwarding_rules(slot, port))
             restore = f"*nat\n{rules}\nCOMMIT\n"
@@ -286,9 +387,29 @@ class Networks:
             except NetworkError:  # some are gone already: the others one by one
                 for rule in forwarding_rules(slot, port):
                     await run(self.iptables, "-w", "-t", "nat", "-D", *rule.split(), check=False)
-        if slot.netns_path.exists():
-            await run(self.ip, "netns", "delete", slot.netns, check=False)
+        if not keep:
+            await self._remove(slot)
+            return
+        # Its game and all it ran have ended: the slot is the agent's again, with no port.
+        self.registry.pool(slot, os.getpid())
+        if len(self._pool) < self.pool_size and slot.netns_path.exists():
+            self._pool.append(slot)
+            return
+        # Removed after the game's end is reported: nothing waits on it.
+        task = asyncio.get_running_loop().create_task(self._remove(slot))
+        self._removing.add(task)
+        task.add_done_callback(self._removing.discard)
+
+    async def _remove(self, slot: Slot) -> None:
+        """The slot's pair and namespace gone (the pair first: a namespace that a dying process
+        still holds outlives its removal, and so would its pair), and the slot free."""
+        await run(self.ip, "-force", "-batch", "-", stdin=_removal(slot), check=False)
         self.registry.release(slot)
+
+    async def _remove_link(self, slot: Slot) -> None:
+        """The node's end of the slot's pair, where it outlived its namespace."""
+        if Path("/sys/class/net", slot.host_link).exists():
+            await run(self.ip, "link", "delete", slot.host_link, check=False)
 
     async def sweep(self) -> list[int]:
         """What agents that are gone left: slots whose keeper is gone, and namespaces and
@@ -304,7 +425,7 @@ class Networks:
         for number, entry in entries.items():
             if number not in live:
                 port = entry.get("port")
-                await self.close(Slot(number), port if isinstance(port, int) else None)
+                await self.close(Slot(number), port if isinstance(port, int) else None, keep=False)
                 swept.append(number)
         listed = await run(self.ip, "netns", "list", check=False)
         for line in listed.splitlines():

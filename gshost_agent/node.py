@@ -24,6 +24,7 @@ from gshost_agent.data_jobs import (
     interrupted_job,
     interrupted_job_stopped_game,
 )
+from gshost_agent.keepers import Zygote
 from gshost_agent.layout import Layout, game_identity
 from gshost_agent.netns import Networks, Registry
 from gshost_agent.outbox import Outbox, deliver_forever, flush
@@ -77,7 +78,7 @@ def detect_memory_root() -> MemoryRoot | None:
     return None
 
 
-def _networks(sandboxing: Sandboxing) -> Networks | None:
+def _networks(sandboxing: Sandboxing, pool_size: int) -> Networks | None:
     if not sandboxing.sandboxed:
         return None
     return Networks(
@@ -85,6 +86,7 @@ def _networks(sandboxing: Sandboxing) -> Networks | None:
         sandboxing.tool("iptables"),
         sandboxing.tool("iptables-restore"),
         Registry(),
+        pool_size,
     )
 
 
@@ -103,7 +105,8 @@ class Node:
             allow_unsandboxed=config.allow_unsandboxed,
             off=config.sandbox_off,
         )
-        self.networks = _networks(self.sandboxing)
+        self.networks = _networks(self.sandboxing, config.network_pool)
+        self.zygote = Zygote(self.layout.run / "zygote")
         self.outbox = Outbox(self.layout.outbox)
         self.control = ControlClient(config)
         self.catalog = GameCatalog(config.games_dir)
@@ -145,6 +148,7 @@ class Node:
                 memory_root=self.memory_root,
                 sandboxing=self.sandboxing,
                 networks=self.networks,
+                zygote=self.zygote,
                 report=self.report,
                 catalog=self.catalog,
                 jobs=self.jobs,
@@ -200,6 +204,7 @@ class Node:
             await self.networks.prepare()
             for slot in await self.networks.sweep():
                 logger.info("swept the network of a game that is gone (slot %s)", slot)
+            self.networks.refill()
         stopped_by_jobs = self._recover_jobs()
         for name in self.transfers.prepare():
             logger.warning("after an interrupted transfer: removed %s", name)
@@ -286,11 +291,14 @@ class Node:
                         with contextlib.suppress(Exception):
                             await supervisor.kill()
                 await asyncio.wait(late, timeout=kill_wait)
+        await self.zygote.close()  # no game left to keep: nothing of the node's stays
 
     async def close(self, *, flush_seconds: float = 0.0) -> None:
         for task in self._tasks:
             task.cancel()
         self.jobs.close()
+        if self.networks is not None:
+            await self.networks.drain()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if flush_seconds:
             await flush(self.outbox, self.control, flush_seconds)

@@ -23,7 +23,7 @@ from typing import Any
 from gshost_agent.archives import Archived
 from gshost_agent.data_jobs import JobRequest, JobThreads, ServerData
 from gshost_agent.exits import exit_details, exit_key, exit_kind
-from gshost_agent.keepers import KeeperGone, KeeperHandle
+from gshost_agent.keepers import KeeperGone, KeeperHandle, Zygote
 from gshost_agent.layout import GameIdentity, Layout, game_python
 from gshost_agent.netns import Networks, Slot
 from gshost_agent.players import PlayerRoster
@@ -78,6 +78,7 @@ class Supervisor:
         jobs: JobThreads,
         sandboxing: Sandboxing | None = None,
         networks: Networks | None = None,
+        zygote: Zygote | None = None,
     ) -> None:
         self.server_id = server_id
         self.data = ServerData(
@@ -94,6 +95,7 @@ class Supervisor:
         self.memory_root = memory_root
         self.sandboxing = sandboxing or Sandboxing(False, "not asked for", allow_unsandboxed=True)
         self.networks = networks
+        self.zygote = zygote
         self.report = report
         self.run_dir = layout.run_dir(server_id)
         self.state = ServerState.STOPPED
@@ -273,7 +275,7 @@ class Supervisor:
             }
             spec["argv"] = await self._sandbox(request, argv, directory, game_files, gid)
         try:
-            self.keeper = await KeeperHandle.spawn(run_dir, spec)
+            self.keeper = await KeeperHandle.spawn(run_dir, spec, self.zygote)
         except BaseException:
             await self._close_network()
             raise

@@ -311,6 +311,17 @@ def _games(body: dict[str, Any]) -> list[str] | None:
     return sorted(set(value))
 
 
+def _isolation(body: dict[str, Any]) -> str | None:
+    """How the node seals its games in, as its agent says it; None from an agent that does
+    not say."""
+    value = body.get("isolation")
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > 100 or not value.isprintable():
+        raise BadInput("isolation", "isolation must be a string of at most 100 characters.")
+    return value
+
+
 def _capacity(body: dict[str, Any]) -> Capacity:
     """What the agent's machine offers; each figure null where it cannot tell."""
     value = body.get("capacity") or {}
@@ -453,6 +464,7 @@ def _heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpRe
         games=_games(body),
         capacity=_capacity(body),
         readings=_readings(body),
+        isolation=_isolation(body),
     )
     return JsonResponse({"node": node.name})
 

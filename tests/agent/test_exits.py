@@ -46,3 +46,12 @@ def test_the_details_keep_the_last_ten_lines_of_at_most_200_characters() -> None
 def test_a_run_is_known_by_its_pid_and_start_time() -> None:
     assert exit_key({"pid": 7, "started_at": "2026-11-26T14:00:00Z"}) == "7@2026-11-26T14:00:00Z"
     assert exit_key({"pid": 7}) is None
+
+
+def test_a_game_the_agent_stopped_for_its_disk_says_so() -> None:
+    intent = Intent(REQUEST, ready=True, disk_limit=True)
+    record = {"pid": 7, "exit_code": None, "signal": 9, "last_output": []}
+
+    assert exit_kind(intent) == ReportKind.CRASHED
+    assert exit_details(record, intent)["reason"] == "disk_limit"
+    assert "reason" not in exit_details(record, Intent(REQUEST, ready=True))

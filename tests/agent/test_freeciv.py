@@ -279,3 +279,11 @@ def test_it_starts_under_an_address_space_limit_of_1024_mb():
         game.kill()
         game.wait()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_save_to_tmp_writes_into_its_sandbox_and_nothing_outside(module_agent, freeciv):
+    server_id, _ = freeciv
+    name = f"gshost-freeciv-probe-{server_id}"
+    assert module_agent.console(server_id, f"save /tmp/{name}").status_code == 200
+    wait_for_line(module_agent, server_id, f"^Game saved as /tmp/{name}", timeout=20)
+    assert list(Path("/tmp").glob(f"{name}*")) == []

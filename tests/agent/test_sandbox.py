@@ -8,6 +8,7 @@ import re
 import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -252,10 +253,10 @@ def test_a_game_over_its_disk_limit_is_stopped_and_does_not_start_again(agent, c
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 100 MiB filesystem for an agent's data: a disk a game can fill."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
+def small_disk() -> Iterator[Path]:
+    """A 100 MiB filesystem for an agent's data: a disk a game can fill. (A short path: a
+    Unix socket's path has at most 107 bytes.)"""
+    mount = Path(tempfile.mkdtemp(prefix="gshost-disk-", dir="/tmp"))
     made = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=100m,mode=0711", "tmpfs", str(mount)],
         capture_output=True,
@@ -265,6 +266,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         pytest.skip("cannot mount a tmpfs here")
     yield mount
     subprocess.run(["umount", "-l", str(mount)], check=False)
+    mount.rmdir()
 
 
 def test_a_full_disk_loses_no_neighbours_crash_report(make_agent, control_plane, small_disk):

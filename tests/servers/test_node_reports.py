@@ -92,9 +92,21 @@ def test_a_heartbeat_makes_the_node_online_for_30_seconds(agent_node, node_token
         assert node.state() == NodeState.UNREACHABLE
 
 
+def test_a_heartbeat_keeps_the_nodes_isolation(agent_node, node_token):
+    said = "sandboxed: namespaces (pid, ipc, mount, net), cgroups, own uid/gid"
+    body = {"agent_version": "0.3.0", "outbox_id": "b", "servers": {}, "isolation": said}
+    assert post(HEARTBEAT, body, node_token).status_code == 200
+    assert Node.objects.get(id=agent_node.id).isolation == said
+    del body["isolation"]  # an agent of before: what was said stays
+    assert post(HEARTBEAT, body, node_token).status_code == 200
+    assert Node.objects.get(id=agent_node.id).isolation == said
+
+
 @pytest.mark.parametrize(
     "body",
     [
+        {"agent_version": "1", "outbox_id": "b", "servers": {}, "isolation": "x" * 101},
+        {"agent_version": "1", "outbox_id": "b", "servers": {}, "isolation": "a\nb"},
         {"agent_version": 3, "outbox_id": "b", "servers": {}},
         {"agent_version": "1", "outbox_id": "b", "servers": []},
         {"agent_version": "1", "outbox_id": "b", "servers": {"srv_x": "exploded"}},

@@ -1,0 +1,141 @@
+"""The sandbox's rules as plain functions, without a game: what the node can do, the command
+line that seals a game in, and the network slots' addresses and forwarding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gshost_agent.netns import Slot, forwarding_rules, stale
+from gshost_agent.sandbox import (
+    GameBox,
+    Sandboxing,
+    SandboxUnavailable,
+    detect,
+    sandboxed_command,
+)
+
+TOOLS = tuple((name, f"/usr/bin/{name}") for name in ("nsenter", "bwrap", "setpriv", "env"))
+BOX = GameBox(
+    netns=Path("/run/netns/gsh3"),
+    server_dir=Path("/var/lib/gshost-agent/servers/srv_x"),
+    game_files=Path("/var/lib/gshost-agent/games/demo"),
+    uid=990,
+    gid=270001,
+    memory_mb=256,
+)
+
+
+def command() -> list[str]:
+    return sandboxed_command(Sandboxing(True, tools=TOOLS), BOX, ["/usr/bin/python3", "-I"])
+
+
+def pairs(argv: list[str], option: str) -> list[tuple[str, str]]:
+    return [(argv[i + 1], argv[i + 2]) for i, word in enumerate(argv) if word == option]
+
+
+@pytest.mark.parametrize(
+    ("privileged", "cgroups", "off", "allowed", "sandboxed", "may_start", "said"),
+    [
+        (True, True, False, False, True, True, "sandboxed: "),
+        (False, True, False, False, False, False, "unsandboxed: the agent does not run as root"),
+        (False, True, False, True, False, True, "unsandboxed (allowed by AGENT_ALLOW_UNSAND"),
+        (True, False, False, False, False, False, "unsandboxed: no writable cgroup hierarchy"),
+        (True, True, True, True, False, True, "unsandboxed (allowed by AGENT_ALLOW_UNSAND"),
+        (True, True, True, False, False, False, "unsandboxed: turned off (AGENT_SANDBOX=off)"),
+    ],
+)
+def test_what_the_node_can_do_decides_whether_games_start(
+    privileged, cgroups, off, allowed, sandboxed, may_start, said
+):
+    found = detect(privileged=privileged, has_cgroups=cgroups, allow_unsandboxed=allowed, off=off)
+    assert found.sandboxed is sandboxed
+    assert found.describe().startswith(said) and len(found.describe()) <= 100
+    if may_start:
+        found.check_can_start()
+    else:
+        with pytest.raises(SandboxUnavailable):
+            found.check_can_start()
+
+
+def test_the_game_enters_its_network_then_bubblewrap_then_drops_to_its_ids():
+    argv = command()
+    assert argv[:3] == ["/usr/bin/nsenter", "--net=/run/netns/gsh3", "--"]
+    bwrap_end = argv.index("--", 3)
+    assert argv[3] == "/usr/bin/bwrap"
+    drop = argv[bwrap_end + 1 :]
+    assert drop[:4] == ["/usr/bin/setpriv", "--reuid=990", "--regid=270001", "--groups=270001"]
+    assert {"--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"} <= set(drop)
+    assert drop[-5:] == ["/usr/bin/env", "--default-signal", "--", "/usr/bin/python3", "-I"]
+
+
+def test_only_the_server_directory_is_writable():
+    argv = command()
+    assert pairs(argv, "--bind") == [(str(BOX.server_dir), str(BOX.server_dir))]
+    read_only = dict(pairs(argv, "--ro-bind"))
+    assert {"/usr", "/etc", str(BOX.game_files)} <= set(read_only)
+    assert "/" not in read_only and "/var" not in read_only and "/root" not in read_only
+
+
+def test_tmp_and_shm_are_its_own_sized_to_its_memory():
+    argv = command()
+    for path in ("/tmp", "/dev/shm"):
+        at = argv.index(path)
+        assert argv[at - 5 : at] == ["--perms", "1777", "--size", str(256 << 20), "--tmpfs"]
+
+
+def test_it_has_namespaces_of_its_own_and_dies_with_its_keeper():
+    argv = command()
+    for option in ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"):
+        assert option in argv
+
+
+def test_the_directories_above_its_own_are_made_passable_not_listable():
+    argv = command()
+    dirs = [argv[i + 1] for i, word in enumerate(argv) if word == "--dir"]
+    assert dirs == [
+        "/var",
+        "/var/lib",
+        "/var/lib/gshost-agent",
+        "/var/lib/gshost-agent/servers",
+        "/var/lib/gshost-agent/games",
+    ]
+    assert all(argv[argv.index(d) - 2 : argv.index(d) - 1] == ["0711"] for d in dirs)
+
+
+@pytest.mark.parametrize(
+    ("number", "node", "game", "names"),
+    [
+        (0, "100.72.0.1", "100.72.0.2", ("gsh0", "gshh0", "gshg0")),
+        (1, "100.72.0.5", "100.72.0.6", ("gsh1", "gshh1", "gshg1")),
+        (16383, "100.72.255.253", "100.72.255.254", ("gsh16383", "gshh16383", "gshg16383")),
+    ],
+)
+def test_each_slot_is_a_30_of_its_own(number, node, game, names):
+    slot = Slot(number)
+    assert (slot.host_address, slot.game_address) == (node, game)
+    assert (slot.netns, slot.host_link, slot.game_link) == names
+    assert all(len(name) <= 15 for name in names)  # a Linux interface name
+
+
+def test_only_the_games_port_is_forwarded_tcp_and_udp():
+    assert forwarding_rules(Slot(1), 27015) == [
+        "GSHOST-DNAT -p tcp -m tcp --dport 27015 -j DNAT --to-destination 100.72.0.6:27015",
+        "GSHOST-DNAT -p udp -m udp --dport 27015 -j DNAT --to-destination 100.72.0.6:27015",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ({"keeper_pid": 1}, False),  # init: alive
+        ({"keeper_pid": 2**22 + 1}, True),  # no such process
+        ({"claimed_at": 0}, True),  # a start that never got its keeper
+        ({"claimed_at": 9e12}, False),  # one under way
+        ({"pooled_by": 1}, False),
+        ({"pooled_by": 2**22 + 1}, True),
+    ],
+)
+def test_a_slot_nobody_holds_is_stale(entry, expected):
+    assert stale(entry) is expected
