@@ -18,7 +18,7 @@ from servers.errors import InvalidState, JobNotOnNode, ServerNotOnNode
 from servers.jobs import job_begin, job_finish, job_progress
 from servers.lifecycle import CrashDetails, Trigger
 from servers.models import Job, JobKind, Node, Server, ServerState
-from servers.node_readings import Reading, readings_keep
+from servers.node_readings import readings_keep
 from servers.services import server_transition
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def node_heartbeat(
     servers: dict[str, str],
     games: list[str] | None = None,
     capacity: Capacity | None = None,
-    readings: dict[str, Reading] | None = None,
+    readings: dict[str, Any] | None = None,
 ) -> Node:
     """The node is alive now, offers `games` (its templates: the game registry), and its
     capacity is what its machine offers wherever staff set none (so it is the machine's at

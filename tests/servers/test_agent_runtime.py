@@ -479,3 +479,16 @@ def test_readings_another_node_reports_of_a_server_are_never_shown(
     heartbeat_with_reading(demo_server, token)
     body = api_get(key, demo_server, "realtime-stats").json()
     assert (body["cpu_percent"], body["players_online"]) == (0, 0)
+
+
+def test_a_malformed_reading_is_not_shown(key, demo_server, put_in_state, node_token):
+    put_in_state(demo_server, "running")
+    body = {
+        "agent_version": "1", "outbox_id": "box-1", "servers": {},
+        "readings": {demo_server.id: {**READING, "cpu_percent": "lots"}},
+    }  # fmt: skip
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {node_token}"}
+    Client().post(
+        "/internal/nodes/heartbeat", json.dumps(body), content_type="application/json", **headers
+    )
+    assert api_get(key, demo_server, "realtime-stats").json()["cpu_percent"] == 0

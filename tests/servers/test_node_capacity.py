@@ -94,7 +94,7 @@ def test_a_heartbeat_keeps_the_node_online_when_the_cache_is_down(
         tried.append(args)
         raise ConnectionRefusedError()
 
-    monkeypatch.setattr("servers.node_readings.cache.set_many", down)
+    monkeypatch.setattr("servers.node_readings.cache.set", down)
     reading = {
         "sampled_at": "2026-11-27T10:00:00Z", "cpu_percent": 1, "memory_mb": 1,
         "memory_limit_mb": 1024, "disk_mb": 1, "players_online": 0, "uptime_seconds": 1,
