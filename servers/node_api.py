@@ -32,6 +32,7 @@ from servers.node_reports import (
 from servers.nodes import node_by_token
 
 MAX_BODY_BYTES = 64 * 1024
+CRASH_REASONS = ("exited", "disk_limit")  # a `crashed` report's reason
 # A heartbeat names every server of the node, with the readings of those that run.
 MAX_HEARTBEAT_BYTES = 4 * 1024 * 1024
 MAX_SERVERS_IN_HEARTBEAT = 10_000
@@ -179,6 +180,9 @@ def parse_report(body: dict[str, Any]) -> Report:
     oom = body.get("oom", False)
     if not isinstance(oom, bool):
         raise BadInput("oom", "oom must be true or false.")
+    reason = body.get("reason") or "exited"
+    if reason not in CRASH_REASONS:
+        raise BadInput("reason", f"reason must be one of {', '.join(CRASH_REASONS)}, or null.")
     return Report(
         outbox_id=_text(body, "outbox_id", _OUTBOX_ID),
         seq=seq,
@@ -188,7 +192,10 @@ def parse_report(body: dict[str, Any]) -> Report:
         pid=_optional_int(body, "pid"),
         exit_code=_optional_int(body, "exit_code"),
         crash=CrashDetails(
-            signal=_optional_int(body, "signal"), oom=oom, last_output=_last_output(body)
+            signal=_optional_int(body, "signal"),
+            oom=oom,
+            last_output=_last_output(body),
+            reason=reason,
         ),
         job=_job(body, ReportKind(kind)) if kind in JOB_REPORTS else None,
     )
