@@ -1,6 +1,6 @@
-"""The runtime of agent nodes: every request and reading is a call to the node's agent
-(docs/agent-protocol.md, "The agent's API"), made inside the requesting service's transaction
-so that a refusal or an unreachable agent rolls the action back. What the processes then do
+"""The runtime of agent nodes: requests are calls to the node's agent (docs/agent-protocol.md),
+made after the requesting service committed (never inside a transaction), players and stats
+are what the node's last heartbeat said (`servers.node_readings`). What the processes then do
 comes back as reports (`servers.node_reports`).
 
 HTTPS only, verified against the node's CA (or the system's), with the node token as bearer,
