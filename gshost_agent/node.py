@@ -138,18 +138,21 @@ class Node:
         return list(self.catalog.names())
 
     def readings(self) -> dict[str, dict[str, Any]]:
-        """For the heartbeat: the latest stats and players of every server that is not
-        stopped (the control plane shows these, and never calls the node to show them)."""
-        found = {}
+        """For the heartbeat: each server's settings file as it is on disk, and the latest
+        stats and players of every server that is not stopped (the control plane shows
+        these, and never calls the node to show them)."""
+        found: dict[str, dict[str, Any]] = {}
         for server_id, supervisor in sorted(self.supervisors.items()):
-            if supervisor.state == ServerState.STOPPED:
-                continue
-            players = supervisor.roster.listing()[:HEARTBEAT_PLAYERS_LIMIT]
-            found[server_id] = {
-                **supervisor.stats(),
-                "players": players,
-                "max_players": supervisor.max_players(),
-            }
+            entry: dict[str, Any] = {}
+            try:
+                entry["settings"] = supervisor.settings()
+            except Exception:  # no template (yet): the file cannot be read as settings
+                logger.debug("%s: no settings to report", server_id)
+            if supervisor.state != ServerState.STOPPED:
+                players = supervisor.roster.listing()[:HEARTBEAT_PLAYERS_LIMIT]
+                entry |= supervisor.stats()
+                entry |= {"players": players, "max_players": supervisor.max_players()}
+            found[server_id] = entry
         return found
 
     async def start(self) -> None:

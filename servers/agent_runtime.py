@@ -30,7 +30,7 @@ from servers.errors import (
 )
 from servers.jobs import jobs_fail_unreported
 from servers.models import Job, JobKind, Node, NodeState, Server, ServerState
-from servers.node_readings import Reading, reading_of
+from servers.node_readings import Reading, reading_of, reported_settings_of
 from servers.nodes import node_token
 from servers.runtime import (
     CommandResult,
@@ -292,13 +292,11 @@ class AgentRuntime:
             raise _garbled(server) from None
 
     def actual_settings(self, server: Server) -> dict[str, str]:
-        answer = self._get(server, "settings")
-        if answer is None:
-            return {}
-        values = answer.get("settings")
-        if not isinstance(values, dict):
-            raise _garbled(server)
-        return {str(key): str(value) for key, value in values.items()}
+        """The settings file as the node's last heartbeat reported it (never a call)."""
+        node = server.node
+        if node.state() != NodeState.ONLINE:
+            raise NodeUnavailable(node.name, "no heartbeat for 30 s")
+        return reported_settings_of(node.id, server.id) or {}
 
     def console_lines(self, server: Server, after: int) -> ConsoleLines:
         answer = self._get(server, "console", {"after": str(after)})

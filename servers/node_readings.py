@@ -1,6 +1,7 @@
 """The last readings agent nodes reported. Each heartbeat carries the stats and players of its
-node's servers that are not stopped; the panel and the GET routes show these, with the time
-they were taken, and never call a node to show them (a slow or silent node slows no page).
+node's servers that are not stopped, and every server's settings file as it is on disk; the
+panel and the GET routes show these (stats with the time they were taken, drift against the
+settings file), and never call a node to show them (a slow or silent node slows no page).
 
 They are kept in the cache (Redis in production, shared by every web process), for
 READING_TTL_SECONDS: a server whose node went silent shows its last readings, with their age,
@@ -61,13 +62,28 @@ def reading_of(node_id: int, server_id: str) -> Reading | None:
     except CACHE_ERRORS as error:
         logger.warning("Readings not read: the cache is unavailable (%s)", type(error).__name__)
         return None
-    if not isinstance(found, dict) or server_id not in found:
-        return None
+    entry = found.get(server_id) if isinstance(found, dict) else None
+    if not isinstance(entry, dict) or "sampled_at" not in entry:
+        return None  # none reported (a server the node has stopped reports its settings only)
     try:
-        return parse_reading(found[server_id])
+        return parse_reading(entry)
     except (KeyError, TypeError, ValueError):
         logger.warning("Node %s: its reading of %s is malformed", node_id, server_id)
         return None
+
+
+def reported_settings_of(node_id: int, server_id: str) -> dict[str, str] | None:
+    """The server's settings file as its node last reported it; None when it did not."""
+    try:
+        found = cache.get(_key(node_id))
+    except CACHE_ERRORS as error:
+        logger.warning("Settings not read: the cache is unavailable (%s)", type(error).__name__)
+        return None
+    entry = found.get(server_id) if isinstance(found, dict) else None
+    values = entry.get("settings") if isinstance(entry, dict) else None
+    if not isinstance(values, dict):
+        return None
+    return {str(key): str(value) for key, value in values.items()}
 
 
 def _number(value: Any, *, whole: bool = True) -> Any:

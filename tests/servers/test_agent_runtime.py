@@ -242,16 +242,21 @@ def test_metrics_ask_the_agent_for_the_window(key, demo_server, stand_in_agent):
     assert "start=" in call.path and "end=" in call.path and "step=60" in call.path
 
 
-def test_drift_compares_with_the_settings_file_on_the_node(key, demo_server, stand_in_agent):
-    stand_in_agent.answer(
-        "GET",
-        f"/v1/servers/{demo_server.id}/settings",
-        200,
-        {"settings": {"motd": "A gshost demo server", "max-players": "50", "difficulty": "normal"}},
+def test_drift_compares_with_the_settings_file_the_node_last_reported(
+    key, demo_server, stand_in_agent, node_token
+):
+    on_disk = {"motd": "A gshost demo server", "max-players": "50", "difficulty": "normal"}
+    body = {
+        "agent_version": "1", "outbox_id": "box-1", "servers": {demo_server.id: "stopped"},
+        "readings": {demo_server.id: {"settings": on_disk}},
+    }  # fmt: skip
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {node_token}"}
+    Client().post(
+        "/internal/nodes/heartbeat", json.dumps(body), content_type="application/json", **headers
     )
     body = api_get(key, demo_server, "settings/drift").json()
-    assert body["in_sync"] is False
     assert body["drift"] == [{"key": "max-players", "desired": "20", "actual": "50"}]
+    assert not stand_in_agent.calls()
 
 
 def test_readings_of_a_server_the_agent_does_not_know_are_empty(key, demo_server):
@@ -306,10 +311,10 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-# Players and stats come from the node's heartbeats: an agent that heartbeats is not called.
-CALLS_TO_THE_AGENT = [
-    route for route in OUTAGE_ROUTES if route[1] not in ("players", "realtime-stats")
-]
+# Players, stats and settings come from the node's heartbeats: an agent that heartbeats is
+# not called for them.
+FROM_HEARTBEATS = ("players", "realtime-stats", "settings/drift")
+CALLS_TO_THE_AGENT = [route for route in OUTAGE_ROUTES if route[1] not in FROM_HEARTBEATS]
 
 
 @pytest.mark.parametrize(("method", "route", "body", "state"), CALLS_TO_THE_AGENT)
