@@ -6,7 +6,8 @@ three bodies interleaved, BENCH_BEATS of each:
 
 1. baseline: `agent_version`, `outbox_id`, `servers` (what every heartbeat carried before);
 2. with `games` and `capacity`;
-3. with `games`, `capacity` and the `readings` of every server (each running, 5 players).
+3. with `games`, `capacity` and the `readings` of every server (each running, 5 players, its
+   settings file).
 
 Prints p50 and p99 (µs) of each and their ratio to the baseline. The database is a throw-away
 SQLite file unless DATABASE_URL is set; the cache is the process's own unless REDIS_URL is.
@@ -51,6 +52,7 @@ def bodies(server_ids: list[str]) -> dict[str, bytes]:
         "network_out_kbps": None, "players_online": 5, "uptime_seconds": 600,
         "players": [{"name": f"player{n}", "joined_at": "2026-11-27T09:50:00Z"} for n in range(5)],
         "max_players": 20,
+        "settings": {"motd": "A gshost demo server", "max-players": "20", "difficulty": "normal"},
     }  # fmt: skip
     readings = {"readings": dict.fromkeys(server_ids, reading)}
     return {
