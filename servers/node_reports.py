@@ -79,7 +79,7 @@ def node_heartbeat(
     agent runs) is only compared, for the log."""
     now = timezone.now()
     changes: dict[str, Any] = {"last_heartbeat_at": now, "agent_version": agent_version}
-    if games is not None:
+    if games is not None and games != node.games:
         changes["games"] = games
     filled = {
         name: figure
