@@ -236,6 +236,17 @@ MAX_GAMES_IN_HEARTBEAT = 500
 MAX_CAPACITY_VALUE = 2**31 - 1
 
 
+def _isolation(body: dict[str, Any]) -> str | None:
+    """How the node seals its games off, in its agent's words; None from one that does not
+    say."""
+    value = body.get("isolation")
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > 100 or not value.isprintable():
+        raise BadInput("isolation", "isolation must be a string of at most 100 characters.")
+    return value
+
+
 def _games(body: dict[str, Any]) -> list[str] | None:
     """The node's templates; None from an agent that does not list them."""
     value = body.get("games")
@@ -305,6 +316,7 @@ def _heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpRe
         servers=_servers(body),
         games=_games(body),
         capacity=_capacity(body),
+        isolation=_isolation(body),
         readings=_readings(body),
     )
     return JsonResponse({"node": node.name})

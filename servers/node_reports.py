@@ -72,15 +72,19 @@ def node_heartbeat(
     games: list[str] | None = None,
     capacity: Capacity | None = None,
     readings: dict[str, Any] | None = None,
+    isolation: str | None = None,
 ) -> Node:
-    """The node is alive now, offers `games` (its templates: the game registry), and its
-    capacity is what its machine offers wherever staff set none (so it is the machine's at
-    the first heartbeat, and staff's after they set it). One UPDATE. `servers` (what the
-    agent runs) is only compared, for the log."""
+    """The node is alive now, offers `games` (its templates: the game registry), seals its
+    games off as `isolation` says (admin shows it), and its capacity is what its machine
+    offers wherever staff set none (so it is the machine's at the first heartbeat, and
+    staff's after they set it). One UPDATE; its `readings` go to the cache in one write.
+    `servers` (what the agent runs) is only compared, for the log."""
     now = timezone.now()
     changes: dict[str, Any] = {"last_heartbeat_at": now, "agent_version": agent_version}
     if games is not None and games != node.games:
         changes["games"] = games
+    if isolation is not None and isolation != node.isolation:
+        changes["isolation"] = isolation
     filled = {
         name: figure
         for name, figure in asdict(capacity or Capacity()).items()

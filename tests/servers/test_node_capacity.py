@@ -101,3 +101,9 @@ def test_a_heartbeat_keeps_the_node_online_when_the_cache_is_down(
     }  # fmt: skip
     assert heartbeat(node_token, readings={demo_server.id: reading}).status_code == 200
     assert tried
+
+
+def test_the_node_keeps_the_isolation_its_heartbeat_tells(agent_node, node_token):
+    heartbeat(node_token, isolation="bubblewrap, cgroup v1")
+    agent_node.refresh_from_db()
+    assert agent_node.isolation == "bubblewrap, cgroup v1"
