@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from audit.actors import Actor
+from servers.agent_runtime import AgentRuntime
 from servers.models import Node, RunStatus, Schedule, Server, ServerTransition
 from servers.schedules import schedule_run_now
 from servers.services import server_create
@@ -144,6 +145,24 @@ def test_a_stop_command_the_node_cannot_take_leaves_the_server_running(
     put_in_state(demo_server, "running")
     silence(agent_node)
     assert api_post(key, demo_server, "console", {"command": "stop"}).status_code == 503
+    assert state_of(demo_server) == "running"
+
+
+def test_a_stop_command_the_agent_refuses_leaves_the_server_running(
+    key, demo_server, stand_in_agent, put_in_state
+):
+    put_in_state(demo_server, "running")
+    path = f"/v1/servers/{demo_server.id}/console"
+    stand_in_agent.answer("POST", path, 409, {"error": {"code": "invalid_state", "message": "no"}})
+    assert api_post(key, demo_server, "console", {"command": "stop"}).status_code == 409
+    assert state_of(demo_server) == "running"
+
+
+def test_the_agent_runtime_sends_a_command_without_changing_the_state(
+    demo_server, stand_in_agent, put_in_state
+):
+    put_in_state(demo_server, "running")
+    AgentRuntime().send_command(demo_server, "stop")
     assert state_of(demo_server) == "running"
 
 
