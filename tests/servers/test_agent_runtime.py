@@ -14,7 +14,7 @@ from audit.actors import Actor
 from servers.agent_runtime import AgentRuntime
 from servers.models import Node, RunStatus, Schedule, Server, ServerTransition
 from servers.schedules import schedule_run_now
-from servers.services import server_create
+from servers.services import PowerAction, server_create, server_power
 from tests.conftest import API, client_for, error_of
 from tests.servers.node_fixtures import beat, register
 
@@ -516,3 +516,12 @@ def test_a_malformed_reading_is_not_shown(key, demo_server, put_in_state, node_t
         "/internal/nodes/heartbeat", json.dumps(body), content_type="application/json", **headers
     )
     assert api_get(key, demo_server, "realtime-stats").json()["cpu_percent"] == 0
+
+
+def test_a_start_reads_the_nodes_last_heartbeat_now(key, demo_server, agent_node, stand_in_agent):
+    stale = Server.objects.select_related("node").get(id=demo_server.id)
+    Node.objects.filter(id=agent_node.id).update(last_heartbeat_at=None)
+    stale.node.last_heartbeat_at = None
+    beat(agent_node)  # the heartbeat came after the server (and its node) were read
+    server_power(server=stale, action=PowerAction.START, actor=Actor.system("t"))
+    assert state_of(demo_server) == "starting"
