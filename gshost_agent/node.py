@@ -137,6 +137,14 @@ class Node:
     def games(self) -> list[str]:
         return list(self.catalog.names())
 
+    async def _readings_now(self) -> dict[str, dict[str, Any]]:
+        """Each running game asked for its players first (as `GET …/players` does), then the
+        readings, read off the event loop (a server's disk use walks its directory)."""
+        running = [sup for sup in self.supervisors.values() if sup.state == ServerState.RUNNING]
+        if running:
+            await asyncio.gather(*(sup.players() for sup in running), return_exceptions=True)
+        return await asyncio.to_thread(self.readings)
+
     def readings(self) -> dict[str, dict[str, Any]]:
         """For the heartbeat: each server's settings file as it is on disk, and the latest
         stats and players of every server that is not stopped (the control plane shows
@@ -206,7 +214,7 @@ class Node:
                 "games": self.games(),  # the templates: the control plane's game registry
                 "capacity": machine_capacity(self.config.data_dir),
                 # Off the event loop: reading the servers' disk use walks their directories.
-                "readings": await asyncio.to_thread(self.readings),
+                "readings": await self._readings_now(),
             }
             try:
                 status = await self.control.heartbeat(body)
