@@ -175,19 +175,30 @@ class Node:
     def games(self) -> list[str]:
         return list(self.catalog.names())
 
+    async def _readings_now(self) -> dict[str, dict[str, Any]]:
+        """Each running game asked for its players first (as `GET …/players` does), then the
+        readings, read off the event loop (a server's disk use walks its directory)."""
+        running = [sup for sup in self.supervisors.values() if sup.state == ServerState.RUNNING]
+        if running:
+            await asyncio.gather(*(sup.players() for sup in running), return_exceptions=True)
+        return await asyncio.to_thread(self.readings)
+
     def readings(self) -> dict[str, dict[str, Any]]:
-        """For the heartbeat: the latest stats and players of every server that is not
-        stopped (the control plane shows these, and never calls the node to show them)."""
-        found = {}
+        """For the heartbeat: each server's settings file as it is on disk, and the latest
+        stats and players of every server that is not stopped (the control plane shows
+        these, and never calls the node to show them)."""
+        found: dict[str, dict[str, Any]] = {}
         for server_id, supervisor in sorted(self.supervisors.items()):
-            if supervisor.state == ServerState.STOPPED:
-                continue
-            players = supervisor.roster.listing()[:HEARTBEAT_PLAYERS_LIMIT]
-            found[server_id] = {
-                **supervisor.stats(),
-                "players": players,
-                "max_players": supervisor.max_players(),
-            }
+            entry: dict[str, Any] = {}
+            try:
+                entry["settings"] = supervisor.settings()
+            except Exception:  # no template (yet): the file cannot be read as settings
+                logger.debug("%s: no settings to report", server_id)
+            if supervisor.state != ServerState.STOPPED:
+                players = supervisor.roster.listing()[:HEARTBEAT_PLAYERS_LIMIT]
+                entry |= supervisor.stats()
+                entry |= {"players": players, "max_players": supervisor.max_players()}
+            found[server_id] = entry
         return found
 
     async def start(self) -> None:
@@ -255,7 +266,7 @@ class Node:
                 "games": self.games(),  # the templates: the control plane's game registry
                 "capacity": machine_capacity(self.config.data_dir),
                 # Off the event loop: reading the servers' disk use walks their directories.
-                "readings": await asyncio.to_thread(self.readings),
+                "readings": await self._readings_now(),
             }
             try:
                 status = await self.control.heartbeat(body)

@@ -1,6 +1,6 @@
-"""The runtime of agent nodes: every request and reading is a call to the node's agent
-(docs/agent-protocol.md, "The agent's API"), made inside the requesting service's transaction
-so that a refusal or an unreachable agent rolls the action back. What the processes then do
+"""The runtime of agent nodes: requests are calls to the node's agent (docs/agent-protocol.md),
+made after the requesting service committed (never inside a transaction), players and stats
+are what the node's last heartbeat said (`servers.node_readings`). What the processes then do
 comes back as reports (`servers.node_reports`).
 
 HTTPS only, verified against the node's CA (or the system's), with the node token as bearer,
@@ -48,7 +48,7 @@ from servers.node_calls import (
     node_call_end,
     node_mark_failing,
 )
-from servers.node_readings import Reading, reading_of
+from servers.node_readings import Reading, reading_of, reported_settings_of
 from servers.nodes import node_token
 from servers.runtime import (
     CommandResult,
@@ -352,13 +352,11 @@ class AgentRuntime:
             raise _garbled(server) from None
 
     def actual_settings(self, server: Server) -> dict[str, str]:
-        answer = self._get(server, "settings")
-        if answer is None:
-            return {}
-        values = answer.get("settings")
-        if not isinstance(values, dict):
-            raise _garbled(server)
-        return {str(key): str(value) for key, value in values.items()}
+        """The settings file as the node's last heartbeat reported it (never a call)."""
+        node = server.node
+        if node.state() != NodeState.ONLINE:
+            raise NodeUnavailable(node.name, "no heartbeat for 30 s")
+        return reported_settings_of(node.id, server.id) or {}
 
     def console_lines(self, server: Server, after: int) -> ConsoleLines:
         answer = self._get(server, "console", {"after": str(after)})

@@ -62,6 +62,9 @@ class CrashDetails:
     signal: int | None = None
     oom: bool = False
     last_output: tuple[str, ...] = ()
+    # Why it ended, where the node says: "exited", or "disk_limit" (the node stopped it for
+    # going over the plan's disk).
+    reason: str = "exited"
 
     def data(self) -> dict[str, Any]:
         return {
@@ -91,8 +94,9 @@ class Move:
             return {"previous_state": self.source.value}
         if self.event == Event.SERVER_CRASHED:
             failed = self.trigger == Trigger.FAILED_TO_START
+            ended = crash.reason if crash is not None else "exited"
             data: dict[str, Any] = {
-                "reason": "failed_to_start" if failed else "exited",
+                "reason": "failed_to_start" if failed else ended,
                 "exit_code": exit_code,
             }
             data = data if crash is None else {**data, **crash.data()}

@@ -24,18 +24,11 @@ from django.views.decorators.csrf import csrf_exempt
 from gshost import process_state
 from gshost.api import rate_limits
 from gshost.api.client_ip import client_ip
-from gshost_agent.protocol import (
-    HEARTBEAT_PLAYERS_LIMIT,
-    JOB_REPORTS,
-    ReportKind,
-    ServerState,
-    last_output,
-)
+from gshost_agent.protocol import JOB_REPORTS, ReportKind, ServerState, last_output
 from servers.backup_storage import MAX_URLS_PER_ASK, UploadNotOpen, backup_part_urls
 from servers.errors import ServerNotOnNode
 from servers.lifecycle import CrashDetails
 from servers.models import Node
-from servers.node_readings import Reading
 from servers.node_reports import (
     Capacity,
     JobReport,
@@ -48,6 +41,7 @@ from servers.nodes import node_by_token, token_hash
 from servers.object_storage import MAX_PARTS, ObjectStorageError
 
 MAX_BODY_BYTES = 64 * 1024
+CRASH_REASONS = ("exited", "disk_limit")  # a `crashed` report's reason
 # A heartbeat names every server of the node, with the readings of those that run.
 MAX_HEARTBEAT_BYTES = 4 * 1024 * 1024
 MAX_SERVERS_IN_HEARTBEAT = 10_000
@@ -248,6 +242,9 @@ def parse_report(body: dict[str, Any]) -> Report:
     oom = body.get("oom", False)
     if not isinstance(oom, bool):
         raise BadInput("oom", "oom must be true or false.")
+    reason = body.get("reason") or "exited"
+    if reason not in CRASH_REASONS:
+        raise BadInput("reason", f"reason must be one of {', '.join(CRASH_REASONS)}, or null.")
     return Report(
         outbox_id=_text(body, "outbox_id", _OUTBOX_ID),
         seq=seq,
@@ -257,7 +254,10 @@ def parse_report(body: dict[str, Any]) -> Report:
         pid=_optional_int(body, "pid"),
         exit_code=_optional_int(body, "exit_code"),
         crash=CrashDetails(
-            signal=_optional_int(body, "signal"), oom=oom, last_output=_last_output(body)
+            signal=_optional_int(body, "signal"),
+            oom=oom,
+            last_output=_last_output(body),
+            reason=reason,
         ),
         job=_job(body, ReportKind(kind)) if kind in JOB_REPORTS else None,
     )
@@ -298,6 +298,17 @@ MAX_GAMES_IN_HEARTBEAT = 500
 MAX_CAPACITY_VALUE = 2**31 - 1
 
 
+def _isolation(body: dict[str, Any]) -> str | None:
+    """How the node seals its games off, in its agent's words; None from one that does not
+    say."""
+    value = body.get("isolation")
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > 100 or not value.isprintable():
+        raise BadInput("isolation", "isolation must be a string of at most 100 characters.")
+    return value
+
+
 def _games(body: dict[str, Any]) -> list[str] | None:
     """The node's templates; None from an agent that does not list them."""
     value = body.get("games")
@@ -309,17 +320,6 @@ def _games(body: dict[str, Any]) -> list[str] | None:
     if not all(isinstance(game, str) and _GAME_NAME.fullmatch(game) for game in value):
         raise BadInput("games", message)
     return sorted(set(value))
-
-
-def _isolation(body: dict[str, Any]) -> str | None:
-    """How the node seals its games in, as its agent says it; None from an agent that does
-    not say."""
-    value = body.get("isolation")
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > 100 or not value.isprintable():
-        raise BadInput("isolation", "isolation must be a string of at most 100 characters.")
-    return value
 
 
 def _capacity(body: dict[str, Any]) -> Capacity:
@@ -395,54 +395,13 @@ process_state.register(
 )
 
 
-def _number(value: Any, field: str, *, whole: bool = True, nullable: bool = False) -> Any:
-    if value is None and nullable:
-        return None
-    kinds = (int,) if whole else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 <= value < 2**53:
-        raise BadInput("readings", f"readings: {field} must be a non-negative number.")
-    return value
-
-
-def _moment(value: Any, field: str) -> datetime:
-    moment = _timestamp({field: value}, field)
-    if moment is None:
-        raise BadInput("readings", f"readings: {field} must be a time.")
-    return moment
-
-
-def _reading(value: Any) -> Reading:
-    if not isinstance(value, dict):
-        raise BadInput("readings", "readings maps server ids to objects.")
-    players = value.get("players") or []
-    if not isinstance(players, list) or len(players) > HEARTBEAT_PLAYERS_LIMIT:
-        raise BadInput("readings", "readings: players is a list of at most 100 players.")
-    listed = []
-    for player in players:
-        name = player.get("name") if isinstance(player, dict) else None
-        if not isinstance(name, str) or len(name) > 100:
-            raise BadInput("readings", "readings: a player is {name, joined_at}.")
-        listed.append((_printable(name), _moment(player.get("joined_at"), "joined_at")))
-    return Reading(
-        sampled_at=_moment(value.get("sampled_at"), "sampled_at"),
-        cpu_percent=float(_number(value.get("cpu_percent"), "cpu_percent", whole=False)),
-        memory_mb=int(_number(value.get("memory_mb"), "memory_mb", whole=False)),
-        memory_limit_mb=_number(value.get("memory_limit_mb"), "memory_limit_mb", nullable=True),
-        disk_mb=int(_number(value.get("disk_mb"), "disk_mb", whole=False)),
-        players_online=_number(value.get("players_online"), "players_online"),
-        uptime_seconds=_number(value.get("uptime_seconds"), "uptime_seconds"),
-        players=tuple(listed),
-        max_players=_number(value.get("max_players"), "max_players", nullable=True),
-    )
-
-
-def _readings(body: dict[str, Any]) -> dict[str, Reading]:
+def _readings(body: dict[str, Any]) -> dict[str, Any]:
+    """The readings as sent: checked only for their shape here (one cache write keeps them);
+    each is checked when it is read (`servers.node_readings`)."""
     value = body.get("readings") or {}
     if not isinstance(value, dict) or len(value) > MAX_SERVERS_IN_HEARTBEAT:
         raise BadInput("readings", "readings maps server ids to objects.")
-    if not all(isinstance(key, str) and _SERVER_ID.fullmatch(key) for key in value):
-        raise BadInput("readings", "readings maps server ids to objects.")
-    return {server_id: _reading(reading) for server_id, reading in value.items()}
+    return value
 
 
 # The routes
@@ -463,8 +422,8 @@ def _heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpRe
         servers=compared,
         games=_games(body),
         capacity=_capacity(body),
-        readings=_readings(body),
         isolation=_isolation(body),
+        readings=_readings(body),
     )
     return JsonResponse({"node": node.name})
 

@@ -19,7 +19,7 @@ from servers.errors import InvalidState, JobNotOnNode, ServerNotOnNode
 from servers.jobs import job_begin, job_finish, job_progress
 from servers.lifecycle import CrashDetails, Trigger
 from servers.models import Job, JobKind, Node, Server, ServerState
-from servers.node_readings import Reading, readings_keep
+from servers.node_readings import readings_keep
 from servers.services import server_transition
 
 logger = logging.getLogger(__name__)
@@ -77,19 +77,20 @@ def node_heartbeat(
     servers: dict[str, str],
     games: list[str] | None = None,
     capacity: Capacity | None = None,
-    readings: dict[str, Reading] | None = None,
+    readings: dict[str, Any] | None = None,
     isolation: str | None = None,
 ) -> Node:
-    """The node is alive now, isolates its games as `isolation` says, offers `games` (its
-    templates: the game registry), and its capacity is what its machine offers wherever staff
-    set none (so it is the machine's at the first heartbeat, and staff's after they set it).
-    One UPDATE, which also checks that `node.token_hash` is still the node's. `servers` (what
-    the agent runs) is only compared, for the log."""
+    """The node is alive now, offers `games` (its templates: the game registry), seals its
+    games off as `isolation` says (admin shows it), and its capacity is what its machine
+    offers wherever staff set none (so it is the machine's at the first heartbeat, and
+    staff's after they set it). One UPDATE, which also checks that `node.token_hash` is still
+    the node's; its `readings` go to the cache in one write.
+    `servers` (what the agent runs) is only compared, for the log."""
     now = timezone.now()
     changes: dict[str, Any] = {"last_heartbeat_at": now, "agent_version": agent_version}
-    if games is not None:
+    if games is not None and games != node.games:
         changes["games"] = games
-    if isolation is not None:
+    if isolation is not None and isolation != node.isolation:
         changes["isolation"] = isolation
     filled = {
         name: figure

@@ -41,6 +41,7 @@ from servers.models import (
     ServerState,
 )
 from servers.nodes import allocate_port, free_port_count
+from servers.placement import Plan, load_of, nodes_with_usage, room_shortage
 from servers.services import PowerAction, server_power
 from servers.transfers import format_address, migration_complete, new_migration_row
 
@@ -71,6 +72,9 @@ def migration_to_node_begin(*, server: Server, target: Node, actor: Actor) -> Se
         raise MigrationRefused(refused.message) from None
     if not free_port_count(target):
         raise MigrationRefused(f"Node {target.name} has no free port.")
+    short = room_shortage(load_of(nodes_with_usage().get(id=target.id)), None, Plan.of(server))
+    if short is not None:
+        raise MigrationRefused(f"Node {target.name} has no room for this server's {short}.")
     first_guess = format_address(target.address, target.first_port)  # fixed on completion
     return new_migration_row(server, first_guess, actor, target_node=target)
 

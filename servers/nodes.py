@@ -246,8 +246,9 @@ def node_rotate_token(*, node: Node, actor: Actor = PLATFORM) -> str:
 
 def node_require_reachable(server: Server) -> None:
     """NodeUnavailable (503) when the server's node has sent no heartbeat for 30 s: asked
-    before anything is recorded, so nothing is, and nothing is queued."""
-    node = server.node
+    before anything is recorded, so nothing is, and nothing is queued. Its last heartbeat is
+    read now (the server may have been loaded long before, with its node)."""
+    node = Node.objects.only("id", "name", "kind", "last_heartbeat_at").get(id=server.node_id)
     if node.state() != NodeState.ONLINE:
         raise NodeUnavailable(node.name, "no heartbeat for 30 s")
 

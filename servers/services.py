@@ -112,7 +112,7 @@ def server_transition(
         if step is None:
             raise InvalidState(server.state, _refusal(trigger, server.state))
         now = timezone.now()
-        due = restart_due(server, trigger, now)
+        due = restart_due(server, trigger, now, crash)
         changed = Server.objects.filter(id=server.id, state=server.state).update(
             state=step.target, state_changed_at=now, updated_at=now, restart_due_at=due
         )

@@ -96,3 +96,4 @@ def test_its_heartbeat_carries_the_readings_of_a_running_server(agent, control_p
     found = wait_until(reading, timeout=25)  # the next heartbeat, at most 10 s away
     assert found["memory_mb"] > 0 and found["uptime_seconds"] >= 0
     assert found["players"] == [] and found["max_players"] == 20
+    assert found["settings"]["max-players"] == "20"  # its settings file, as on disk

@@ -358,6 +358,7 @@ def test_it_delivers_server_crashed_when_a_game_is_killed(running):
         "exit_code": None,
         "signal": 9,
         "oom": False,
+        "will_restart": False,  # within a minute of its start: a crash loop, left stopped
     }
     assert data["last_output"][-1].startswith("ready on port")
 

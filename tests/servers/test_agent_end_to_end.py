@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -322,11 +323,12 @@ def test_players_from_real_tcp_clients_are_listed_through_the_api(
             assert client.makefile().readline().startswith(f"WELCOME {name}")
 
         def both() -> Any:
+            time.sleep(0.5)  # the list comes with the node's next heartbeat (every 10 s)
             body = api.get(f"/servers/{running.id}/players").json()
             print(body)
             return body if body.get("count") == 2 else None
 
-        body = wait_until(both, 15, "two players listed")
+        body = wait_until(both, 30, "two players listed")
         assert sorted(player["name"] for player in body["players"]) == ["alice", "bob"]
         assert body["max"] == 20
     finally:

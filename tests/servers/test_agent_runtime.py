@@ -11,9 +11,10 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from audit.actors import Actor
+from servers.agent_runtime import AgentRuntime
 from servers.models import Node, RunStatus, Schedule, Server, ServerTransition
 from servers.schedules import schedule_run_now
-from servers.services import server_create
+from servers.services import PowerAction, server_create, server_power
 from tests.conftest import API, client_for, error_of
 from tests.servers.node_fixtures import beat, register
 
@@ -147,6 +148,24 @@ def test_a_stop_command_the_node_cannot_take_leaves_the_server_running(
     assert state_of(demo_server) == "running"
 
 
+def test_a_stop_command_the_agent_refuses_leaves_the_server_running(
+    key, demo_server, stand_in_agent, put_in_state
+):
+    put_in_state(demo_server, "running")
+    path = f"/v1/servers/{demo_server.id}/console"
+    stand_in_agent.answer("POST", path, 409, {"error": {"code": "invalid_state", "message": "no"}})
+    assert api_post(key, demo_server, "console", {"command": "stop"}).status_code == 409
+    assert state_of(demo_server) == "running"
+
+
+def test_the_agent_runtime_sends_a_command_without_changing_the_state(
+    demo_server, stand_in_agent, put_in_state
+):
+    put_in_state(demo_server, "running")
+    AgentRuntime().send_command(demo_server, "stop")
+    assert state_of(demo_server) == "running"
+
+
 def test_a_command_the_agent_refuses_as_bad_is_400_and_fires_nothing(
     key, demo_server, stand_in_agent, put_in_state, published
 ):
@@ -242,16 +261,21 @@ def test_metrics_ask_the_agent_for_the_window(key, demo_server, stand_in_agent):
     assert "start=" in call.path and "end=" in call.path and "step=60" in call.path
 
 
-def test_drift_compares_with_the_settings_file_on_the_node(key, demo_server, stand_in_agent):
-    stand_in_agent.answer(
-        "GET",
-        f"/v1/servers/{demo_server.id}/settings",
-        200,
-        {"settings": {"motd": "A gshost demo server", "max-players": "50", "difficulty": "normal"}},
+def test_drift_compares_with_the_settings_file_the_node_last_reported(
+    key, demo_server, stand_in_agent, node_token
+):
+    on_disk = {"motd": "A gshost demo server", "max-players": "50", "difficulty": "normal"}
+    body = {
+        "agent_version": "1", "outbox_id": "box-1", "servers": {demo_server.id: "stopped"},
+        "readings": {demo_server.id: {"settings": on_disk}},
+    }  # fmt: skip
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {node_token}"}
+    Client().post(
+        "/internal/nodes/heartbeat", json.dumps(body), content_type="application/json", **headers
     )
     body = api_get(key, demo_server, "settings/drift").json()
-    assert body["in_sync"] is False
     assert body["drift"] == [{"key": "max-players", "desired": "20", "actual": "50"}]
+    assert not stand_in_agent.calls()
 
 
 def test_readings_of_a_server_the_agent_does_not_know_are_empty(key, demo_server):
@@ -306,10 +330,10 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-# Players and stats come from the node's heartbeats: an agent that heartbeats is not called.
-CALLS_TO_THE_AGENT = [
-    route for route in OUTAGE_ROUTES if route[1] not in ("players", "realtime-stats")
-]
+# Players, stats and settings come from the node's heartbeats: an agent that heartbeats is
+# not called for them.
+FROM_HEARTBEATS = ("players", "realtime-stats", "settings/drift")
+CALLS_TO_THE_AGENT = [route for route in OUTAGE_ROUTES if route[1] not in FROM_HEARTBEATS]
 
 
 @pytest.mark.parametrize(("method", "route", "body", "state"), CALLS_TO_THE_AGENT)
@@ -479,3 +503,25 @@ def test_readings_another_node_reports_of_a_server_are_never_shown(
     heartbeat_with_reading(demo_server, token)
     body = api_get(key, demo_server, "realtime-stats").json()
     assert (body["cpu_percent"], body["players_online"]) == (0, 0)
+
+
+def test_a_malformed_reading_is_not_shown(key, demo_server, put_in_state, node_token):
+    put_in_state(demo_server, "running")
+    body = {
+        "agent_version": "1", "outbox_id": "box-1", "servers": {},
+        "readings": {demo_server.id: {**READING, "cpu_percent": "lots"}},
+    }  # fmt: skip
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {node_token}"}
+    Client().post(
+        "/internal/nodes/heartbeat", json.dumps(body), content_type="application/json", **headers
+    )
+    assert api_get(key, demo_server, "realtime-stats").json()["cpu_percent"] == 0
+
+
+def test_a_start_reads_the_nodes_last_heartbeat_now(key, demo_server, agent_node, stand_in_agent):
+    stale = Server.objects.select_related("node").get(id=demo_server.id)
+    Node.objects.filter(id=agent_node.id).update(last_heartbeat_at=None)
+    stale.node.last_heartbeat_at = None
+    beat(agent_node)  # the heartbeat came after the server (and its node) were read
+    server_power(server=stale, action=PowerAction.START, actor=Actor.system("t"))
+    assert state_of(demo_server) == "starting"

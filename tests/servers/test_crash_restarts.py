@@ -7,7 +7,7 @@ from django.utils import timezone
 from freezegun import freeze_time
 
 from servers.crash_restarts import AUTOMATIC_CAUSE
-from servers.lifecycle import Trigger
+from servers.lifecycle import CrashDetails, Trigger
 from servers.models import Node, Server, ServerTransition
 from servers.services import crash_restarts_run_due, server_transition
 from tests.conftest import API, client_for
@@ -126,3 +126,22 @@ def test_a_servers_write_holder_turns_it_on_in_the_panel(acme_server, alice_clie
 def test_staff_set_it_in_admin(staff_client, acme_server):
     page = staff_client.get(f"/admin/servers/server/{acme_server.pk}/change/").content.decode()
     assert 'name="restart_on_crash"' in page
+
+
+def test_a_server_its_node_stopped_for_its_disk_use_stays_stopped(
+    demo_server, put_in_state, published
+):
+    with freeze_time(START):
+        put_in_state(demo_server, "running")
+    with freeze_time("2026-11-27 10:02:00"):
+        Node.objects.filter(id=demo_server.node_id).update(last_heartbeat_at=timezone.now())
+        server_transition(
+            server_id=demo_server.id,
+            trigger=Trigger.CRASH,
+            cause="test",
+            crash=CrashDetails(reason="disk_limit"),
+        )
+    assert (published[-1].data["reason"], published[-1].data["will_restart"]) == (
+        "disk_limit",
+        False,
+    )

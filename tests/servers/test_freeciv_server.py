@@ -1,10 +1,12 @@
 """A freeciv server on an agent node, as the control plane sees it (a stand-in agent): created
 with `createserver --game freeciv --node`, started with freeciv's settings, stopped by `quit`."""
 
+import json
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
 
 from servers.models import Server
 from tests.conftest import API, client_for
@@ -61,8 +63,14 @@ def test_quit_on_the_console_makes_it_stopping(
     assert stand_in_agent.calls("POST")[-1].body == {"command": "quit"}
 
 
-def test_its_settings_file_on_the_node_is_in_sync(client, freeciv_server, stand_in_agent):
-    path = f"/v1/servers/{freeciv_server.id}/settings"
-    stand_in_agent.answer("GET", path, 200, {"settings": FREECIV_DEFAULTS})
+def test_its_settings_file_on_the_node_is_in_sync(client, freeciv_server, node_token):
+    heartbeat = {
+        "agent_version": "1", "outbox_id": "box-1", "servers": {},
+        "readings": {freeciv_server.id: {"settings": FREECIV_DEFAULTS}},
+    }  # fmt: skip
+    Client().post(
+        "/internal/nodes/heartbeat", json.dumps(heartbeat), content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {node_token}",
+    )  # fmt: skip
     body = client.get(f"{API}/servers/{freeciv_server.id}/settings/drift").json()
     assert body["in_sync"] is True

@@ -9,7 +9,8 @@ from django.utils import timezone
 from freezegun import freeze_time
 
 from audit.actors import Actor
-from servers.models import MigrationState, ServerMigration
+from servers.errors import MigrationRefused
+from servers.models import MigrationState, Node, ServerMigration
 from servers.node_transfers import (
     migration_to_node_begin,
     migration_to_node_run,
@@ -92,3 +93,9 @@ def test_a_move_whose_task_arrives_twice_is_run_once(demo_server, other_node):
 
     assert again.state == MigrationState.MIGRATING
     assert demo_server.node_id != other_node.id
+
+
+def test_a_move_to_a_node_without_room_for_the_plan_is_refused(demo_server, other_node):
+    Node.objects.filter(id=other_node.id).update(memory_mb=512)
+    with pytest.raises(MigrationRefused, match="no room for this server's memory"):
+        migration_to_node_begin(server=demo_server, target=other_node, actor=Actor.system("t"))

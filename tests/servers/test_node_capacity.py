@@ -94,10 +94,16 @@ def test_a_heartbeat_keeps_the_node_online_when_the_cache_is_down(
         tried.append(args)
         raise ConnectionRefusedError()
 
-    monkeypatch.setattr("servers.node_readings.cache.set_many", down)
+    monkeypatch.setattr("servers.node_readings.cache.set", down)
     reading = {
         "sampled_at": "2026-11-27T10:00:00Z", "cpu_percent": 1, "memory_mb": 1,
         "memory_limit_mb": 1024, "disk_mb": 1, "players_online": 0, "uptime_seconds": 1,
     }  # fmt: skip
     assert heartbeat(node_token, readings={demo_server.id: reading}).status_code == 200
     assert tried
+
+
+def test_the_node_keeps_the_isolation_its_heartbeat_tells(agent_node, node_token):
+    heartbeat(node_token, isolation="bubblewrap, cgroup v1")
+    agent_node.refresh_from_db()
+    assert agent_node.isolation == "bubblewrap, cgroup v1"

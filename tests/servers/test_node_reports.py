@@ -400,3 +400,11 @@ def test_a_heartbeat_without_a_required_member_is_400(agent_node, node_token, mi
     body = {"agent_version": "1", "outbox_id": "b", "servers": {}}
     del body[missing]
     assert post(HEARTBEAT, body, node_token).status_code == 400
+
+
+def test_a_crash_for_the_disk_limit_fires_crashed_with_that_reason(
+    demo_server, node_token, put_in_state, published
+):
+    put_in_state(demo_server, "running")
+    post(REPORTS, report(demo_server, "crashed", signal=15, reason="disk_limit"), node_token)
+    assert published[-1].data["reason"] == "disk_limit"

@@ -44,7 +44,7 @@ EVENT_DATA: Final[dict[Event, dict[str, Any]]] = {
     Event.SERVER_RESTARTED: _object({}),
     Event.SERVER_CRASHED: _object(
         {
-            "reason": _enum("exited", "failed_to_start"),
+            "reason": _enum("exited", "failed_to_start", "disk_limit"),
             "exit_code": {"type": ["integer", "null"]},
             "will_restart": {
                 "type": "boolean",
