@@ -53,6 +53,9 @@ defaults
     # reached a replica is never sent twice (it may have been a write).
     retries 1
     option redispatch 1
+    # A new connection to the replica for every request: a dead replica then refuses it and
+    # the request goes to another one, where a kept-alive connection would have failed it.
+    option http-server-close
 
 frontend api
     bind 127.0.0.1:{port}
