@@ -64,7 +64,6 @@ from servers.selectors import server_max_players
 logger = logging.getLogger(__name__)
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
-DEFAULT_MEMORY_MB = 1024
 SESSIONS_KEPT = 32  # one per node CA; a process talks to a handful of nodes
 # Answers that say why the agent refused; 422, 502 and 507 come from transfers (a checksum
 # that differs, a target that did not take the archive, a full disk).
@@ -199,10 +198,14 @@ def _refused(server: Server, error: AgentError) -> NodeRefused:
 
 
 def _start_body(server: Server) -> dict[str, Any]:
+    """The game, its port and settings, and its plan: the limits its sandbox enforces."""
     return {
         "game": server.game,
         "port": server.port,
-        "memory_mb": DEFAULT_MEMORY_MB,
+        "memory_mb": server.memory_mb,
+        "disk_mb": server.disk_mb,
+        "cpu_percent": server.cpu_percent,
+        "processes": server.processes,
         "settings": desired_settings(server),
     }
 
@@ -218,6 +221,7 @@ def _job_body(job: Job) -> dict[str, Any]:
         if not job.backup or not job.backup.sha256:
             raise InvalidState(server.state, "The backup has no archive on this node.")
         body["sha256"] = job.backup.sha256
+        body["disk_mb"] = server.disk_mb  # content beyond the plan's disk is refused
         if in_bucket(job.backup):
             body["download_url"] = backup_download_url(job.backup)
             body["size_bytes"] = job.backup.size_bytes
@@ -388,7 +392,7 @@ def _idle_stats(server: Server, now: datetime) -> StatsSample:
         sampled_at=now,
         cpu_percent=0.0,
         memory_mb=0,
-        memory_limit_mb=DEFAULT_MEMORY_MB,
+        memory_limit_mb=server.memory_mb,
         disk_mb=0,
         network_in_kbps=None,
         network_out_kbps=None,

@@ -139,6 +139,7 @@ def _restore_onto(target: Node, server: Server, backup: Backup) -> None:
         "token": secrets.token_urlsafe(32),  # nobody uploads: the target fetches
         "game": server.game,
         "valid_seconds": TRANSFER_VALID_SECONDS,
+        "disk_mb": server.disk_mb,
     }
     _call(target, "POST", path, expect, "the target did not take it")
     fetch_onto(target, server.id, backup)

@@ -131,7 +131,12 @@ def _transfer(server: Server, target: Node) -> None:
     like any other), which the target fetches and checks. Else from agent to agent."""
     token = secrets.token_urlsafe(32)
     path = _transfer_path(server.id)
-    expect = {"token": token, "game": server.game, "valid_seconds": TRANSFER_VALID_SECONDS}
+    expect = {
+        "token": token,
+        "game": server.game,
+        "valid_seconds": TRANSFER_VALID_SECONDS,
+        "disk_mb": server.disk_mb,  # the target refuses content beyond the server's plan
+    }
     _call(target, "POST", path, expect, "the target did not take it")
     if object_storage.configured():
         fetch_onto(target, server.id, _backup_for_move(server, target))

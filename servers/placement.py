@@ -29,10 +29,11 @@ from servers.games import games_of, offered_games
 from servers.models import Node, NodeState, Server
 from servers.nodes import simulated_node
 
-# Bounds of a plan's values: beyond them a value is a typo, not a plan.
+# Bounds of a plan's values: beyond them a value is a typo, not a plan. Within what an agent
+# takes in a start request (gshost_agent.api.PLAN_BOUNDS).
 PLAN_BOUNDS = {
-    "memory_mb": (64, 4_194_304),
-    "disk_mb": (1, 1_073_741_824),
+    "memory_mb": (64, 1_048_576),
+    "disk_mb": (1, 16_777_216),
     "cpu_percent": (1, 25_600),
     "processes": (1, 1_048_576),
 }

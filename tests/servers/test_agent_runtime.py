@@ -59,6 +59,9 @@ def test_a_start_asks_the_agent_with_the_game_port_memory_and_settings(
         "game": "demo",
         "port": 27000,
         "memory_mb": 1024,
+        "disk_mb": 10240,
+        "cpu_percent": 100,
+        "processes": 256,
         "settings": {"motd": "A gshost demo server", "max-players": "20", "difficulty": "normal"},
     }
 
@@ -525,3 +528,15 @@ def test_a_start_reads_the_nodes_last_heartbeat_now(key, demo_server, agent_node
     beat(agent_node)  # the heartbeat came after the server (and its node) were read
     server_power(server=stale, action=PowerAction.START, actor=Actor.system("t"))
     assert state_of(demo_server) == "starting"
+
+
+def test_a_start_carries_the_servers_plan_for_its_sandbox(key, demo_server, stand_in_agent):
+    Server.objects.filter(id=demo_server.id).update(
+        memory_mb=512, disk_mb=2048, cpu_percent=50, processes=64
+    )
+
+    api_post(key, demo_server, "power", {"action": "start"})
+
+    (call,) = stand_in_agent.calls("POST")
+    plan = {name: call.body[name] for name in ("memory_mb", "disk_mb", "cpu_percent", "processes")}
+    assert plan == {"memory_mb": 512, "disk_mb": 2048, "cpu_percent": 50, "processes": 64}
