@@ -132,12 +132,14 @@ class Registry:
         """A slot for `owner` (`pooled`, one this agent made ahead, else a free one);
         PortTaken when a live slot forwards `port` already. Without a port: a slot for the
         agent's pool (`owner` names the agent's pid as `pooled_by`)."""
+        here = node_network()
         with self.locked():
             entries = self.entries()
             for entry in entries.values():
-                if port is not None and entry.get("port") == port and not stale(entry):
+                forwarded_here = entry.get("port") == port and entry.get("node_network") == here
+                if port is not None and forwarded_here and not stale(entry):
                     raise PortTaken(f"port {port} is forwarded to another server on this node")
-            entry = {**owner, "port": port, "claimed_at": time.time()}
+            entry = {**owner, "port": port, "claimed_at": time.time(), "node_network": here}
             if pooled is not None:
                 self._write(pooled, entry)
                 return pooled
@@ -174,6 +176,12 @@ class Registry:
     def release(self, slot: Slot) -> None:
         with contextlib.suppress(FileNotFoundError):
             (self.slots / f"{slot.number}.json").unlink()
+
+
+def node_network() -> str:
+    """The network namespace the agent runs in: the node whose ports a slot forwards. One
+    machine may hold several nodes, each in a namespace of its own (the fleet tests do)."""
+    return os.readlink("/proc/self/ns/net")
 
 
 def stale(entry: dict[str, Any]) -> bool:

@@ -3,11 +3,13 @@ line that seals a game in, and the network slots' addresses and forwarding."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
 
-from gshost_agent.netns import Slot, forwarding_rules, stale
+from gshost_agent.netns import PortTaken, Registry, Slot, forwarding_rules, stale
 from gshost_agent.sandbox import (
     GameBox,
     Sandboxing,
@@ -139,3 +141,25 @@ def test_only_the_games_port_is_forwarded_tcp_and_udp():
 )
 def test_a_slot_nobody_holds_is_stale(entry, expected):
     assert stale(entry) is expected
+
+
+def _claimed_elsewhere(registry: Registry, port: int, node_network: str) -> None:
+    """A live claim of `port` by a node in another network namespace of this machine."""
+    registry.slots.mkdir(parents=True)
+    entry = {"port": port, "keeper_pid": os.getpid(), "node_network": node_network}
+    (registry.slots / "0.json").write_text(json.dumps(entry))
+
+
+def test_a_port_another_server_of_this_node_forwards_is_taken(tmp_path: Path) -> None:
+    registry = Registry(tmp_path)
+    _claimed_elsewhere(registry, 27000, os.readlink("/proc/self/ns/net"))
+
+    with pytest.raises(PortTaken):
+        registry.claim({"server_id": "srv_b"}, 27000)
+
+
+def test_a_port_a_node_in_another_namespace_forwards_is_free_here(tmp_path: Path) -> None:
+    registry = Registry(tmp_path)
+    _claimed_elsewhere(registry, 27000, "net:[1]")
+
+    assert registry.claim({"server_id": "srv_b"}, 27000) == Slot(1)
