@@ -321,9 +321,16 @@ class Agent:
 
     def start_server(self, game: str = "demo", **overrides: Any) -> tuple[str, int]:
         server_id = overrides.pop("server_id", None) or new_server_id()
-        port = overrides.pop("port", None) or free_port()
-        body = {"game": game, "port": port, "memory_mb": 256, "settings": {}, **overrides}
-        answer = self.request("POST", f"/v1/servers/{server_id}/start", body)
+        given = overrides.pop("port", None)
+        for _ in range(3):
+            # A free port picked here may be taken by another program before the game binds it:
+            # the agent then says port_in_use, and another one is picked (unless one was given).
+            port = given or free_port()
+            body = {"game": game, "port": port, "memory_mb": 256, "settings": {}, **overrides}
+            answer = self.request("POST", f"/v1/servers/{server_id}/start", body)
+            taken = answer.status_code == 409 and "port_in_use" in answer.text
+            if given is not None or not taken:
+                break
         assert answer.status_code == 202, answer.text
         self.started.append(server_id)
         return server_id, port
