@@ -20,7 +20,6 @@ from gshost import handoff
 from gshost.errors import DomainError
 from servers.backup_storage import in_bucket
 from servers.errors import MigrationRefused
-from servers.games import check_game_on_node
 from servers.lifecycle import Trigger
 from servers.models import (
     Backup,
@@ -44,11 +43,10 @@ from servers.node_transfers import (
     _start,
     _transfer_path,
     fetch_onto,
+    migration_row_to,
 )
-from servers.nodes import free_port_count
 from servers.placement import Plan, node_loads, rank, refusal, shortage
 from servers.services import server_transition
-from servers.transfers import format_address, new_migration_row
 
 
 def latest_backup_in_bucket(server: Server) -> Backup | None:
@@ -79,19 +77,7 @@ def server_rebuild_begin(*, server: Server, target: Node | None, actor: Actor) -
         )
     if latest_backup_in_bucket(server) is None:
         raise MigrationRefused(f"{server.id} has no available backup in object storage.")
-    target = target or rebuild_target(server)
-    if not target.is_agent or target.id == source.id:
-        raise MigrationRefused(f"Node {target.name} is not another agent node.")
-    if target.state() != NodeState.ONLINE:
-        raise MigrationRefused(f"Node {target.name} is unreachable.")
-    try:
-        check_game_on_node(target, server.game)
-    except DomainError as refused:
-        raise MigrationRefused(refused.message) from None
-    if not free_port_count(target):
-        raise MigrationRefused(f"Node {target.name} has no free port.")
-    first_guess = format_address(target.address, target.first_port)  # fixed on completion
-    return new_migration_row(server, first_guess, actor, target_node=target)
+    return migration_row_to(server, target or rebuild_target(server), actor)
 
 
 def server_rebuild_start(*, server: Server, target: Node | None, actor: Actor) -> ServerMigration:

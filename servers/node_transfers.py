@@ -59,10 +59,15 @@ class MigrationFailed(Exception):
 
 def migration_to_node_begin(*, server: Server, target: Node, actor: Actor) -> ServerMigration:
     """The checks and the migration's row; `migration_to_node_run` does the move."""
-    source = server.node
-    if not source.is_agent:
+    if not server.node.is_agent:
         raise MigrationRefused(f"{server.id} is on the simulated node; it moves by address.")
-    if not target.is_agent or target.id == source.id:
+    return migration_row_to(server, target, actor)
+
+
+def migration_row_to(server: Server, target: Node, actor: Actor) -> ServerMigration:
+    """The migration's row, once the target is found to take the server: another agent node,
+    online, offering its game, with a free port and room for its plan (MigrationRefused)."""
+    if not target.is_agent or target.id == server.node_id:
         raise MigrationRefused(f"Node {target.name} is not another agent node.")
     if target.state() != NodeState.ONLINE:
         raise MigrationRefused(f"Node {target.name} is unreachable.")
