@@ -49,9 +49,9 @@ defaults
     timeout http-request 10s
     timeout queue 10s
     timeout check {CHECK_TIMEOUT}
-    # A connection refused by a dead replica is retried once on another one; a request that
+    # A connection refused by a dead replica is retried on another one; a request that
     # reached a replica is never sent twice (it may have been a write).
-    retries 1
+    retries 3
     option redispatch 1
     # A new connection to the replica for every request: a dead replica then refuses it and
     # the request goes to another one, where a kept-alive connection would have failed it.

@@ -60,10 +60,27 @@ class Process:
         return True
 
     def kill(self) -> None:
-        """SIGKILL to the whole group, as if its machine lost power."""
+        """SIGKILL to the whole group, as if its machine lost power; returns once every
+        process of the group is dead (its children too, which its own exit does not wait for)."""
         self.signal_group(signal.SIGKILL)
-        if self.popen is not None:
-            self.popen.wait()
+        if self.popen is None:
+            return
+        self.popen.wait()
+        deadline = time.monotonic() + 5
+        while _live_members(self.popen.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+def _live_members(group: int) -> bool:
+    """Whether a process of the group still runs (a zombie waiting for its reaper does not)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            return True
+    return False
 
 
 def stop_all(processes: Iterable[Process], grace_seconds: float) -> None:

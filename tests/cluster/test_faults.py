@@ -23,6 +23,7 @@ from tests.cluster.load import Traffic
 CLIENTS = 8
 HAPROXY_DOWN_WITHIN = 5.0
 LEASE_RETAKEN_WITHIN = 15.0
+IN_FLIGHT_MARGIN = 0.05
 
 
 def wait_until(condition, timeout: float, what: str) -> float:  # type: ignore[no-untyped-def]
@@ -46,8 +47,10 @@ def test_a_replica_killed_under_load_fails_only_the_calls_in_flight_on_it(
     traffic.start()
     try:
         traffic.wait_for_calls(200)
-        running_cluster.cluster.kill("web1")  # returns once it is dead (reaped)
-        killed_at = time.monotonic()
+        running_cluster.cluster.kill("web1")  # returns once every process of it is dead
+        # Calls that started this close to the death may still have met the dying replica's
+        # last connections at the load balancer: they count as in flight.
+        killed_at = time.monotonic() + IN_FLIGHT_MARGIN
         took = wait_until(
             lambda: running_cluster.cluster.backend_states()["web1"] == "DOWN",
             HAPROXY_DOWN_WITHIN,
