@@ -17,6 +17,7 @@ import re
 import signal
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,10 @@ PLAYERS_ANSWER_SECONDS = 2.0
 # A game's answer this recent is not asked again: every question is a line in its console.
 PLAYERS_FRESH_SECONDS = 5.0
 
+# How a start gets its keeper (run directory, spec, zygote): `KeeperHandle.spawn`; the unit
+# tests pass a fake.
+KeeperSpawner = Callable[[Path, dict[str, Any], Zygote | None], Awaitable[KeeperHandle]]
+
 
 class Supervisor:
     def __init__(
@@ -79,6 +84,7 @@ class Supervisor:
         sandboxing: Sandboxing | None = None,
         networks: Networks | None = None,
         zygote: Zygote | None = None,
+        spawn_keeper: KeeperSpawner = KeeperHandle.spawn,
     ) -> None:
         self.server_id = server_id
         self.data = ServerData(
@@ -96,6 +102,7 @@ class Supervisor:
         self.sandboxing = sandboxing or Sandboxing(False, "not asked for", allow_unsandboxed=True)
         self.networks = networks
         self.zygote = zygote
+        self.spawn_keeper = spawn_keeper
         self.report = report
         self.run_dir = layout.run_dir(server_id)
         self.state = ServerState.STOPPED
@@ -275,7 +282,7 @@ class Supervisor:
             }
             spec["argv"] = await self._sandbox(request, argv, directory, game_files, gid)
         try:
-            self.keeper = await KeeperHandle.spawn(run_dir, spec, self.zygote)
+            self.keeper = await self.spawn_keeper(run_dir, spec, self.zygote)
         except BaseException:
             await self._close_network()
             raise
