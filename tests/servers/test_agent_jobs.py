@@ -102,6 +102,7 @@ def test_a_restore_sends_the_backups_checksum(key, demo_server, stand_in_agent, 
         "game": "demo",
         "backup_id": backup.id,
         "sha256": SHA,
+        "disk_mb": 10240,
     }
 
 

@@ -12,7 +12,7 @@ from audit.actors import Actor
 from servers.backup_storage import backup_key
 from servers.jobs import backup_create, job_finish
 from servers.models import Backup, MigrationState, Node, Server, ServerMigration
-from tests.servers.node_fixtures import beat, register
+from tests.servers.node_fixtures import online
 from tests.servers.seaweedfs import SeaweedFS
 
 ACTOR = Actor.system("test")
@@ -27,9 +27,7 @@ def in_the_bucket(server: Server, seaweedfs: SeaweedFS, bucket: str) -> Backup:
 
 @pytest.fixture
 def other_node(db: None) -> Node:
-    node, _ = register("node-2", url="https://127.0.0.1:9", ports="28000-28001")
-    beat(node)
-    return node
+    return online("node-2", url="https://127.0.0.1:9", ports="28000-28001")
 
 
 def lose(node: Node) -> None:

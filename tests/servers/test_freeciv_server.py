@@ -47,6 +47,9 @@ def test_a_start_asks_the_agent_for_freeciv_with_its_settings(
         "game": "freeciv",
         "port": 27000,
         "memory_mb": 1024,
+        "disk_mb": 10240,
+        "cpu_percent": 100,
+        "processes": 256,
         "settings": FREECIV_DEFAULTS,
     }
 
