@@ -252,6 +252,9 @@ def test_an_archive_changed_on_its_way_fails_the_move_and_nothing_reaches_the_ta
 
 def test_a_target_with_a_full_disk_fails_the_move(pair, acme, small_disk):
     a, b = pair.node("a"), pair.node("b", data_dir=small_disk)
+    # Staff's figure for its disk, not the 2 MiB its machine says: the move begins, and the
+    # disk fills while the data arrives.
+    Node.objects.filter(id=b.id).update(disk_mb=102400)
     server = demo_on(a, acme, running=False)
     (pair.agents["a"].data_dir / "servers" / server.id / "noise.bin").write_bytes(
         os.urandom(4 * 1024 * 1024)
