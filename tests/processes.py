@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,3 +83,16 @@ def resident_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def stop_group(leader: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    """The process group `leader` leads (started with start_new_session): SIGTERM, then
+    SIGKILL after `timeout` seconds."""
+    if leader.poll() is not None:
+        return
+    os.killpg(leader.pid, signal.SIGTERM)
+    try:
+        leader.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait()

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from servers.models import Node
 from servers.nodes import NodeInput, node_create
 from tests.agent.lines import LineReader, free_port
 from tests.fleet.netns import Host, Network
+from tests.processes import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 GUNICORN = Path(sys.executable).parent / "gunicorn"
@@ -132,13 +132,7 @@ class FleetWeb:
         )  # fmt: skip
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_group(self.process)
 
 
 class FleetAgent:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from servers.models import Node
 from servers.nodes import NodeInput, node_create
 from tests.agent.conftest import Agent, AgentFactory
 from tests.agent.lines import free_port
+from tests.processes import stop_group
 from tests.webhooks.receiver import HttpsReceiver
 from tests.webhooks.worker_cluster import worker_environment
 
@@ -71,13 +71,7 @@ class Web:
                 time.sleep(0.1)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_group(self.process)
 
 
 class Api:
@@ -162,24 +156,6 @@ def game_credentials(pid: int) -> dict[str, Any]:
         elif name == "Groups":
             found["groups"] = [int(v) for v in value.split()]
     return found
-
-
-def session_of(pid: int) -> list[int]:
-    """Live processes of the session `pid` leads (a game and whatever it started)."""
-    from tests.processes import processes
-
-    members = []
-    for found in processes():
-        if not found.alive:
-            continue
-        try:
-            stat = Path(f"/proc/{found.pid}/stat").read_text()
-        except OSError:
-            continue
-        session = int(stat[stat.rindex(")") + 2 :].split()[3])
-        if session == pid:
-            members.append(found.pid)
-    return members
 
 
 def processes_in(directory: Path) -> list[int]:

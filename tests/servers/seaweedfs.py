@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +23,8 @@ from typing import Any
 import boto3
 import pytest
 from botocore.client import Config
+
+from tests.processes import stop_group
 
 WEED = Path(sys.executable).parent / "weed"
 ACCESS_KEY_ID = "gshost-tests"
@@ -130,13 +130,7 @@ class SeaweedFS:
         }
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_group(self.process, timeout=10)
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
