@@ -34,6 +34,7 @@ from servers.backup_storage import (
     in_bucket,
 )
 from servers.configuration import desired_settings, settings_report_applied
+from servers.console_mirror import console_lines_mirrored
 from servers.errors import (
     InvalidState,
     NodeRefused,
@@ -357,15 +358,19 @@ class AgentRuntime:
 
     def actual_settings(self, server: Server) -> dict[str, str]:
         """The settings file as the node's last heartbeat reported it (never a call)."""
-        node = server.node
-        if node.state() != NodeState.ONLINE:
-            raise NodeUnavailable(node.name, "no heartbeat for 30 s")
-        return reported_settings_of(node.id, server.id) or {}
+        _require_online(server.node)
+        return reported_settings_of(server.node.id, server.id) or {}
 
     def console_lines(self, server: Server, after: int) -> ConsoleLines:
+        """The game's output as last fetched from its node, with that time (never a call: a
+        fetch starts in the background when it is a second old, servers.console_mirror)."""
+        _require_online(server.node)
+        return console_lines_mirrored(server.id, after, lambda since: self._console(server, since))
+
+    def _console(self, server: Server, after: int) -> ConsoleLines | None:
         answer = self._get(server, "console", {"after": str(after)})
         if answer is None:
-            return ConsoleLines([], after)
+            return None
         try:
             lines = [ConsoleLine(int(line["n"]), str(line["text"])) for line in answer["lines"]]
             return ConsoleLines(lines, int(answer["last"]))
@@ -380,10 +385,14 @@ class AgentRuntime:
 def _reading(server: Server) -> Reading | None:
     """The server's last reported readings; none for a stopped server. NodeUnavailable at
     once when its node is unreachable (its heartbeats, and so its readings, stopped)."""
-    node = server.node
+    _require_online(server.node)
+    return None if server.state == ServerState.STOPPED else reading_of(server.node.id, server.id)
+
+
+def _require_online(node: Node) -> None:
+    """What a node last told is shown while it is online; NodeUnavailable at once otherwise."""
     if node.state() != NodeState.ONLINE:
         raise NodeUnavailable(node.name, "no heartbeat for 30 s")
-    return None if server.state == ServerState.STOPPED else reading_of(node.id, server.id)
 
 
 def _idle_stats(server: Server, now: datetime) -> StatsSample:

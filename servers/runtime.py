@@ -85,10 +85,12 @@ class ConsoleLine:
 
 @dataclass(frozen=True)
 class ConsoleLines:
-    """Console lines after the one asked for, and the number of the last line there is."""
+    """Console lines after the one asked for, and the number of the last line there is;
+    `as_of` when they are a copy of what a node had then (None: as they are now)."""
 
     lines: list[ConsoleLine]
     last: int
+    as_of: datetime | None = None
 
 
 class Runtime(Protocol):

@@ -17,6 +17,7 @@ from accounts.models import Membership
 from accounts.panel.access import member_with_scope
 from accounts.scopes import Scope
 from gshost.errors import DomainError
+from gshost.ids import format_timestamp
 from servers.capabilities import Capability, is_enabled, is_supported
 from servers.errors import NodeUnavailable
 from servers.lifecycle import REQUESTS, allowed_triggers
@@ -155,8 +156,10 @@ MAX_LINE_NUMBER = 2**62
 def server_console_lines(
     request: HttpRequest, membership: Membership, server: Server
 ) -> HttpResponse:
-    """JSON for the page's live console: `{"lines": [{"n", "text"}], "last": n}` after
-    `?after=n`. Reading the console is reading the server (servers:read), like the page."""
+    """JSON for the page's live console: `{"lines": [{"n", "text"}], "last": n, "as_of",
+    "age_seconds"}` after `?after=n`; on an agent node, the lines as last fetched from it
+    (`as_of`, null until the first fetch), never waiting for it. Reading the console is
+    reading the server (servers:read), like the page."""
     if not usable(server)[Capability.CONSOLE]:
         return _json_error(403, "console_unavailable", "This server has no console.")
     raw = request.GET.get("after", "0")
@@ -169,7 +172,17 @@ def server_console_lines(
         response["Retry-After"] = str(unavailable.extra["retry_after"])
         return response
     lines = [{"n": line.n, "text": line.text} for line in console.lines]
-    return JsonResponse({"lines": lines, "last": console.last})
+    as_of, age = console.as_of, None
+    if as_of is not None:
+        age = max(0, int((timezone.now() - as_of).total_seconds()))
+    return JsonResponse(
+        {
+            "lines": lines,
+            "last": console.last,
+            "as_of": format_timestamp(as_of),
+            "age_seconds": age,
+        }
+    )
 
 
 def _json_error(status: int, code: str, message: str, **extra: Any) -> JsonResponse:

@@ -1,6 +1,6 @@
 // The live console of a server page: every 1.5 s, ask the panel for the console lines after
 // the last one shown and append them, keeping the last 200. Stops asking while the tab is
-// hidden; says so when the node is unavailable, and keeps trying.
+// hidden; says so when the node is unavailable or its output is old, and keeps trying.
 (function () {
   "use strict";
   var script = document.currentScript;
@@ -10,6 +10,7 @@
   if (!url || !list) { return; }
   var INTERVAL_MS = 1500;
   var KEEP = 200;
+  var OLD_SECONDS = 10;  // the lines are a copy of the node's, fetched about every poll
   var after = 0;
 
   function show(message) {
@@ -42,7 +43,9 @@
         if (answer.ok) {
           append(answer.body.lines || []);
           if (typeof answer.body.last === "number") { after = answer.body.last; }
-          show("");
+          var age = answer.body.age_seconds;
+          show(typeof age === "number" && age > OLD_SECONDS
+            ? "Output as of " + age + " s ago: the node has not answered since." : "");
         } else if (answer.body && answer.body.error) {
           show(answer.body.error.message);
         }
