@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3.exceptions import ProtocolError
 from urllib3.util import Timeout
 
 from gshost import process_state
@@ -37,6 +38,7 @@ from servers.configuration import desired_settings, settings_report_applied
 from servers.console_mirror import console_lines_mirrored
 from servers.errors import (
     InvalidState,
+    NodeAnswerLate,
     NodeRefused,
     NodeUnavailable,
 )
@@ -136,10 +138,24 @@ def agent_call(
     except (requests.RequestException, ssl.SSLError, TimeoutError) as error:
         logger.warning("Node %s: %s %s failed: %s", node.name, method, path, type(error).__name__)
         node_mark_failing(node)
+        if _may_have_reached(error):
+            raise NodeAnswerLate(node.name) from None
         raise NodeUnavailable(node.name, "its agent cannot be reached") from None
     finally:
         node_call_end(slot)
     return _answer(node, method, path, status, raw)
+
+
+def _may_have_reached(error: Exception) -> bool:
+    """Whether the request was sent before the call failed: it timed out or broke while
+    waiting for the answer, not while connecting."""
+    if isinstance(error, requests.ConnectTimeout | requests.exceptions.SSLError | ssl.SSLError):
+        return False
+    if isinstance(error, requests.ReadTimeout | requests.exceptions.ChunkedEncodingError):
+        return True
+    if isinstance(error, requests.ConnectionError):
+        return isinstance(error.args[0] if error.args else None, ProtocolError)
+    return isinstance(error, TimeoutError)
 
 
 def _request(

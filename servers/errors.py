@@ -64,6 +64,19 @@ class NodeUnavailable(Unavailable):
         super().__init__(message, retry_after=NODE_RETRY_AFTER_SECONDS)
 
 
+class NodeAnswerLate(NodeUnavailable):
+    """The request reached the node (or may have), which did not answer within the deadline:
+    it may carry it out. Its report, or the worker's check of what it runs, settles it."""
+
+    def __init__(self, node_name: str) -> None:
+        Unavailable.__init__(
+            self,
+            f"The server's node {node_name} did not answer in time. It may still carry out "
+            "the request: the server's state will tell.",
+            retry_after=NODE_RETRY_AFTER_SECONDS,
+        )
+
+
 class NotOnAgentNodes(NotSupported):
     """Something only the simulated node can do (fail-start, a move to a new address)."""
 

@@ -197,12 +197,15 @@ def _apply(node: Node, report: Report) -> ReportOutcome:
 
 
 def _move(report: Report, cause: str) -> None:
+    """The server follows what its node did. A start or stop the node carried out but
+    answered too late for was recorded as not taken (a failed start; still running): its
+    `ready` or `halted` then moves the server from there, as the node's own start or stop."""
     server_id, exit_code = report.server_id, report.exit_code
     if report.kind == ReportKind.READY:
+        if Server.objects.get(id=server_id).state == ServerState.STOPPED:
+            server_transition(server_id=server_id, trigger=Trigger.NODE_START, cause=cause)
         server = server_transition(server_id=server_id, trigger=Trigger.READY, cause=cause)
         settings_report_applied(server=server)
-    elif report.kind == ReportKind.HALTED:
-        server_transition(server_id=server_id, trigger=Trigger.HALTED, cause=cause)
     elif report.kind in (ReportKind.CRASHED, ReportKind.FAILED_TO_START):
         trigger = Trigger.CRASH if report.kind == ReportKind.CRASHED else Trigger.FAILED_TO_START
         server_transition(
@@ -214,7 +217,7 @@ def _move(report: Report, cause: str) -> None:
         )
     elif report.kind == ReportKind.STARTED_BY_NODE:  # after a restore: `ready` follows
         server_transition(server_id=server_id, trigger=Trigger.NODE_START, cause=cause)
-    else:  # stopped by the node: stopping (when it was not already), then stopped
+    else:  # halted, or stopped by the node: stopping (when it was not already), then stopped
         state = Server.objects.get(id=server_id).state
         if state != ServerState.STOPPING:
             server_transition(server_id=server_id, trigger=Trigger.NODE_STOP, cause=cause)

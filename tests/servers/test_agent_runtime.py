@@ -3,6 +3,7 @@ agent with a trustme CA), and answers 503 node_unavailable when the node cannot 
 
 import json
 import socket
+import threading
 from io import StringIO
 
 import pytest
@@ -351,6 +352,32 @@ def test_an_agent_that_refuses_connections_is_503(
     assert response.status_code == 503
     assert error_of(response)["code"] == "node_unavailable"
     assert state_of(server) == state
+
+
+def test_an_agent_that_refuses_connections_says_nothing_was_done(key, acme, put_in_state):
+    node, _ = register("down", url=f"https://127.0.0.1:{_closed_port()}")
+    beat(node)
+    server = server_create(organization=acme, name="Demo", game="demo", node=node)
+    put_in_state(server, "running")
+    response = api_post(key, server, "power", {"action": "stop"})
+    assert "Nothing was done" in error_of(response)["message"]
+
+
+def test_a_stop_the_agent_answers_too_late_is_503_saying_it_may_still_happen(
+    key, demo_server, stand_in_agent, put_in_state, monkeypatch
+):
+    monkeypatch.setattr("servers.agent_runtime.DEADLINE_SECONDS", 0.5)
+    answered = threading.Event()
+    stand_in_agent.on_request = lambda request: answered.wait(10)
+    put_in_state(demo_server, "running")
+    response = api_post(key, demo_server, "power", {"action": "stop"})
+    answered.set()
+    assert response.status_code == 503
+    error = error_of(response)
+    assert error["code"] == "node_unavailable"
+    assert "did not answer in time" in error["message"]
+    # Left running, as it was: if the node did stop it, its report says so (then stopped).
+    assert state_of(demo_server) == "running"
 
 
 def test_an_agent_whose_certificate_the_nodes_ca_did_not_sign_is_503(key, acme, stand_in_agent):

@@ -250,6 +250,28 @@ def test_started_by_node_makes_a_stopped_server_starting_without_an_event(
     assert (last.trigger, last.cause) == ("node_start", "node node-1: started_by_node")
 
 
+def test_halted_of_a_running_server_stops_it_with_stopped(
+    demo_server, node_token, put_in_state, published
+):
+    """A stop the node carried out but answered too late for: the server was left running."""
+    put_in_state(demo_server, "running")
+    published.clear()
+    post(REPORTS, report(demo_server, "halted", exit_code=0), node_token)
+    assert state_of(demo_server) == "stopped"
+    assert published == [
+        Published("server.stopped", demo_server.id, {"previous_state": "stopping"})
+    ]
+
+
+def test_ready_of_a_stopped_server_runs_it_with_started(demo_server, node_token, published):
+    """A start the node carried out but answered too late for: it was a failed start."""
+    post(REPORTS, report(demo_server, "ready"), node_token)
+    assert state_of(demo_server) == "running"
+    assert events_of(published) == ["server.started"]
+    moves = ServerTransition.objects.filter(server=demo_server).order_by("at", "id")
+    assert [move.trigger for move in moves][-2:] == ["node_start", "ready"]
+
+
 def test_a_report_whose_move_does_not_apply_is_acknowledged_and_ignored(
     demo_server, node_token, published
 ):
