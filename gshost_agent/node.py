@@ -264,6 +264,7 @@ class Node:
                 "isolation": self.sandboxing.describe(),
                 "servers": self.states(),
                 "games": self.games(),  # the templates: the control plane's game registry
+                "game_capabilities": self.catalog.capabilities(),
                 "capacity": machine_capacity(self.config.data_dir),
                 # Off the event loop: reading the servers' disk use walks their directories.
                 "readings": await self._readings_now(),

@@ -119,6 +119,17 @@ class GameCatalog:
         extra = available_games(self.extra) if self.extra else ()
         return tuple(sorted({*available_games(), *extra}))
 
+    def capabilities(self) -> dict[str, list[str]]:
+        """What each game's template says it can do; a template that cannot be read is left
+        out (it cannot start a game either)."""
+        found = {}
+        for name in self.names():
+            try:
+                found[name] = sorted(self.get(name).capabilities)
+            except (UnknownGame, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError):
+                continue
+        return found
+
     def get(self, name: str) -> GameTemplate:
         try:
             return load_template(name)

@@ -45,24 +45,31 @@ UNSUPPORTED: dict[str, frozenset[Capability]] = {
     "minecraft": frozenset(),
     "custom": frozenset({Capability.PLAYERS}),  # a custom game has no player protocol
 }
-# An operator's own template (it lives on its nodes): what the agent does for any game.
-# Players and settings need the template's own words, which the control plane lacks.
-ANY_TEMPLATE: frozenset[Capability] = frozenset(Capability) - {
-    Capability.PLAYERS,
-    Capability.SETTINGS,
-    Capability.CONFIG_EVENTS,
-}
+# An operator's own template lives on its nodes, which list its capabilities in their
+# heartbeats. Settings need the template's fields, which only a shipped template gives the
+# control plane, so such a game never has these.
+NEEDS_SHIPPED_TEMPLATE: frozenset[Capability] = frozenset(
+    {Capability.SETTINGS, Capability.CONFIG_EVENTS}
+)
+# What the agent does for any game, for a node that does not list its templates' capabilities.
+ANY_TEMPLATE: frozenset[Capability] = (
+    frozenset(Capability) - NEEDS_SHIPPED_TEMPLATE - {Capability.PLAYERS}
+)
 
 
 def is_supported(server: Server, capability: Capability) -> bool:
     """A shipped template's game supports what its template lists, a simulated game
-    everything but what UNSUPPORTED names, an operator's own game ANY_TEMPLATE."""
+    everything but what UNSUPPORTED names, an operator's own game what its node says its
+    template lists (ANY_TEMPLATE when the node does not say), settings aside."""
     known = template(server.game)
     if known is not None:
         return capability.value in known.capabilities
     if server.game in UNSUPPORTED:
         return capability not in UNSUPPORTED[server.game]
-    return capability in ANY_TEMPLATE
+    listed = (server.node.game_capabilities or {}).get(server.game)
+    if listed is None:
+        return capability in ANY_TEMPLATE
+    return capability.value in listed and capability not in NEEDS_SHIPPED_TEMPLATE
 
 
 def is_enabled(server: Server, capability: Capability) -> bool:

@@ -84,6 +84,8 @@ class Node(models.Model):
     # What the agent last said in its heartbeat: how it seals games off, and its games.
     isolation = models.CharField(max_length=100, blank=True, default="")
     games = models.JSONField(default=list, blank=True)
+    # Each game's capabilities as its template lists them: {"name": ["backups", …]}.
+    game_capabilities = models.JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return self.name

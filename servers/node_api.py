@@ -26,6 +26,7 @@ from gshost.api import rate_limits
 from gshost.api.client_ip import client_ip
 from gshost_agent.protocol import JOB_REPORTS, ReportKind, ServerState, last_output
 from servers.backup_storage import MAX_URLS_PER_ASK, UploadNotOpen, backup_part_urls
+from servers.capabilities import Capability
 from servers.errors import ServerNotOnNode
 from servers.lifecycle import CrashDetails
 from servers.models import Node
@@ -296,6 +297,8 @@ def _job(body: dict[str, Any], kind: ReportKind) -> JobReport:
 _GAME_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # a template's name (gshost_agent.templates)
 MAX_GAMES_IN_HEARTBEAT = 500
 MAX_CAPACITY_VALUE = 2**31 - 1
+KNOWN_CAPABILITIES = frozenset(capability.value for capability in Capability)
+MAX_CAPABILITIES = 100
 
 
 def _isolation(body: dict[str, Any]) -> str | None:
@@ -320,6 +323,25 @@ def _games(body: dict[str, Any]) -> list[str] | None:
     if not all(isinstance(game, str) and _GAME_NAME.fullmatch(game) for game in value):
         raise BadInput("games", message)
     return sorted(set(value))
+
+
+def _game_capabilities(body: dict[str, Any]) -> dict[str, list[str]] | None:
+    """Each template's capabilities; None from an agent that does not list them. A capability
+    this control plane does not know (a newer agent's) is left out."""
+    value = body.get("game_capabilities")
+    if value is None:
+        return None
+    message = "game_capabilities maps template names to lists of capabilities."
+    if not isinstance(value, dict) or len(value) > MAX_GAMES_IN_HEARTBEAT:
+        raise BadInput("game_capabilities", message)
+    found = {}
+    for game, listed in value.items():
+        if not _GAME_NAME.fullmatch(game) or not isinstance(listed, list):
+            raise BadInput("game_capabilities", message)
+        if len(listed) > MAX_CAPABILITIES or not all(isinstance(c, str) for c in listed):
+            raise BadInput("game_capabilities", message)
+        found[game] = sorted(set(listed) & KNOWN_CAPABILITIES)
+    return dict(sorted(found.items()))
 
 
 def _capacity(body: dict[str, Any]) -> Capacity:
@@ -421,6 +443,7 @@ def _heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpRe
         agent_version=version,
         servers=compared,
         games=_games(body),
+        game_capabilities=_game_capabilities(body),
         capacity=_capacity(body),
         isolation=_isolation(body),
         readings=_readings(body),

@@ -76,11 +76,13 @@ def node_heartbeat(
     agent_version: str,
     servers: dict[str, str],
     games: list[str] | None = None,
+    game_capabilities: dict[str, list[str]] | None = None,
     capacity: Capacity | None = None,
     readings: dict[str, Any] | None = None,
     isolation: str | None = None,
 ) -> Node:
-    """The node is alive now, offers `games` (its templates: the game registry), seals its
+    """The node is alive now, offers `games` (its templates: the game registry, with each
+    one's `game_capabilities`), seals its
     games off as `isolation` says (admin shows it), and its capacity is what its machine
     offers wherever staff set none (so it is the machine's at the first heartbeat, and
     staff's after they set it). One UPDATE, which also checks that `node.token_hash` is still
@@ -90,6 +92,8 @@ def node_heartbeat(
     changes: dict[str, Any] = {"last_heartbeat_at": now, "agent_version": agent_version}
     if games is not None and games != node.games:
         changes["games"] = games
+    if game_capabilities is not None and game_capabilities != node.game_capabilities:
+        changes["game_capabilities"] = game_capabilities
     if isolation is not None and isolation != node.isolation:
         changes["isolation"] = isolation
     filled = {

@@ -78,6 +78,13 @@ def test_its_heartbeat_lists_its_templates_the_operators_own_included(agent, con
     assert {"demo", "freeciv", "quitter"} <= set(heartbeat["games"])
 
 
+def test_its_heartbeat_lists_each_templates_capabilities(agent, control_plane):
+    heartbeat = wait_until(lambda: control_plane.heartbeats and control_plane.heartbeats[0])
+    listed = heartbeat["game_capabilities"]
+    assert {"console", "players", "settings"} <= set(listed["demo"])
+    assert listed["quitter"] == []  # an operator's template that lists none
+
+
 def test_its_heartbeat_tells_the_capacity_of_its_machine(agent, control_plane):
     heartbeat = wait_until(lambda: control_plane.heartbeats and control_plane.heartbeats[0])
     capacity = heartbeat["capacity"]

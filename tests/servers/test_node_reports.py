@@ -102,6 +102,14 @@ def test_a_heartbeat_keeps_the_nodes_isolation(agent_node, node_token):
     assert Node.objects.get(id=agent_node.id).isolation == said
 
 
+def test_a_heartbeat_keeps_its_templates_capabilities_known_ones_only(agent_node, node_token):
+    said = {"mygame": ["power", "players", "teleport"], "demo": ["console"]}
+    body = {"agent_version": "1", "outbox_id": "b", "servers": {}, "game_capabilities": said}
+    assert post(HEARTBEAT, body, node_token).status_code == 200
+    kept = Node.objects.get(id=agent_node.id).game_capabilities
+    assert kept == {"demo": ["console"], "mygame": ["players", "power"]}
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -112,6 +120,10 @@ def test_a_heartbeat_keeps_the_nodes_isolation(agent_node, node_token):
         {"agent_version": "1", "outbox_id": "b", "servers": {"srv_x": "exploded"}},
         {"agent_version": "1", "outbox_id": "b", "servers": {"nope": "running"}},
         {"agent_version": "1", "outbox_id": "", "servers": {}},
+        {"agent_version": "1", "outbox_id": "b", "servers": {}, "game_capabilities": ["x"]},
+        {"agent_version": "1", "outbox_id": "b", "servers": {}, "game_capabilities": {"A": []}},
+        {"agent_version": "1", "outbox_id": "b", "servers": {}, "game_capabilities": {"a": "x"}},
+        {"agent_version": "1", "outbox_id": "b", "servers": {}, "game_capabilities": {"a": [1]}},
     ],
 )
 def test_a_bad_heartbeat_is_400(agent_node, node_token, body):

@@ -215,11 +215,23 @@ def test_a_template_game_has_its_templates_capabilities(acme):
 
 
 def test_an_operators_own_game_has_what_the_agent_does_for_any_game(acme):
+    """From a node that does not list its templates' capabilities."""
     online("own", games=("mygame",))
     server = createserver("acme", "Mine", "--game", "mygame")
     assert is_supported(server, Capability.POWER)
     assert is_supported(server, Capability.BACKUPS)
     assert not is_supported(server, Capability.SETTINGS)
+
+
+def test_an_operators_own_game_has_what_its_template_lists_but_settings(acme):
+    node = online("own", games=("mygame",))
+    listed = ["power", "console", "players", "settings"]
+    Node.objects.filter(id=node.id).update(game_capabilities={"mygame": listed})
+    server = createserver("acme", "Mine", "--game", "mygame")
+    assert is_supported(server, Capability.PLAYERS)
+    assert is_supported(server, Capability.CONSOLE)
+    assert not is_supported(server, Capability.BACKUPS)
+    assert not is_supported(server, Capability.SETTINGS)  # its fields are the node's only
 
 
 def test_a_template_game_has_its_templates_settings(acme):
