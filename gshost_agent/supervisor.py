@@ -65,9 +65,11 @@ PLAYERS_ANSWER_SECONDS = 2.0
 # A game's answer this recent is not asked again: every question is a line in its console.
 PLAYERS_FRESH_SECONDS = 5.0
 
-# How a start gets its keeper (run directory, spec, zygote): `KeeperHandle.spawn`; the unit
-# tests pass a fake.
+# How a start gets its keeper (run directory, spec, zygote): `KeeperHandle.spawn`; and how a
+# new agent reaches the keeper an earlier one left (run directory): `KeeperHandle`. The unit
+# tests pass fakes.
 KeeperSpawner = Callable[[Path, dict[str, Any], Zygote | None], Awaitable[KeeperHandle]]
+KeeperAttacher = Callable[[Path], KeeperHandle]
 
 
 class Supervisor:
@@ -85,6 +87,7 @@ class Supervisor:
         networks: Networks | None = None,
         zygote: Zygote | None = None,
         spawn_keeper: KeeperSpawner = KeeperHandle.spawn,
+        attach_keeper: KeeperAttacher = KeeperHandle,
     ) -> None:
         self.server_id = server_id
         self.data = ServerData(
@@ -103,6 +106,7 @@ class Supervisor:
         self.networks = networks
         self.zygote = zygote
         self.spawn_keeper = spawn_keeper
+        self.attach_keeper = attach_keeper
         self.report = report
         self.run_dir = layout.run_dir(server_id)
         self.state = ServerState.STOPPED
@@ -507,7 +511,7 @@ class Supervisor:
             self.last_n = intent.last_line
             await self._close_network()  # where the agent before ended before it could
             return
-        self.keeper = KeeperHandle(self.run_dir)
+        self.keeper = self.attach_keeper(self.run_dir)
         self.last_n = intent.line_base
         if intent.stop in (StopReason.HALT, StopReason.NODE):
             self.state = ServerState.STOPPING

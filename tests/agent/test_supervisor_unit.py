@@ -189,16 +189,33 @@ class Game:
         self.keepers = FakeKeepers()
         self.reports: list[tuple[ReportKind, dict[str, Any], str | None]] = []
         self.jobs = JobThreads(1)
-        self.supervisor = Supervisor(
+        self.catalog = GameCatalog(games)
+        self.supervisor = self.new_supervisor()
+
+    def new_supervisor(self) -> Supervisor:
+        """The agent's supervisor of the server; one that reattaches finds the last keeper."""
+        return Supervisor(
             server_id=SERVER,
             layout=self.layout,
-            identity=identity,
+            identity=self.layout.identity,
             memory_root=None,
             report=self.record,
-            catalog=GameCatalog(games),
+            catalog=self.catalog,
             jobs=self.jobs,
             spawn_keeper=self.keepers,
+            attach_keeper=lambda run_dir: self.keepers.last,  # type: ignore[arg-type,return-value]
         )
+
+    async def agent_again(self) -> Supervisor:
+        """The agent is killed and started again: its keepers live on, and its new
+        supervisor reattaches to what the run directory says."""
+        gone = self.supervisor
+        for task in (gone._watch, gone._timer):
+            if task is not None:
+                task.cancel()
+        self.supervisor = self.new_supervisor()
+        await self.supervisor.resume()
+        return self.supervisor
 
     def record(
         self,
@@ -813,5 +830,72 @@ def test_a_game_that_crashed_during_a_job_is_not_started_after_it(tmp_path: Path
 
         assert game.state == ServerState.STOPPED
         assert len(game.keepers.spawned) == 1
+
+    run(test, tmp_path)
+
+
+# A new agent reattaching to the keepers an earlier one left (resume) -----------------------
+
+
+@pytest.mark.parametrize(
+    "state",
+    [ServerState.STARTING, ServerState.RUNNING, ServerState.STOPPING, ServerState.RESTARTING],
+)
+def test_a_new_agent_finds_the_game_in_the_state_the_earlier_one_left(
+    tmp_path: Path, state: ServerState
+) -> None:
+    async def test(game: Game) -> None:
+        await game.in_state(state)
+
+        supervisor = await game.agent_again()
+
+        assert supervisor.state == state
+        assert supervisor.pid == game.keeper.pid
+
+    run(test, tmp_path)
+
+
+def test_a_new_agent_finds_a_game_that_ended_stopped_and_numbers_its_lines_on(
+    tmp_path: Path,
+) -> None:
+    async def test(game: Game) -> None:
+        await game.running()
+        await game.keeper.prints("one", "two")
+        game.keeper.exits(exit_code=0)
+        await game.ended()
+        attached = len(game.keepers.spawned)
+
+        supervisor = await game.agent_again()
+
+        assert supervisor.state == ServerState.STOPPED
+        assert supervisor.last_n == 3  # "ready", "one", "two"
+        assert len(game.keepers.spawned) == attached
+
+    run(test, tmp_path)
+
+
+def test_a_game_that_runs_on_under_a_new_agent_reports_its_crash_to_it(tmp_path: Path) -> None:
+    async def test(game: Game) -> None:
+        await game.running()
+        supervisor = await game.agent_again()
+
+        game.keeper.exits(exit_code=1)
+        await asyncio.wait_for(supervisor.ended.wait(), WAIT_SECONDS)
+
+        assert supervisor.state == ServerState.STOPPED
+        assert game.kinds() == [ReportKind.READY, ReportKind.CRASHED]
+
+    run(test, tmp_path)
+
+
+def test_a_stop_under_way_when_the_agent_went_ends_as_halted(tmp_path: Path) -> None:
+    async def test(game: Game) -> None:
+        await game.stopping()
+        supervisor = await game.agent_again()
+
+        game.keeper.exits(exit_code=0)
+        await asyncio.wait_for(supervisor.ended.wait(), WAIT_SECONDS)
+
+        assert game.kinds() == [ReportKind.READY, ReportKind.HALTED]
 
     run(test, tmp_path)
