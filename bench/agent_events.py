@@ -39,7 +39,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +58,12 @@ from bench.delivery_rig import (
     setup_django,
     start_worker,
 )
+from bench.web_rig import gunicorn_start
 
 CRASHES = int(os.environ.get("BENCH_CRASHES", "60"))
 STATS_CALLS = int(os.environ.get("BENCH_STATS_CALLS", "600"))
 STATS_ROUND = 50
-GUNICORN = ROOT / ".venv" / "bin" / "gunicorn"
 EVENT_TIMEOUT = 30.0
-ACCESS_FORMAT = "%(m)s %(U)s %(s)s %(D)s"  # method, path, status, microseconds taken
 READY_LINE = re.compile(rb"^ready on port \d+$", re.MULTILINE)
 
 
@@ -172,27 +170,11 @@ class Chain:
         env = {
             **ENV,
             "WEBHOOK_CA_BUNDLE": self.receiver.ca_pem_path,
-            "GUNICORN_BIND": f"127.0.0.1:{self.web_port}",
-            "GUNICORN_ACCESS_LOG": str(self.work / "access.log"),
-            "GUNICORN_LOG_LEVEL": "warning",
             "PROMETHEUS_MULTIPROC_DIR": str(self.work / "metrics"),
             "API_RATE_DEFAULT": "100000000/min",
             "API_RATE_REALTIME": "100000000/min",  # every call measured, none answered 429
         }
-        process = subprocess.Popen(
-            [str(GUNICORN), "-c", str(ROOT / "gunicorn.conf.py"), "gshost.wsgi",
-             "--access-logformat", ACCESS_FORMAT],
-            cwd=ROOT, env=env, start_new_session=True,
-        )  # fmt: skip
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"{self.web_url}/healthz", timeout=1).read()
-                return process
-            except OSError:
-                time.sleep(0.1)
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        raise SystemExit("gunicorn did not start")
+        return gunicorn_start(self.web_port, access_log=self.work / "access.log", env=env)
 
     @property
     def web_url(self) -> str:

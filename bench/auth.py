@@ -18,18 +18,18 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.web_rig import gunicorn_start, gunicorn_stop  # noqa: E402
+
 PYTHON = ROOT / ".venv" / "bin" / "python"
-GUNICORN = ROOT / ".venv" / "bin" / "gunicorn"
 DB_NAME = "gshost_bench"
 DURATION = int(os.environ.get("BENCH_SECONDS", "6"))
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "8"))
@@ -79,28 +79,6 @@ def prepare_database() -> str:
     return manage("shell", "-c", script).strip().splitlines()[-1]
 
 
-def start_gunicorn(port: int) -> subprocess.Popen[bytes]:
-    # The shipped configuration, as production runs it; only the address and the log sinks
-    # differ (the access log is still written, to /dev/null, so its cost is measured).
-    env = {
-        **ENV,
-        "GUNICORN_BIND": f"127.0.0.1:{port}",
-        "GUNICORN_ACCESS_LOG": "/dev/null",
-        "GUNICORN_LOG_LEVEL": "warning",
-    }
-    process = subprocess.Popen(
-        [str(GUNICORN), "-c", str(ROOT / "gunicorn.conf.py"), "gshost.wsgi"], cwd=ROOT, env=env
-    )
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).read()
-            return process
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise SystemExit("gunicorn did not start")
-
-
 def wrk(url: str, headers: dict[str, str], seconds: int) -> dict[str, float]:
     header_args = [arg for name, value in headers.items() for arg in ("-H", f"{name}: {value}")]
     done = subprocess.run(
@@ -131,7 +109,7 @@ def main() -> None:
         raise SystemExit("wrk is needed: apt-get install -y wrk")
     full_key = prepare_database()
     port = free_port()
-    server = start_gunicorn(port)
+    server = gunicorn_start(port, access_log="/dev/null", env=ENV)
     base = f"http://127.0.0.1:{port}"
     bearer = {"Authorization": f"Bearer {full_key}"}
     targets = {
@@ -146,8 +124,7 @@ def main() -> None:
             for name, (url, headers) in targets.items():
                 runs[name].append(wrk(url, headers, DURATION))
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
+        gunicorn_stop(server)
     report(best(runs["bare"]), best(runs["key"]), runs)
 
 
