@@ -20,6 +20,10 @@ COMMAND_LIMIT = 1000
 # A heartbeat's `readings`: each server's latest stats and at most this many of its players,
 # so that the control plane shows them without calling the node.
 HEARTBEAT_PLAYERS_LIMIT = 100
+# A reading's `minutes`: the per-minute means of the completed minutes the control plane has
+# not acknowledged yet, at most this many (a node back after a cut link sends the last hour).
+MAX_MINUTES_IN_READING = 60
+MINUTE_SECONDS = 60
 # Times on the wire: UTC, to the second, with a Z.
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
