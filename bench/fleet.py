@@ -2,7 +2,8 @@
 
 The control plane served by gunicorn (the shipped gunicorn.conf.py) on PostgreSQL + Redis;
 a stand-in for the agents in this process speaks their protocol: each node sends a heartbeat
-every 10 s listing its servers with their readings (spread evenly over the 10 s), and reports
+every 10 s listing its servers with their readings (spread evenly over the 10 s; the first
+after each whole minute carries each server's completed minute, as an agent's does), and reports
 what its games do (`crashed`, `started_by_node`, `ready`, in turn per server; one report per
 node every BENCH_REPORT_EVERY seconds). Four phases of BENCH_SECONDS each, in the same run:
 
@@ -69,14 +70,25 @@ class StandInNode:
     seq: int = 0
     states: dict[str, str] = field(default_factory=dict)  # what the agent says it runs
     next_report: itertools.count[int] = field(default_factory=itertools.count)
+    minutes_until: float = 0.0  # the end of the minutes the control plane acknowledged
+    sending_until: float = 0.0
 
     def heartbeat(self) -> dict[str, object]:
         """As the agent sends it: its servers' states, its games and machine, and each
-        server's readings (the settings file; stats and players while it is not stopped)."""
+        server's readings (the settings file; stats and players while it is not stopped;
+        the completed minute, until a heartbeat carrying it is answered 200)."""
         now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        self.sending_until = time.time() // 60 * 60  # the start of the minute under way
+        minutes: list[dict[str, object]] = []
+        if self.minutes_until < self.sending_until:
+            completed = datetime.fromtimestamp(self.sending_until - 60, UTC)
+            minutes = [{"at": completed.strftime("%Y-%m-%dT%H:%M:%SZ"), "cpu_percent": 1.5,
+                        "memory_mb": 180.2, "players_online": 2}]  # fmt: skip
         readings: dict[str, object] = {}
         for server, state in self.states.items():
             reading: dict[str, object] = {"settings": SETTINGS}
+            if minutes:
+                reading["minutes"] = minutes
             if state != "stopped":
                 reading |= {
                     "sampled_at": now, "cpu_percent": 1.5, "memory_mb": 180,
@@ -91,6 +103,10 @@ class StandInNode:
             "games": ["demo", "freeciv"], "readings": readings,
             "capacity": {"memory_mb": 65536, "disk_mb": 1_000_000, "cpu_percent": 1600},
         }  # fmt: skip
+
+    def acknowledged(self) -> None:
+        """Its last heartbeat was answered 200: the minutes it carried are not sent again."""
+        self.minutes_until = self.sending_until
 
     def report(self) -> dict[str, object]:
         """The next move of the next server: crashed, started by the node, ready, ..."""
@@ -194,18 +210,17 @@ class Driver:
             session.trust_env = False
         return session
 
-    def _post(self, node: StandInNode, path: str, body: dict[str, object]) -> None:
+    def _post(self, node: StandInNode, path: str, body: dict[str, object]) -> bool:
         if path == "healthz":
             answer = self._session().get(f"{self.web.url}/healthz", timeout=30)
-            if answer.status_code != 200:
-                self.failures.append(f"healthz {answer.status_code}")
-            return
-        answer = self._session().post(
-            f"{self.web.url}/internal/nodes/{path}", json=body, timeout=30,
-            headers={"Authorization": f"Bearer {node.token}"},
-        )  # fmt: skip
+        else:
+            answer = self._session().post(
+                f"{self.web.url}/internal/nodes/{path}", json=body, timeout=30,
+                headers={"Authorization": f"Bearer {node.token}"},
+            )  # fmt: skip
         if answer.status_code != 200:
             self.failures.append(f"{path} {answer.status_code} {answer.text[:200]}")
+        return answer.status_code == 200
 
     def run(
         self, nodes: list[StandInNode], seconds: float, reports: bool, beat: str = "heartbeat"
@@ -233,7 +248,8 @@ class Driver:
     def _send(self, lock: threading.Lock, node: StandInNode, path: str) -> None:
         with lock:
             body = node.report() if path == "reports" else node.heartbeat()
-            self._post(node, path, body)
+            if self._post(node, path, body) and path == "heartbeat":
+                node.acknowledged()
 
 
 def handling_ms(log: Path, offset: int) -> dict[str, list[float]]:
@@ -307,6 +323,9 @@ def main() -> None:
             f"  a heartbeat costs x{rest['cpu_percent'] / max(bare['cpu_percent'], 1e-9):.2f} "
             "the web CPU of a bare view at the same rate"
         )
+        from servers.models import ServerMinute
+
+        print(f"servers' minutes stored: {ServerMinute.objects.count():,}")
     finally:
         web.stop()
         shutil.rmtree(work, ignore_errors=True)

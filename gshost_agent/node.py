@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from gshost_agent.protocol import (
     ServerState,
     format_time,
 )
-from gshost_agent.readings import SAMPLE_SECONDS
+from gshost_agent.readings import SAMPLE_SECONDS, PendingMinutes, UnsentMinutes
 from gshost_agent.sandbox import Sandboxing, detect
 from gshost_agent.server_state import InvalidState, MemoryRoot
 from gshost_agent.supervisor import Supervisor
@@ -113,6 +114,7 @@ class Node:
         self.supervisors: dict[str, Supervisor] = {}
         self.jobs = JobThreads(JOB_THREADS, control=self.control)
         self.transfers = Transfers(self.layout, self.catalog)
+        self.unsent_minutes = UnsentMinutes()
         self._tasks: list[asyncio.Task[None]] = []
 
     def report(
@@ -175,13 +177,21 @@ class Node:
     def games(self) -> list[str]:
         return list(self.catalog.names())
 
-    async def _readings_now(self) -> dict[str, dict[str, Any]]:
+    async def _readings_now(self) -> tuple[dict[str, dict[str, Any]], PendingMinutes]:
         """Each running game asked for its players first (as `GET …/players` does), then the
-        readings, read off the event loop (a server's disk use walks its directory)."""
+        readings, read off the event loop (a server's disk use walks its directory), each with
+        its completed minutes not acknowledged yet. Those are read on the event loop, which
+        takes the samples: none is added while they are read, and every sample of a completed
+        minute is in."""
         running = [sup for sup in self.supervisors.values() if sup.state == ServerState.RUNNING]
         if running:
             await asyncio.gather(*(sup.players() for sup in running), return_exceptions=True)
-        return await asyncio.to_thread(self.readings)
+        readings = await asyncio.to_thread(self.readings)
+        stores = {server_id: sup.samples for server_id, sup in sorted(self.supervisors.items())}
+        pending = self.unsent_minutes.pending(stores, time.time())
+        for server_id, minutes in pending.minutes.items():
+            readings.setdefault(server_id, {})["minutes"] = minutes
+        return readings, pending
 
     def readings(self) -> dict[str, dict[str, Any]]:
         """For the heartbeat: each server's settings file as it is on disk, and the latest
@@ -258,6 +268,7 @@ class Node:
 
     async def _heartbeat_forever(self) -> None:
         while True:
+            readings, minutes = await self._readings_now()
             body = {
                 "agent_version": __version__,
                 "outbox_id": self.outbox.outbox_id,
@@ -266,12 +277,13 @@ class Node:
                 "games": self.games(),  # the templates: the control plane's game registry
                 "game_capabilities": self.catalog.capabilities(),
                 "capacity": machine_capacity(self.config.data_dir),
-                # Off the event loop: reading the servers' disk use walks their directories.
-                "readings": await self._readings_now(),
+                "readings": readings,
             }
             try:
                 status = await self.control.heartbeat(body)
-                if status != 200:
+                if status == 200:
+                    self.unsent_minutes.acknowledge(minutes)
+                else:
                     logger.warning("heartbeat answered %s", status)
             except Exception as error:  # no answer: the next one will tell
                 logger.warning("heartbeat not delivered (%s)", type(error).__name__)

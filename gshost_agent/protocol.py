@@ -10,7 +10,6 @@ from __future__ import annotations
 import calendar
 import enum
 import time
-from datetime import UTC, datetime
 
 # A report's `last_output`: the game's last console lines, each cut to this width.
 LAST_OUTPUT_LINES = 10
@@ -20,6 +19,10 @@ COMMAND_LIMIT = 1000
 # A heartbeat's `readings`: each server's latest stats and at most this many of its players,
 # so that the control plane shows them without calling the node.
 HEARTBEAT_PLAYERS_LIMIT = 100
+# A reading's `minutes`: the per-minute means of the completed minutes the control plane has
+# not acknowledged yet, at most this many (a node back after a cut link sends the last hour).
+MAX_MINUTES_IN_READING = 60
+MINUTE_SECONDS = 60
 # Times on the wire: UTC, to the second, with a Z.
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -75,12 +78,3 @@ def parse_time(stamp: object) -> float | None:
         return float(calendar.timegm(time.strptime(stamp, TIME_FORMAT)))
     except ValueError:
         return None
-
-
-def parse_moment(value: object) -> datetime:
-    """An ISO 8601 time with its offset (a reading's `sampled_at`, a player's `joined_at`) as
-    an aware datetime; ValueError when it is not one."""
-    moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        raise ValueError("a time without its offset")
-    return moment.astimezone(UTC)

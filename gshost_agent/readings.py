@@ -1,5 +1,6 @@
 """Readings of a real game process: its whole process tree's CPU and memory (psutil), its
-directory's size, and 24 h of samples kept on disk (one bounded file per server)."""
+directory's size, 24 h of samples kept on disk (one bounded file per server), and which of their
+per-minute means the control plane has not acknowledged yet (sent in the heartbeat)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import time
 from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
+
+from gshost_agent.protocol import MAX_MINUTES_IN_READING, MINUTE_SECONDS, format_time
 
 SAMPLE_SECONDS = 10
 KEEP_SECONDS = 24 * 3600
@@ -113,10 +117,14 @@ class SampleStore:
         self._lines_in_file = len(self.samples)
 
     def between(self, start: float, end: float, step: int) -> list[Sample]:
-        """One sample per `step` seconds from `start` to `end`: the mean of the samples in it."""
+        """One sample per `step` seconds from `start` to `end`: the mean of the samples in it.
+        Read from the newest back (samples are added in the order they are taken), so a
+        recent window costs only its own samples."""
         buckets: dict[int, list[Sample]] = {}
-        for sample in self.samples:
-            if start <= sample.at <= end:
+        for sample in reversed(self.samples):
+            if sample.at < start:
+                break
+            if sample.at <= end:
                 buckets.setdefault(int((sample.at - start) // step), []).append(sample)
         return [
             Sample(
@@ -127,3 +135,50 @@ class SampleStore:
             )
             for index, group in sorted(buckets.items())
         ]
+
+
+@dataclass(frozen=True)
+class PendingMinutes:
+    """What one heartbeat carries: per server, its completed minutes not acknowledged yet."""
+
+    until: float  # the start of the minute under way when they were read: all before it are done
+    servers: tuple[str, ...]  # every server read, with or without minutes to send
+    minutes: dict[str, list[dict[str, Any]]]
+
+
+class UnsentMinutes:
+    """Per server, the end of the minutes the control plane acknowledged (a heartbeat answered
+    200). Kept in memory only: after an agent start the last MAX_MINUTES_IN_READING completed
+    minutes are sent again, and the control plane ignores those it has. Nothing older than that
+    is ever sent, so a node back after a cut link sends the last hour of it."""
+
+    def __init__(self) -> None:
+        self._acknowledged_until: dict[str, float] = {}
+
+    def pending(self, stores: dict[str, SampleStore], now: float) -> PendingMinutes:
+        until = now // MINUTE_SECONDS * MINUTE_SECONDS
+        earliest = until - MAX_MINUTES_IN_READING * MINUTE_SECONDS
+        minutes: dict[str, list[dict[str, Any]]] = {}
+        for server_id, store in stores.items():
+            since = max(self._acknowledged_until.get(server_id, earliest), earliest)
+            if since >= until:
+                continue  # five heartbeats in six: no minute completed since the last one
+            means = store.between(since, until, MINUTE_SECONDS)
+            completed = [_minute(mean) for mean in means if mean.at < until]
+            if completed:
+                minutes[server_id] = completed
+        return PendingMinutes(until, tuple(stores), minutes)
+
+    def acknowledge(self, pending: PendingMinutes) -> None:
+        """The control plane has them: they are not sent again. Servers the node no longer
+        knows are forgotten here too."""
+        self._acknowledged_until = dict.fromkeys(pending.servers, pending.until)
+
+
+def _minute(mean: Sample) -> dict[str, Any]:
+    return {
+        "at": format_time(mean.at),
+        "cpu_percent": mean.cpu_percent,
+        "memory_mb": mean.memory_mb,
+        "players_online": mean.players_online,
+    }

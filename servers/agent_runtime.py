@@ -1,7 +1,8 @@
 """The runtime of agent nodes: requests are calls to the node's agent (docs/agent-protocol.md),
 made after the requesting service committed (never inside a transaction), players and stats
-are what the node's last heartbeat said (`servers.node_readings`). What the processes then do
-comes back as reports (`servers.node_reports`).
+are what the node's last heartbeat said (`servers.node_readings`), metrics the minutes its
+heartbeats carried (`servers.node_minutes`). What the processes then do comes back as reports
+(`servers.node_reports`).
 
 HTTPS only, verified against the node's CA (or the system's), with the node token as bearer,
 no proxies from the environment. A node without a heartbeat for 30 s, or whose agent does not
@@ -25,8 +26,6 @@ from urllib3.util import Timeout
 
 from gshost import process_state
 from gshost.errors import InvalidInput
-from gshost.ids import format_timestamp
-from gshost_agent.protocol import parse_moment
 from servers.backup_storage import (
     backup_download_url,
     backup_key,
@@ -51,6 +50,7 @@ from servers.node_calls import (
     node_call_end,
     node_mark_failing,
 )
+from servers.node_minutes import server_metrics
 from servers.node_readings import Reading, reading_of, reported_settings_of
 from servers.nodes import node_token
 from servers.runtime import (
@@ -349,28 +349,12 @@ class AgentRuntime:
     def metrics(
         self, server: Server, start: datetime, end: datetime, step: timedelta
     ) -> list[MetricsSample]:
-        params = {
-            "start": format_timestamp(start) or "",
-            "end": format_timestamp(end) or "",
-            "step": str(int(step.total_seconds())),
-        }
-        answer = self._get(server, "metrics", params)
-        if answer is None:
-            return []
-        try:
-            return [
-                MetricsSample(
-                    at=parse_moment(s["at"]),
-                    cpu_percent=float(s["cpu_percent"]),
-                    memory_mb=int(s["memory_mb"]),
-                    network_in_kbps=None,
-                    network_out_kbps=None,
-                    players_online=int(s["players_online"]),
-                )
-                for s in answer["samples"]
-            ]
-        except (KeyError, TypeError, ValueError):
-            raise _garbled(server) from None
+        """From the minutes its node sent in its heartbeats (never a call to the node): also
+        while the node is unreachable, the history it sent stays."""
+        latest = (
+            None if server.state == ServerState.STOPPED else reading_of(server.node_id, server.id)
+        )
+        return server_metrics(server_id=server.id, start=start, end=end, step=step, latest=latest)
 
     def actual_settings(self, server: Server) -> dict[str, str]:
         """The settings file as the node's last heartbeat reported it (never a call)."""

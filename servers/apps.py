@@ -18,5 +18,11 @@ class ServersConfig(AppConfig):
         post_spawn.connect(start_catch_up, dispatch_uid="servers.catch_up")
 
         schedule_after_migrate(
-            self, Definition(TICK_SCHEDULE_NAME, "servers.tasks.tick", Schedule.MINUTES, 1)
+            self,
+            Definition(TICK_SCHEDULE_NAME, "servers.tasks.tick", Schedule.MINUTES, 1),
+            Definition(
+                "servers.purge_minutes",
+                "servers.node_minutes.server_minutes_purge_expired",
+                Schedule.HOURLY,
+            ),
         )

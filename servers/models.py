@@ -188,6 +188,25 @@ class ServerTransition(models.Model):
         return f"{self.server_id}: {self.from_state} -> {self.to_state} ({self.trigger})"
 
 
+class ServerMinute(models.Model):
+    """One minute of a server on an agent node: the means of its node's 10-second samples in
+    that minute, as its heartbeats carried them (kept 24 h). Its metrics are read from these."""
+
+    pk = models.CompositePrimaryKey("server", "at")
+    # The primary key's index serves the server's lookups: no index of its own.
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="+", db_index=False)
+    at = models.DateTimeField()  # the minute's start
+    cpu_percent = models.FloatField()
+    memory_mb = models.FloatField()
+    players_online = models.PositiveIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["at"], name="server_minute_at")]  # the purge's
+
+    def __str__(self) -> str:
+        return f"{self.server_id} at {self.at:%Y-%m-%d %H:%M}"
+
+
 class ConsoleCommand(models.Model):
     """A command sent to a server's console, with what the game answered."""
 

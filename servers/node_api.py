@@ -30,6 +30,7 @@ from servers.capabilities import Capability
 from servers.errors import ServerNotOnNode
 from servers.lifecycle import CrashDetails
 from servers.models import Node
+from servers.node_minutes import Minute, parse_minutes
 from servers.node_reports import (
     Capacity,
     JobReport,
@@ -426,6 +427,17 @@ def _readings(body: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+def _minutes(readings: dict[str, Any]) -> dict[str, list[Minute]]:
+    """The readings' completed minutes, checked strictly here: they are stored."""
+    try:
+        minutes = parse_minutes(readings)
+    except ValueError as error:
+        raise BadInput("minutes", str(error)) from None
+    if not all(_SERVER_ID.fullmatch(server_id) for server_id in minutes):
+        raise BadInput("minutes", "minutes are sent in the readings of server ids (srv_…).")
+    return minutes
+
+
 # The routes
 
 
@@ -438,6 +450,7 @@ def _heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpRe
         _text(body, "outbox_id", _OUTBOX_ID)
     servers = _servers(body)
     compared = servers if _last_servers.changed(node, servers) else {}
+    readings = _readings(body)
     node_heartbeat(
         node=node,
         agent_version=version,
@@ -446,7 +459,8 @@ def _heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpRe
         game_capabilities=_game_capabilities(body),
         capacity=_capacity(body),
         isolation=_isolation(body),
-        readings=_readings(body),
+        readings=readings,
+        minutes=_minutes(readings),
     )
     return JsonResponse({"node": node.name})
 

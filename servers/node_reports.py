@@ -19,6 +19,7 @@ from servers.errors import InvalidState, JobNotOnNode, ServerNotOnNode
 from servers.jobs import job_begin, job_finish, job_progress
 from servers.lifecycle import CrashDetails, Trigger
 from servers.models import Job, JobKind, Node, Server, ServerState
+from servers.node_minutes import Minute, server_minutes_keep
 from servers.node_readings import readings_keep
 from servers.services import server_transition
 
@@ -80,13 +81,16 @@ def node_heartbeat(
     capacity: Capacity | None = None,
     readings: dict[str, Any] | None = None,
     isolation: str | None = None,
+    minutes: dict[str, list[Minute]] | None = None,
 ) -> Node:
     """The node is alive now, offers `games` (its templates: the game registry, with each
     one's `game_capabilities`), seals its
     games off as `isolation` says (admin shows it), and its capacity is what its machine
     offers wherever staff set none (so it is the machine's at the first heartbeat, and
     staff's after they set it). One UPDATE, which also checks that `node.token_hash` is still
-    the node's; its `readings` go to the cache in one write.
+    the node's; its `readings` go to the cache in one write. Its servers' completed `minutes`
+    (about one heartbeat in six carries some) are stored, those of servers not its own left
+    out: one SELECT of its servers among them, one INSERT.
     `servers` (what the agent runs) is only compared, for the log."""
     now = timezone.now()
     changes: dict[str, Any] = {"last_heartbeat_at": now, "agent_version": agent_version}
@@ -108,15 +112,42 @@ def node_heartbeat(
         raise NodeTokenChanged()
     for name, value in {**changes, **filled}.items():
         setattr(node, name, value)
-    _log_disagreements(node, servers)
-    readings_keep(node.id, readings or {})
+    minutes = minutes or {}
+    known = _states_of_its_servers(node, [*servers, *minutes])
+    _log_disagreements(node, servers, known)
+    _keep_minutes(node, minutes, known)
+    readings_keep(node.id, _without_minutes(readings or {}) if minutes else readings or {})
     return node
 
 
-def _log_disagreements(node: Node, reported: dict[str, str]) -> None:
-    if not reported:
-        return
-    known = dict(Server.objects.filter(node=node, id__in=list(reported)).values_list("id", "state"))
+def _states_of_its_servers(node: Node, server_ids: list[str]) -> dict[str, str]:
+    """Which of these servers are the node's, with their state here: one query, none when
+    there are none to check."""
+    if not server_ids:
+        return {}
+    found = Server.objects.filter(node=node, id__in=set(server_ids)).values_list("id", "state")
+    return dict(found)
+
+
+def _keep_minutes(node: Node, minutes: dict[str, list[Minute]], known: dict[str, str]) -> None:
+    own = {server_id: sent for server_id, sent in minutes.items() if server_id in known}
+    if len(own) < len(minutes):
+        logger.info("Node %s sent minutes of %s servers not its own: ignored", node.name,
+                    len(minutes) - len(own))  # fmt: skip
+    server_minutes_keep(minutes=own)
+
+
+def _without_minutes(readings: dict[str, Any]) -> dict[str, Any]:
+    """The readings to cache: their minutes are stored as rows."""
+    return {
+        server_id: {k: v for k, v in reading.items() if k != "minutes"}
+        if isinstance(reading, dict)
+        else reading
+        for server_id, reading in readings.items()
+    }
+
+
+def _log_disagreements(node: Node, reported: dict[str, str], known: dict[str, str]) -> None:
     for server_id, state in reported.items():
         if server_id not in known:
             logger.info("Node %s runs %s, which is not one of its servers", node.name, server_id)

@@ -51,7 +51,6 @@ class ServerReadingsViewSet(ServerRouteViewSet):
             )
         ],
         responses=MetricsSerializer,
-        extensions=NODE_UNAVAILABLE,
     )
     def metrics(self, request: Request, server_id: str) -> Response:
         server = self.server()

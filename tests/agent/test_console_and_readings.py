@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import time
 
 import pytest
 
+from gshost_agent.protocol import format_time
+from tests.agent.conftest import new_server_id
 from tests.agent.lines import wait_until
 
 
@@ -107,3 +111,28 @@ def test_it_answers_metrics_from_its_samples(agent, running):
     sample = answer["samples"][0]  # one, or two when the 10-second sampling came meanwhile
     assert sample["memory_mb"] > 5 and sample["players_online"] == 0
     assert sample["at"].endswith("Z")
+
+
+def minutes_carried(heartbeat, server_id):
+    return heartbeat["readings"].get(server_id, {}).get("minutes", [])
+
+
+def test_its_heartbeat_carries_a_completed_minute_until_it_is_answered_200(agent, control_plane):
+    server_id = new_server_id()
+    minute = (time.time() // 60 - 3) * 60  # three minutes ago, with samples of an earlier run
+    earlier = [{"at": minute + s, "cpu_percent": 2.0, "memory_mb": 50.0, "players_online": 1}
+               for s in (0, 10, 20)]  # fmt: skip
+    samples_file = agent.data_dir / "samples" / f"{server_id}.jsonl"
+    samples_file.write_text("".join(json.dumps(sample) + "\n" for sample in earlier))
+    expected = {"at": format_time(minute), "cpu_percent": 2.0, "memory_mb": 50.0,
+                "players_online": 1}  # fmt: skip
+    agent.start_server(server_id=server_id)
+
+    def carrying_it() -> list[int]:
+        with control_plane.lock:
+            beats = list(control_plane.heartbeats)
+        return [n for n, beat in enumerate(beats) if expected in minutes_carried(beat, server_id)]
+
+    (first,) = wait_until(carrying_it, timeout=25)
+    wait_until(lambda: len(control_plane.heartbeats) > first + 1, timeout=25)
+    assert carrying_it() == [first]  # answered 200: the next heartbeat does not carry it again

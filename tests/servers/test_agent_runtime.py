@@ -10,6 +10,7 @@ import pytest
 import trustme
 from django.core.management import CommandError, call_command
 from django.test import Client
+from freezegun import freeze_time
 
 from audit.actors import Actor
 from servers.agent_runtime import AgentRuntime
@@ -251,18 +252,94 @@ def test_the_panel_page_of_an_agent_server_calls_no_node(
     assert not stand_in_agent.calls()
 
 
-def test_metrics_ask_the_agent_for_the_window(key, demo_server, stand_in_agent):
-    stand_in_agent.answer(
-        "GET",
-        f"/v1/servers/{demo_server.id}/metrics",
-        200,
-        {"samples": [{"at": "2026-11-26T10:00:00Z", "cpu_percent": 1.0, "memory_mb": 30,
-                      "players_online": 0}]},
-    )  # fmt: skip
+def heartbeat_with_minutes(server, token, minutes, reading=None):
+    body = {
+        "agent_version": "1", "outbox_id": "box-1", "servers": {server.id: "running"},
+        "readings": {server.id: {**(reading or {}), "minutes": minutes}},
+    }  # fmt: skip
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    response = Client().post(
+        "/internal/nodes/heartbeat", json.dumps(body), content_type="application/json", **headers
+    )
+    assert response.status_code == 200
+
+
+def minute(at, cpu=1.0, memory=30.0, players=0):
+    return {"at": at, "cpu_percent": cpu, "memory_mb": memory, "players_online": players}
+
+
+def metric(at, cpu, memory, players):
+    return {"at": at, "cpu_percent": cpu, "memory_mb": memory, "network_in_kbps": None,
+            "network_out_kbps": None, "players_online": players}  # fmt: skip
+
+
+@freeze_time("2026-11-26 10:30:20")
+def test_metrics_are_the_minutes_the_nodes_heartbeats_carried(
+    key, demo_server, stand_in_agent, put_in_state, node_token
+):
+    put_in_state(demo_server, "running")
+    minutes = [minute("2026-11-26T10:28:00Z", 1.24, 30.4, 0), minute("2026-11-26T10:29:00Z", 2.0,
+               40.6, 2)]  # fmt: skip
+    heartbeat_with_minutes(demo_server, node_token, minutes)
     body = api_get(key, demo_server, "metrics?window=1h").json()
-    assert body["samples"][0]["memory_mb"] == 30
-    call = stand_in_agent.calls("GET")[-1]
-    assert "start=" in call.path and "end=" in call.path and "step=60" in call.path
+    assert body["samples"] == [
+        metric("2026-11-26T10:28:00.000Z", 1.2, 30, 0),
+        metric("2026-11-26T10:29:00.000Z", 2.0, 41, 2),
+    ]
+    assert not stand_in_agent.calls()
+
+
+@freeze_time("2026-11-26 10:30:20")
+def test_metrics_over_a_long_window_are_the_means_of_each_steps_minutes(
+    key, demo_server, put_in_state, node_token
+):
+    put_in_state(demo_server, "running")
+    minutes = [
+        minute("2026-11-26T10:24:00Z", 1.0, 10.0, 0),
+        minute("2026-11-26T10:25:00Z", 2.0, 20.0, 1),
+        minute("2026-11-26T10:26:00Z", 4.0, 31.0, 1),
+    ]
+    heartbeat_with_minutes(demo_server, node_token, minutes)
+    body = api_get(key, demo_server, "metrics?window=6h").json()
+    assert body["interval_seconds"] == 180
+    assert body["samples"] == [metric("2026-11-26T10:24:00.000Z", 2.3, 20, 1)]
+
+
+@freeze_time("2026-11-26 10:30:20")
+def test_metrics_of_a_server_on_an_unreachable_node_are_its_history(
+    key, demo_server, agent_node, stand_in_agent, put_in_state, node_token
+):
+    put_in_state(demo_server, "running")
+    heartbeat_with_minutes(demo_server, node_token, [minute("2026-11-26T10:29:00Z")])
+    silence(agent_node)
+    response = api_get(key, demo_server, "metrics")
+    assert response.status_code == 200
+    assert [sample["at"] for sample in response.json()["samples"]] == ["2026-11-26T10:29:00.000Z"]
+    assert stand_in_agent.requests == []
+
+
+@freeze_time("2026-11-26 10:30:05")
+def test_the_newest_step_the_node_sent_no_minute_of_is_its_latest_reading(
+    key, demo_server, put_in_state, node_token
+):
+    put_in_state(demo_server, "running")
+    reading = {**READING, "sampled_at": "2026-11-26T10:29:58Z"}  # the minute ended 5 s ago
+    heartbeat_with_minutes(demo_server, node_token, [minute("2026-11-26T10:28:00Z")], reading)
+    body = api_get(key, demo_server, "metrics?window=1h").json()
+    assert body["samples"] == [
+        metric("2026-11-26T10:28:00.000Z", 1.0, 30, 0),
+        metric("2026-11-26T10:29:00.000Z", 3.5, 40, 1),
+    ]
+
+
+@freeze_time("2026-11-26 10:30:05")
+def test_a_reading_taken_after_the_window_adds_no_sample(
+    key, demo_server, put_in_state, node_token
+):
+    put_in_state(demo_server, "running")
+    reading = {**READING, "sampled_at": "2026-11-26T10:30:03Z"}  # in the minute under way
+    heartbeat_with_minutes(demo_server, node_token, [], reading)
+    assert api_get(key, demo_server, "metrics?window=1h").json()["samples"] == []
 
 
 def test_drift_compares_with_the_settings_file_the_node_last_reported(
@@ -302,7 +379,6 @@ OUTAGE_ROUTES = [
     ("post", "console", {"command": "say hi"}, "running"),
     ("get", "players", None, "running"),
     ("get", "realtime-stats", None, "running"),
-    ("get", "metrics", None, "running"),
     ("get", "settings/drift", None, "running"),
 ]
 
@@ -513,7 +589,6 @@ def test_simulate_migrate_on_an_agent_node_needs_another_agent_node(
         ("/api/public/v1/servers/{server_id}/console", "post"),
         ("/api/public/v1/servers/{server_id}/players", "get"),
         ("/api/public/v1/servers/{server_id}/realtime-stats", "get"),
-        ("/api/public/v1/servers/{server_id}/metrics", "get"),
         ("/api/public/v1/servers/{server_id}/settings/drift", "get"),
     ],
 )
@@ -523,6 +598,12 @@ def test_the_schema_documents_503_node_unavailable_where_the_node_is_asked(db, p
     assert "Retry-After" in response["headers"]
     schema = response["content"]["application/json"]["schema"]["allOf"][1]
     assert schema["properties"]["error"]["properties"]["code"]["enum"] == ["node_unavailable"]
+
+
+def test_the_schema_documents_no_503_for_metrics_which_never_ask_the_node(db):
+    document = Client().get("/api/public/v1/schema/?format=json").json()
+    responses = document["paths"]["/api/public/v1/servers/{server_id}/metrics"]["get"]["responses"]
+    assert "503" not in responses
 
 
 def test_readings_another_node_reports_of_a_server_are_never_shown(

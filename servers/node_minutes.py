@@ -1,0 +1,158 @@
+"""The per-minute readings agent nodes send in their heartbeats: each server's completed minutes
+its node has not had acknowledged yet (docs/agent-protocol.md). They are checked strictly,
+stored as `ServerMinute` rows for 24 h, and are what a server's metrics are read from, so that
+metrics never ask the node (a silent node's servers keep their history).
+
+A heartbeat's minutes are written in one INSERT; a minute already stored (its heartbeat's 200
+was lost, or the agent started again) is ignored by the primary key. Five heartbeats in six
+carry none and write nothing.
+"""
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from gshost_agent.protocol import MAX_MINUTES_IN_READING
+from servers.models import ServerMinute
+from servers.node_readings import Reading
+from servers.runtime import MetricsSample
+
+MINUTES_KEPT = timedelta(hours=24)  # the longest metrics window
+# A minute stamped further ahead than this is a node's clock gone wrong: not stored.
+CLOCK_AHEAD = timedelta(minutes=5)
+PURGE_BATCH_ROWS = 5000  # as the audit purge: each statement a short transaction
+INSERT_BATCH_ROWS = 2000  # a node back after a cut link sends up to an hour per server
+MAX_CPU_PERCENT = 100_000  # a thousand cores
+MAX_MEMORY_MB = 2**31 - 1
+MAX_PLAYERS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Minute:
+    at: datetime  # the minute's start, UTC
+    cpu_percent: float
+    memory_mb: float
+    players_online: int
+
+
+def parse_minutes(readings: dict[str, Any]) -> dict[str, list[Minute]]:
+    """Each server's `minutes` in a heartbeat's readings; ValueError saying what is wrong."""
+    found: dict[str, list[Minute]] = {}
+    for server_id, reading in readings.items():
+        value = reading.get("minutes") if isinstance(reading, dict) else None
+        if value is None:
+            continue
+        if not isinstance(value, list) or len(value) > MAX_MINUTES_IN_READING:
+            raise ValueError(f"minutes is a list of at most {MAX_MINUTES_IN_READING} minutes.")
+        found[server_id] = [_minute(item) for item in value]
+    return found
+
+
+def _minute(value: Any) -> Minute:
+    if not isinstance(value, dict):
+        raise ValueError("a minute is an object of at, cpu_percent, memory_mb, players_online.")
+    return Minute(
+        at=_minute_start(value.get("at")),
+        cpu_percent=float(_figure(value, "cpu_percent", MAX_CPU_PERCENT)),
+        memory_mb=float(_figure(value, "memory_mb", MAX_MEMORY_MB)),
+        players_online=int(_figure(value, "players_online", MAX_PLAYERS, whole=True)),
+    )
+
+
+def _minute_start(value: Any) -> datetime:
+    message = "a minute's at is the start of a minute, ISO 8601 with its offset."
+    try:
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
+        moment = moment.astimezone(UTC) if moment and moment.tzinfo else None
+    except (ValueError, OverflowError):
+        moment = None
+    if moment is None or moment.second or moment.microsecond:
+        raise ValueError(message)
+    return moment
+
+
+def _figure(value: dict[str, Any], name: str, highest: int, *, whole: bool = False) -> float:
+    figure = value.get(name)
+    kinds = (int,) if whole else (int, float)
+    if isinstance(figure, bool) or not isinstance(figure, kinds) or not 0 <= figure <= highest:
+        kind = "an integer" if whole else "a number"
+        raise ValueError(f"a minute's {name} is {kind} from 0 to {highest}.")
+    return figure
+
+
+def server_minutes_keep(*, minutes: dict[str, list[Minute]]) -> None:
+    """Store the minutes (of servers the caller checked are the node's) in one INSERT; those
+    already stored, older than the 24 h kept, or ahead of the clock are left out."""
+    now = timezone.now()
+    oldest, newest = now - MINUTES_KEPT, now + CLOCK_AHEAD
+    rows = [
+        ServerMinute(
+            server_id=server_id,
+            at=minute.at,
+            cpu_percent=minute.cpu_percent,
+            memory_mb=minute.memory_mb,
+            players_online=minute.players_online,
+        )
+        for server_id, sent in minutes.items()
+        for minute in sent
+        if oldest <= minute.at <= newest
+    ]
+    if rows:
+        ServerMinute.objects.bulk_create(rows, batch_size=INSERT_BATCH_ROWS, ignore_conflicts=True)
+
+
+def server_minutes_purge_expired(*, batch_rows: int = PURGE_BATCH_ROWS) -> int:
+    """Delete minutes older than 24 h, oldest first, a batch per statement (through the `at`
+    index); returns how many went. Scheduled hourly (servers.apps)."""
+    cutoff = timezone.now() - MINUTES_KEPT
+    expired = ServerMinute.objects.filter(at__lt=cutoff).order_by("at")
+    deleted = 0
+    while True:
+        batch = list(expired.values_list("pk", flat=True)[:batch_rows])
+        if batch:
+            deleted += ServerMinute.objects.filter(pk__in=batch).delete()[0]
+        if len(batch) < batch_rows:
+            return deleted
+
+
+def server_metrics(
+    *,
+    server_id: str,
+    start: datetime,
+    end: datetime,
+    step: timedelta,
+    latest: Reading | None,
+) -> list[MetricsSample]:
+    """One sample per `step` from `start` (up to `end`) that has minutes: `at` is the step's
+    start, the values the means of its minutes. The newest step, while its node has not sent
+    a minute of it yet, takes the server's `latest` reading when that was taken in it, so a
+    game started a moment ago has a first point."""
+    rows = ServerMinute.objects.filter(server_id=server_id, at__gte=start, at__lt=end)
+    steps: dict[int, list[tuple[float, float, int]]] = {}
+    for at, cpu, memory, players in rows.values_list(
+        "at", "cpu_percent", "memory_mb", "players_online"
+    ):
+        steps.setdefault((at - start) // step, []).append((cpu, memory, players))
+    newest = math.ceil((end - start) / step) - 1
+    if (
+        latest is not None
+        and newest not in steps
+        and start + newest * step <= latest.sampled_at < end
+    ):
+        steps[newest] = [(latest.cpu_percent, float(latest.memory_mb), latest.players_online)]
+    return [_sample(start + index * step, minutes) for index, minutes in sorted(steps.items())]
+
+
+def _sample(at: datetime, minutes: list[tuple[float, float, int]]) -> MetricsSample:
+    count = len(minutes)
+    return MetricsSample(
+        at=at,
+        cpu_percent=round(sum(cpu for cpu, _, _ in minutes) / count, 1),
+        memory_mb=round(sum(memory for _, memory, _ in minutes) / count),
+        network_in_kbps=None,
+        network_out_kbps=None,
+        players_online=round(sum(players for _, _, players in minutes) / count),
+    )
