@@ -29,13 +29,10 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,7 +44,8 @@ os.environ.setdefault("BENCH_REDIS_DB", "3")
 
 import requests
 
-from bench.delivery_rig import ENV, ROOT, prepare_database, setup_django
+from bench.delivery_rig import ENV, prepare_database, setup_django
+from bench.web_rig import gunicorn_start, gunicorn_stop
 
 NODES = int(os.environ.get("BENCH_NODES", "500"))
 SERVERS = int(os.environ.get("BENCH_SERVERS", "40"))
@@ -55,8 +53,6 @@ SECONDS = float(os.environ.get("BENCH_SECONDS", "60"))
 REPORT_EVERY = float(os.environ.get("BENCH_REPORT_EVERY", "10"))
 WARMUP = float(os.environ.get("BENCH_WARMUP", "30"))
 HEARTBEAT_SECONDS = 10.0
-GUNICORN = ROOT / ".venv" / "bin" / "gunicorn"
-ACCESS_FORMAT = "%(m)s %(U)s %(s)s %(D)s"  # method, path, status, microseconds taken
 CYCLE = ("crashed", "started_by_node", "ready")  # a running server's reports, in turn
 SETTINGS = {"motd": "A gshost demo server", "max-players": "20", "difficulty": "normal"}
 
@@ -161,27 +157,9 @@ class Web:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.access_log = work / "access.log"
-        env = {
-            **ENV,
-            "GUNICORN_BIND": f"127.0.0.1:{self.port}",
-            "GUNICORN_ACCESS_LOG": str(self.access_log),
-            "GUNICORN_LOG_LEVEL": "warning",
-            "PROMETHEUS_MULTIPROC_DIR": str(work / "metrics"),
-        }
         (work / "metrics").mkdir()
-        self.process = subprocess.Popen(
-            [str(GUNICORN), "-c", str(ROOT / "gunicorn.conf.py"), "gshost.wsgi",
-             "--access-logformat", ACCESS_FORMAT],
-            cwd=ROOT, env=env, start_new_session=True,
-        )  # fmt: skip
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"{self.url}/healthz", timeout=1).read()
-                return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise SystemExit("gunicorn did not start")
+        env = {**ENV, "PROMETHEUS_MULTIPROC_DIR": str(work / "metrics")}
+        self.process = gunicorn_start(self.port, access_log=self.access_log, env=env)
 
     def cpu_seconds(self) -> float:
         from tests.processes import processes
@@ -189,9 +167,7 @@ class Web:
         return sum(p.cpu_seconds for p in processes() if p.group == self.process.pid)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=30)
+        gunicorn_stop(self.process)
 
 
 class Driver:
