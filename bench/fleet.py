@@ -5,13 +5,14 @@ a stand-in for the agents in this process speaks their protocol: each node sends
 every 10 s listing its servers with their readings (spread evenly over the 10 s; the first
 after each whole minute carries each server's completed minute, as an agent's does), and reports
 what its games do (`crashed`, `started_by_node`, `ready`, in turn per server; one report per
-node every BENCH_REPORT_EVERY seconds). Four phases of BENCH_SECONDS each, in the same run:
+node every BENCH_REPORT_EVERY seconds). Five phases of BENCH_SECONDS each, in the same run:
 
 1. baseline: one node with BENCH_SERVERS servers, heartbeats and reports;
 2. the floor: `GET /healthz` (a bare view) at the fleet's heartbeat rate, the same driver;
 3. BENCH_NODES nodes x BENCH_SERVERS servers at rest: heartbeats only, after BENCH_WARMUP
    seconds of them unmeasured (each web process has met each node once, as it has a few
-   minutes after it starts);
+   minutes after it starts), first without the servers' minutes (their same-run baseline),
+   then with them (the first heartbeat after each minute carries each server's);
 4. the same with reports.
 
 Each phase prints the handling time of heartbeats and reports as gunicorn measured it (its
@@ -68,6 +69,7 @@ class StandInNode:
     next_report: itertools.count[int] = field(default_factory=itertools.count)
     minutes_until: float = 0.0  # the end of the minutes the control plane acknowledged
     sending_until: float = 0.0
+    sends_minutes: bool = True  # off: what its minutes cost, measured against it
 
     def heartbeat(self) -> dict[str, object]:
         """As the agent sends it: its servers' states, its games and machine, and each
@@ -76,7 +78,7 @@ class StandInNode:
         now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         self.sending_until = time.time() // 60 * 60  # the start of the minute under way
         minutes: list[dict[str, object]] = []
-        if self.minutes_until < self.sending_until:
+        if self.sends_minutes and self.minutes_until < self.sending_until:
             completed = datetime.fromtimestamp(self.sending_until - 60, UTC)
             minutes = [{"at": completed.strftime("%Y-%m-%dT%H:%M:%SZ"), "cpu_percent": 1.5,
                         "memory_mb": 180.2, "players_online": 2}]  # fmt: skip
@@ -285,6 +287,11 @@ def main() -> None:
         bare = phase(web, fleet, reports=False, what="floor: a bare view instead", beat="healthz")
         print(f"warming up: the fleet's heartbeats for {WARMUP:.0f} s, not measured")
         Driver(web).run(fleet, WARMUP, reports=False)  # each web process meets each node
+        for node in fleet:
+            node.sends_minutes = False
+        plain = phase(web, fleet, reports=False, what="fleet at rest, heartbeats without minutes")
+        for node in fleet:
+            node.sends_minutes = True
         rest = phase(web, fleet, reports=False, what="fleet at rest")
         busy = phase(web, fleet, reports=True, what="fleet with reports")
         print("against the one-node baseline:")
@@ -297,7 +304,8 @@ def main() -> None:
             print(f"  {name}: {ratios}; web CPU {figures['cpu_percent']:.2f} % of one core")
         print(
             f"  a heartbeat costs x{rest['cpu_percent'] / max(bare['cpu_percent'], 1e-9):.2f} "
-            "the web CPU of a bare view at the same rate"
+            "the web CPU of a bare view at the same rate; the minutes "
+            f"x{rest['cpu_percent'] / max(plain['cpu_percent'], 1e-9):.2f} a heartbeat without"
         )
         from servers.models import ServerMinute
 
