@@ -22,6 +22,7 @@ from django.core.cache import cache
 from django.db import connections
 from django.utils import timezone
 
+from gshost import process_state
 from servers.errors import NodeUnavailable
 from servers.node_calls import DEADLINE_SECONDS
 from servers.node_readings import CACHE_ERRORS
@@ -105,6 +106,22 @@ def _background() -> ThreadPoolExecutor:
         if _executor is None:
             _executor = ThreadPoolExecutor(REFRESHES_AT_ONCE, thread_name_prefix="console")
         return _executor
+
+
+def _background_reset() -> None:
+    """No new fetch starts on the pool; one under way ends within its call's deadline."""
+    global _executor
+    with _executor_lock:
+        if _executor is not None:
+            _executor.shutdown(wait=False, cancel_futures=True)
+        _executor = None
+
+
+process_state.register(
+    "servers.console_mirror",
+    bound=f"a pool of at most {REFRESHES_AT_ONCE} threads, each fetch within the call's deadline",
+    reset=_background_reset,
+)
 
 
 def _refresh_soon(server_id: str, fetch: FetchLines) -> None:

@@ -102,9 +102,21 @@ class SeaweedFS:
                 time.sleep(0.3)
 
     def new_bucket(self) -> str:
+        """A new bucket that takes writes: SeaweedFS gives a new bucket its volumes at its first
+        write, which can fail while a loaded machine makes them, so a probe is written (and
+        removed) until one succeeds."""
         name = "backups-" + secrets.token_hex(6)
         self.client.create_bucket(Bucket=name)
-        return name
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            try:
+                self.client.put_object(Bucket=name, Key="probe", Body=b"probe")
+                self.client.delete_object(Bucket=name, Key="probe")
+                return name
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
 
     def keys(self, bucket: str) -> list[str]:
         listed = self.client.list_objects_v2(Bucket=bucket).get("Contents", [])
