@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from audit.models import ActorType, AuditRecord, Source
 from gshost.api.client_ip import client_ip
+from gshost.purge import PURGE_BATCH_ROWS, delete_in_batches
 
 
 class PanelAction(models.TextChoices):
@@ -117,20 +118,9 @@ def audit_system_action(
     )
 
 
-# Rows one purge statement deletes: a short transaction (tens of milliseconds), so however far
-# behind the purge is, it never holds its row locks or a snapshot for long.
-PURGE_BATCH_ROWS = 5000
-
-
 def audit_purge_expired(*, batch_rows: int = PURGE_BATCH_ROWS) -> int:
     """Delete rows older than the 24-hour window, oldest first, a batch per statement (each
     its own transaction, through the occurred_at index); returns how many went."""
     cutoff = timezone.now() - timedelta(hours=settings.AUDIT_RETENTION_HOURS)
     expired = AuditRecord.objects.filter(occurred_at__lt=cutoff).order_by("occurred_at")
-    deleted = 0
-    while True:
-        batch = list(expired.values_list("id", flat=True)[:batch_rows])
-        if batch:
-            deleted += AuditRecord.objects.filter(id__in=batch).delete()[0]
-        if len(batch) < batch_rows:
-            return deleted
+    return delete_in_batches(expired, batch_rows=batch_rows)

@@ -16,6 +16,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
+from gshost.purge import PURGE_BATCH_ROWS, delete_in_batches
 from gshost_agent.protocol import MAX_MINUTES_IN_READING
 from servers.models import ServerMinute
 from servers.node_readings import Reading
@@ -24,7 +25,6 @@ from servers.runtime import MetricsSample
 MINUTES_KEPT = timedelta(hours=24)  # the longest metrics window
 # A minute stamped further ahead than this is a node's clock gone wrong: not stored.
 CLOCK_AHEAD = timedelta(minutes=5)
-PURGE_BATCH_ROWS = 5000  # as the audit purge: each statement a short transaction
 # Rows per INSERT: 5 parameters each, well within SQLite's 999 (a heartbeat's 40 servers' minute
 # takes one; a node back after an hour away, 16).
 ROWS_PER_INSERT = 150
@@ -123,13 +123,7 @@ def server_minutes_purge_expired(*, batch_rows: int = PURGE_BATCH_ROWS) -> int:
     index); returns how many went. Scheduled hourly (servers.apps)."""
     cutoff = timezone.now() - MINUTES_KEPT
     expired = ServerMinute.objects.filter(at__lt=cutoff).order_by("at")
-    deleted = 0
-    while True:
-        batch = list(expired.values_list("pk", flat=True)[:batch_rows])
-        if batch:
-            deleted += ServerMinute.objects.filter(pk__in=batch).delete()[0]
-        if len(batch) < batch_rows:
-            return deleted
+    return delete_in_batches(expired, batch_rows=batch_rows)
 
 
 def server_metrics(
