@@ -4,12 +4,12 @@ benchmark adds differ."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
+
+from tests.processes import stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
 GUNICORN = ROOT / ".venv" / "bin" / "gunicorn"
@@ -44,12 +44,10 @@ def gunicorn_start(
             return process
         except OSError:
             time.sleep(0.1)
-    gunicorn_stop(process, sig=signal.SIGKILL)
+    stop_group(process, timeout=5)
     raise SystemExit("gunicorn did not start")
 
 
-def gunicorn_stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
-    """The whole group (master and workers); back once the master has ended."""
-    if process.poll() is None:
-        os.killpg(process.pid, sig)
-        process.wait(timeout=30)
+def gunicorn_stop(process: subprocess.Popen[bytes]) -> None:
+    """The whole group (master and workers): SIGTERM, then SIGKILL if it lingers."""
+    stop_group(process, timeout=30)

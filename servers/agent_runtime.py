@@ -125,8 +125,7 @@ def agent_call(
     """One call to the node's agent: its JSON answer, AgentError for an error it answered,
     NodeUnavailable when the node is unreachable or failing, or the agent cannot be reached
     within the deadline (`read_timeout`: a long call's own, such as a transfer's upload)."""
-    if node.state() != NodeState.ONLINE:
-        raise NodeUnavailable(node.name, "no heartbeat for 30 s")
+    _require_online(node)
     token = node_token(node)
     if token is None:
         logger.error("Node %s: its token cannot be decrypted (WEBHOOK_SECRET_KEYS?)", node.name)
