@@ -7,13 +7,12 @@ machine (/run/gshost-sandbox/slots, gone at a reboot with the namespaces), so ag
 machine never share one, and whatever a crashed agent left (a namespace, forwarding rules of a
 game whose keeper is gone) is swept by the next agent to start.
 
-iptables (Debian's), in chains of their own:
-- nat GSHOST-DNAT (from PREROUTING and OUTPUT, for the node's own addresses): each game's port
-  to the game's address;
-- nat GSHOST-SNAT (from POSTROUTING): a player on the node's loopback is masqueraded (a
-  127.0.0.1 source cannot leave it), and games reach other hosts behind the node's address;
-- filter GSHOST-IN (from INPUT, for the node's ends of the pairs): a game reaches nothing on the
-  node itself (the agent, a database on loopback or any address), only answers to players.
+The node's side of each pair has no IPv6 (`disable_ipv6`: the kernel drops every IPv6 packet
+that arrives on it) and the game's side no IPv6 address (`addrgenmode none`; a game cannot add
+one): a game reaches nothing over IPv6, link-local included, while its own loopback (`::1`)
+still works for it. `route_localnet` is on only for the node's ends of the pairs (players on
+the node's loopback are forwarded through them), never for all interfaces; an earlier agent's
+`all` is put back to 0. The packet rules are in `gshost_agent.netrules`.
 """
 
 from __future__ import annotations
@@ -32,13 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gshost_agent import netrules
+from gshost_agent.netrules import NETWORK, PREFIX
+
 logger = logging.getLogger("gshost_agent.netns")
 
 REGISTRY = Path("/run/gshost-sandbox")
-NETWORK = ipaddress.IPv4Network("100.72.0.0/16")
 SLOT_COUNT = NETWORK.num_addresses // 4
 NETNS_DIR = Path("/run/netns")
-PREFIX = "gsh"
 # A slot claimed this long ago whose keeper never came is a crashed start's: swept.
 CLAIM_GRACE_SECONDS = 120.0
 POOL_SIZE = 8  # networks an agent keeps made ahead (AGENT_NETWORK_POOL)
@@ -94,11 +94,7 @@ def _removal(slot: Slot) -> str:
 
 def forwarding_rules(slot: Slot, port: int) -> list[str]:
     """The slot's rules in GSHOST-DNAT, as iptables-save writes them (without -A/-D)."""
-    return [
-        f"GSHOST-DNAT -p {protocol} -m {protocol} --dport {port} "
-        f"-j DNAT --to-destination {slot.game_address}:{port}"
-        for protocol in ("tcp", "udp")
-    ]
+    return netrules.forwarding_rules(slot.game_address, port)
 
 
 class Registry:
@@ -236,24 +232,23 @@ async def run(*argv: str, stdin: str | None = None, check: bool = True) -> str:
     return out.decode(errors="replace")
 
 
-BASE_NAT = [
-    "-A PREROUTING -m addrtype --dst-type LOCAL -j GSHOST-DNAT",
-    "-A OUTPUT -m addrtype --dst-type LOCAL -j GSHOST-DNAT",
-    "-A POSTROUTING -j GSHOST-SNAT",
-    f"-A GSHOST-SNAT -s 127.0.0.0/8 -d {NETWORK} -j MASQUERADE",
-    f"-A GSHOST-SNAT -s {NETWORK} ! -d {NETWORK} -j MASQUERADE",
-]
-BASE_FILTER = [
-    f"-A INPUT -i {PREFIX}h+ -j GSHOST-IN",
-    f"-A FORWARD -s {NETWORK} -j ACCEPT",
-    f"-A FORWARD -d {NETWORK} -j ACCEPT",
-    "-A GSHOST-IN -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
-    "-A GSHOST-IN -j DROP",
-]
-SYSCTLS = {
+# The node's own settings. `route_localnet` for all interfaces would let an adjacent host reach
+# the node's loopback services (CVE-2020-8558): it is on only for the games' links (`_seal_link`).
+NODE_SYSCTLS = {
     "net/ipv4/ip_forward": "1",
-    "net/ipv4/conf/all/route_localnet": "1",  # the node's loopback forwards to games
+    "net/ipv4/conf/all/route_localnet": "0",
 }
+SYSCTL_ROOT = Path("/proc/sys")
+
+
+def _seal_link(link: str) -> None:
+    """The node's end of a game's pair: no IPv6 on it (the kernel drops what arrives), the
+    node's loopback forwarded through it to players' games, and only the game's own addresses
+    as sources (strict reverse path: a game cannot send as another)."""
+    if (SYSCTL_ROOT / "net/ipv6/conf" / link).exists():
+        (SYSCTL_ROOT / "net/ipv6/conf" / link / "disable_ipv6").write_text("1")
+    (SYSCTL_ROOT / "net/ipv4/conf" / link / "route_localnet").write_text("1")
+    (SYSCTL_ROOT / "net/ipv4/conf" / link / "rp_filter").write_text("1")
 
 
 class Networks:
@@ -266,10 +261,15 @@ class Networks:
         iptables_restore: str,
         registry: Registry,
         pool_size: int = POOL_SIZE,
+        *,
+        ip6tables: str | None = None,
+        ip6tables_restore: str | None = None,
     ) -> None:
         self.ip = ip
         self.iptables = iptables
         self.iptables_restore = iptables_restore
+        self.ip6tables = ip6tables
+        self.ip6tables_restore = ip6tables_restore
         self.registry = registry
         self._ready = False
         # The registry's lock is a file lock, held across awaits: one coroutine at a time.
@@ -281,23 +281,33 @@ class Networks:
         self._removing: set[asyncio.Task[None]] = set()
 
     async def prepare(self) -> None:
-        """The node's side, made once (the chains stay while the machine runs)."""
-        for key, value in SYSCTLS.items():
-            Path("/proc/sys", key).write_text(value)
+        """The node's side, made once (the chains stay while the machine runs). The links of
+        games an earlier agent started are sealed first, so their players on the node's
+        loopback keep their games when `all.route_localnet` goes back to 0."""
+        for link in sorted(Path("/sys/class/net").glob(f"{PREFIX}h[0-9]*")):
+            with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+                _seal_link(link.name)
+        for key, value in NODE_SYSCTLS.items():
+            (SYSCTL_ROOT / key).write_text(value)
         async with self._lock:
-            await self._prepare_chains()
+            await self._prepare_rules()
         self._ready = True
 
-    async def _prepare_chains(self) -> None:
+    async def _prepare_rules(self) -> None:
         with self.registry.locked():
-            for table, base in (("nat", BASE_NAT), ("filter", BASE_FILTER)):
-                chains = ("GSHOST-DNAT", "GSHOST-SNAT") if table == "nat" else ("GSHOST-IN",)
+            for table in ("nat", "filter"):
                 present = await run(self.iptables, "-w", "-t", table, "-S", check=False)
-                if all(f"-N {chain}" in present for chain in chains):
-                    continue
-                lines = [f"*{table}", *(f":{chain} - [0:0]" for chain in chains), *base]
-                restore = "\n".join(lines) + "\nCOMMIT\n"
-                await run(self.iptables_restore, "-w", "--noflush", stdin=restore)
+                restore = netrules.restore_v4(table, present)
+                if restore is not None:
+                    await run(self.iptables_restore, "-w", "--noflush", stdin=restore)
+            if not (SYSCTL_ROOT / "net/ipv6").exists():
+                return  # a kernel without IPv6: nothing to seal
+            if self.ip6tables is None or self.ip6tables_restore is None:
+                raise NetworkError("ip6tables is needed to seal games' networks for IPv6")
+            present = await run(self.ip6tables, "-w", "-t", "filter", "-S", check=False)
+            restore = netrules.restore_v6("filter", present)
+            if restore is not None:
+                await run(self.ip6tables_restore, "-w", "--noflush", stdin=restore)
 
     async def open(self, owner: dict[str, Any], port: int) -> Slot:
         """A new network for a game listening on `port`; PortTaken when it is not free."""
@@ -370,18 +380,21 @@ class Networks:
                 f"link add {slot.host_link} type veth peer name {slot.game_link} "
                 f"netns {slot.netns}",
                 f"addr add {slot.host_address}/30 dev {slot.host_link}",
+                f"link set {slot.host_link} addrgenmode none",  # no IPv6 address, ever
                 f"link set {slot.host_link} up",
             ]
         )
         inside = "\n".join(
             [
                 f"addr add {slot.game_address}/30 dev {slot.game_link}",
+                f"link set {slot.game_link} addrgenmode none",
                 f"link set {slot.game_link} up",
                 "link set lo up",
                 f"route add default via {slot.host_address}",
             ]
         )
         await run(self.ip, "-batch", "-", stdin=outside + "\n")
+        _seal_link(slot.host_link)
         await run(self.ip, "-n", slot.netns, "-batch", "-", stdin=inside + "\n")
 
     async def close(self, slot: Slot, port: int | None, *, keep: bool = True) -> None:

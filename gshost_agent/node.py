@@ -88,6 +88,8 @@ def _networks(sandboxing: Sandboxing, pool_size: int) -> Networks | None:
         sandboxing.tool("iptables-restore"),
         Registry(),
         pool_size,
+        ip6tables=sandboxing.tool("ip6tables"),
+        ip6tables_restore=sandboxing.tool("ip6tables-restore"),
     )
 
 

@@ -27,7 +27,10 @@ from pathlib import Path
 
 SANDBOXED = "sandboxed"
 UNSANDBOXED = "unsandboxed"
-TOOLS = ("bwrap", "nsenter", "setpriv", "ip", "iptables", "iptables-restore", "env")
+TOOLS = (
+    *("bwrap", "nsenter", "setpriv", "ip", "env"),
+    *("iptables", "iptables-restore", "ip6tables", "ip6tables-restore"),
+)
 # The system a game sees, read-only; what else the root holds is invisible to it.
 SYSTEM_DIRECTORIES = ("/usr", "/etc")
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")

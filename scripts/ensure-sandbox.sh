@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # What a node needs to run every game in a sandbox, from Debian's packages: bubblewrap (mount,
 # PID and IPC namespaces), iproute2 (a network namespace and a veth pair per game), iptables
-# (the game's port forwarded from the node's address) and util-linux's setpriv and nsenter.
+# and ip6tables (the game's port forwarded from the node's address, and the rest sealed, IPv6
+# included) and util-linux's setpriv and nsenter.
 # Installed from apt when missing; anything else is told exactly what to install.
 set -euo pipefail
 
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
-command -v iptables >/dev/null || missing+=(iptables)
+{ command -v iptables >/dev/null && command -v ip6tables >/dev/null; } || missing+=(iptables)
 command -v ip >/dev/null || missing+=(iproute2)
 { command -v setpriv >/dev/null && command -v nsenter >/dev/null; } || missing+=(util-linux)
 ((${#missing[@]})) || exit 0

@@ -7,6 +7,7 @@ the caller to read. The agent tests (tests/agent/conftest.py) and the agent benc
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ class ControlPlane:
 
     port: int
     token: str = TOKEN
+    address: str = "127.0.0.1"  # where it listens
+    tls: tuple[str, str] | None = None  # a certificate and its key: HTTPS
     reports: list[dict[str, Any]] = field(default_factory=list)
     repeats: int = 0
     heartbeats: list[dict[str, Any]] = field(default_factory=list)
@@ -36,10 +39,14 @@ class ControlPlane:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.address}:{self.port}"
 
     def up(self) -> None:
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), _handler_for(self))
+        self.server = ThreadingHTTPServer((self.address, self.port), _handler_for(self))
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def down(self) -> None:
