@@ -284,7 +284,8 @@ class Networks:
         """The node's side, made once (the chains stay while the machine runs). The links of
         games an earlier agent started are sealed first, so their players on the node's
         loopback keep their games when `all.route_localnet` goes back to 0."""
-        for link in sorted(Path("/sys/class/net").glob(f"{PREFIX}h[0-9]*")):
+        # /proc/sys/net is the agent's network namespace (/sys/class/net is its mount's).
+        for link in sorted((SYSCTL_ROOT / "net/ipv4/conf").glob(f"{PREFIX}h[0-9]*")):
             with contextlib.suppress(FileNotFoundError):  # removed meanwhile
                 _seal_link(link.name)
         for key, value in NODE_SYSCTLS.items():

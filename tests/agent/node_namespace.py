@@ -25,7 +25,28 @@ from tests.agent.conftest import ROOT, Agent
 from tests.agent.lines import LineReader
 
 UPLINK = "uplink"  # the node's (and the adjacent host's) link to the machine, inside
-_OURS = re.compile(r"^gsnet(?P<pid>\d+)[nmb]$")
+_OURS = re.compile(r"^gsnet(?P<pid>\d+)[nmbr]$")
+
+# What an agent of the round before left on its node: its chains, and every game reaching every
+# other game's ports (FORWARD ... ACCEPT); `route_localnet` on for all interfaces.
+EARLIER_AGENTS_RULES = """*nat
+:GSHOST-DNAT - [0:0]
+:GSHOST-SNAT - [0:0]
+-A PREROUTING -m addrtype --dst-type LOCAL -j GSHOST-DNAT
+-A OUTPUT -m addrtype --dst-type LOCAL -j GSHOST-DNAT
+-A POSTROUTING -j GSHOST-SNAT
+-A GSHOST-SNAT -s 127.0.0.0/8 -d 100.72.0.0/16 -j MASQUERADE
+-A GSHOST-SNAT -s 100.72.0.0/16 ! -d 100.72.0.0/16 -j MASQUERADE
+COMMIT
+*filter
+:GSHOST-IN - [0:0]
+-A INPUT -i gshh+ -j GSHOST-IN
+-A FORWARD -s 100.72.0.0/16 -j ACCEPT
+-A FORWARD -d 100.72.0.0/16 -j ACCEPT
+-A GSHOST-IN -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A GSHOST-IN -j DROP
+COMMIT
+"""
 
 # Listens on argv[1] (any free port, printed), answers each connection "NODE".
 LISTENER = """
@@ -51,8 +72,10 @@ except OSError as error:
 """
 
 
-def run(*command: str) -> str:
-    return subprocess.run(command, capture_output=True, text=True, check=True, timeout=30).stdout
+def run(*command: str, stdin: str | None = None) -> str:
+    return subprocess.run(
+        command, input=stdin, capture_output=True, text=True, check=True, timeout=30
+    ).stdout
 
 
 class NodeNetwork:
@@ -87,6 +110,11 @@ class NodeNetwork:
     def sysctl(self, name: str, value: str | None = None) -> str:
         assignment = name if value is None else f"{name}={value}"
         return run(*self.inside("sysctl", "-n", *(["-w"] if value else []), assignment)).strip()
+
+    def as_an_earlier_agent_left_it(self) -> None:
+        self.sysctl("net.ipv4.conf.all.route_localnet", "1")
+        self.sysctl("net.ipv4.ip_forward", "1")
+        run(*self.inside("iptables-restore", "-w", "--noflush"), stdin=EARLIER_AGENTS_RULES)
 
     def connect_from_node(self, host: str, port: int, send: str = "") -> str:
         """What a client on the node hears at host:port (`answered <line>` or `failed ...`)."""

@@ -60,8 +60,8 @@ def plane(node: NodeNetwork, authority: trustme.CA, tls: Path) -> Iterator[Contr
 
 @pytest.fixture(scope="module")
 def agent(node, plane, authority, tls, certificates, games_dir) -> Iterator[NodeAgent]:
-    """The node's agent, started where an earlier agent left `all.route_localnet` on."""
-    node.sysctl("net.ipv4.conf.all.route_localnet", "1")
+    """The node's agent, started where an earlier agent left its rules and `route_localnet`."""
+    node.as_an_earlier_agent_left_it()
     cert, key = issued(authority, node.address, tls)
     directory = data_dir()
     env = {
