@@ -174,3 +174,17 @@ def test_a_game_still_reaches_other_hosts(agent, plane, node):
     with socket.create_server((node.machine_address, 0)) as other_host:
         port = other_host.getsockname()[1]
         assert probe(agent, attacker, f"connect {node.machine_address} {port}") == "connected"
+
+
+def test_a_new_agent_keeps_the_loopback_players_of_games_an_earlier_agent_started(
+    agent, plane, node
+):
+    server_id, port = agent.start_server("demo")
+    plane.wait_for_report(server_id, "ready")
+    agent.end()  # its games keep running, with their keepers
+    link = slot_of(agent, server_id).host_link
+    node.sysctl(f"net.ipv4.conf.{link}.route_localnet", "0")  # as an earlier agent made it
+    node.sysctl("net.ipv4.conf.all.route_localnet", "1")
+    agent.start()
+    assert node.sysctl("net.ipv4.conf.all.route_localnet") == "0"
+    assert node.connect_from_node("127.0.0.1", port, "JOIN bob\n") == "answered WELCOME bob"
