@@ -12,7 +12,7 @@ that arrives on it) and the game's side no IPv6 address (`addrgenmode none`; a g
 one): a game reaches nothing over IPv6, link-local included, while its own loopback (`::1`)
 still works for it. `route_localnet` is on only for the node's ends of the pairs (players on
 the node's loopback are forwarded through them), never for all interfaces; an earlier agent's
-`all` is put back to 0. The packet rules are in `gshost_agent.netrules`.
+`all` is put back to 0. The packet rules and these settings are in `gshost_agent.netrules`.
 """
 
 from __future__ import annotations
@@ -82,10 +82,16 @@ class Slot:
         return str(NETWORK.network_address + 4 * self.number + 2)
 
 
+def _link_exists(name: str) -> bool:
+    """A link of the agent's network namespace (/proc/sys/net is the namespace of whoever
+    reads it; /sys/class/net that of its mount, the machine's for an agent run by nsenter)."""
+    return (netrules.SYSCTL_ROOT / "net/ipv4/conf" / name).exists()
+
+
 def _removal(slot: Slot) -> str:
     """`ip -force -batch` lines that remove what of the slot's network exists."""
     lines = []
-    if Path("/sys/class/net", slot.host_link).exists():
+    if _link_exists(slot.host_link):
         lines.append(f"link delete {slot.host_link}")
     if slot.netns_path.exists():
         lines.append(f"netns delete {slot.netns}")
@@ -232,25 +238,6 @@ async def run(*argv: str, stdin: str | None = None, check: bool = True) -> str:
     return out.decode(errors="replace")
 
 
-# The node's own settings. `route_localnet` for all interfaces would let an adjacent host reach
-# the node's loopback services (CVE-2020-8558): it is on only for the games' links (`_seal_link`).
-NODE_SYSCTLS = {
-    "net/ipv4/ip_forward": "1",
-    "net/ipv4/conf/all/route_localnet": "0",
-}
-SYSCTL_ROOT = Path("/proc/sys")
-
-
-def _seal_link(link: str) -> None:
-    """The node's end of a game's pair: no IPv6 on it (the kernel drops what arrives), the
-    node's loopback forwarded through it to players' games, and only the game's own addresses
-    as sources (strict reverse path: a game cannot send as another)."""
-    if (SYSCTL_ROOT / "net/ipv6/conf" / link).exists():
-        (SYSCTL_ROOT / "net/ipv6/conf" / link / "disable_ipv6").write_text("1")
-    (SYSCTL_ROOT / "net/ipv4/conf" / link / "route_localnet").write_text("1")
-    (SYSCTL_ROOT / "net/ipv4/conf" / link / "rp_filter").write_text("1")
-
-
 class Networks:
     """Makes and removes games' networks (as root)."""
 
@@ -284,12 +271,11 @@ class Networks:
         """The node's side, made once (the chains stay while the machine runs). The links of
         games an earlier agent started are sealed first, so their players on the node's
         loopback keep their games when `all.route_localnet` goes back to 0."""
-        # /proc/sys/net is the agent's network namespace (/sys/class/net is its mount's).
-        for link in sorted((SYSCTL_ROOT / "net/ipv4/conf").glob(f"{PREFIX}h[0-9]*")):
+        for link in sorted((netrules.SYSCTL_ROOT / "net/ipv4/conf").glob(f"{PREFIX}h[0-9]*")):
             with contextlib.suppress(FileNotFoundError):  # removed meanwhile
-                _seal_link(link.name)
-        for key, value in NODE_SYSCTLS.items():
-            (SYSCTL_ROOT / key).write_text(value)
+                netrules.seal_link(link.name)
+        for key, value in netrules.NODE_SYSCTLS.items():
+            (netrules.SYSCTL_ROOT / key).write_text(value)
         async with self._lock:
             await self._prepare_rules()
         self._ready = True
@@ -301,7 +287,7 @@ class Networks:
                 restore = netrules.restore_v4(table, present)
                 if restore is not None:
                     await run(self.iptables_restore, "-w", "--noflush", stdin=restore)
-            if not (SYSCTL_ROOT / "net/ipv6").exists():
+            if not (netrules.SYSCTL_ROOT / "net/ipv6").exists():
                 return  # a kernel without IPv6: nothing to seal
             if self.ip6tables is None or self.ip6tables_restore is None:
                 raise NetworkError("ip6tables is needed to seal games' networks for IPv6")
@@ -395,7 +381,7 @@ class Networks:
             ]
         )
         await run(self.ip, "-batch", "-", stdin=outside + "\n")
-        _seal_link(slot.host_link)
+        netrules.seal_link(slot.host_link)
         await run(self.ip, "-n", slot.netns, "-batch", "-", stdin=inside + "\n")
 
     async def close(self, slot: Slot, port: int | None, *, keep: bool = True) -> None:
@@ -430,7 +416,7 @@ class Networks:
 
     async def _remove_link(self, slot: Slot) -> None:
         """The node's end of the slot's pair, where it outlived its namespace."""
-        if Path("/sys/class/net", slot.host_link).exists():
+        if _link_exists(slot.host_link):
             await run(self.ip, "link", "delete", slot.host_link, check=False)
 
     async def sweep(self) -> list[int]:

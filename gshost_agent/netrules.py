@@ -1,6 +1,6 @@
 """The node's packet rules for games' networks (iptables and ip6tables, Debian's), as
-`iptables -S` writes them, and the one `iptables-restore --noflush` input that brings a table
-from what it holds to them.
+`iptables -S` writes them, the one `iptables-restore --noflush` input that brings a table from
+what it holds to them, and the kernel's settings for the node and the games' links.
 
 IPv4, in chains of our own:
 - nat GSHOST-DNAT (from PREROUTING and OUTPUT, for the node's own addresses): each game's port
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
+from pathlib import Path
 
 NETWORK = ipaddress.IPv4Network("100.72.0.0/16")
 PREFIX = "gsh"
@@ -80,6 +81,25 @@ HOOKS_V6 = {
         f"-A OUTPUT -o {GAME_LINKS} -j DROP",
     ],
 }
+
+
+# The node's own settings. `route_localnet` for all interfaces would let an adjacent host reach
+# the node's loopback services (CVE-2020-8558): it is on only for the games' links (`seal_link`).
+NODE_SYSCTLS = {
+    "net/ipv4/ip_forward": "1",
+    "net/ipv4/conf/all/route_localnet": "0",
+}
+SYSCTL_ROOT = Path("/proc/sys")
+
+
+def seal_link(link: str) -> None:
+    """The node's end of a game's pair: no IPv6 on it (the kernel drops what arrives), the
+    node's loopback forwarded through it to players' games, and only the game's own addresses
+    as sources (strict reverse path: a game cannot send as another)."""
+    if (SYSCTL_ROOT / "net/ipv6/conf" / link).exists():
+        (SYSCTL_ROOT / "net/ipv6/conf" / link / "disable_ipv6").write_text("1")
+    (SYSCTL_ROOT / "net/ipv4/conf" / link / "route_localnet").write_text("1")
+    (SYSCTL_ROOT / "net/ipv4/conf" / link / "rp_filter").write_text("1")
 
 
 def forwarding_rules(game_address: str, port: int) -> list[str]:
