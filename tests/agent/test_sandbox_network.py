@@ -131,6 +131,7 @@ def test_a_game_cannot_reach_the_node_over_ipv6_at_its_link_local_address(agent,
     node_end = f"{link_local(mac)}%{slot.game_link}"
     with node.listening("::") as port:
         assert probe(agent, attacker, f"connect {node_end} {port}").startswith("failed")
+    assert "inet6" not in node.ip("addr", "show", "dev", slot.host_link)
 
 
 def test_an_adjacent_host_cannot_reach_a_service_on_the_nodes_loopback(agent, node):
