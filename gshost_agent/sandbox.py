@@ -3,15 +3,17 @@
 A sandboxed game runs, from the outside in:
 - in a network namespace of its own (`gshost_agent.netns`), entered with util-linux's
   `nsenter`: only its port is forwarded to it from the node's addresses;
-- under Debian's `bubblewrap`: PID, IPC, UTS and mount namespaces, a read-only system (`/usr`,
+- as its server's own unprivileged uid and gid (`setpriv`, `gshost_agent.identities`), without
+  capabilities and with `no_new_privs` (setuid binaries give nothing). Root runs nothing after
+  that, and root's helpers run from `/` with a fixed environment (`gshost_agent.keeper`);
+- under Debian's `bubblewrap`, run as that user: a user namespace mapping that uid to itself
+  and allowing no new ones, PID, IPC, UTS and mount namespaces, a read-only system (`/usr`,
   `/etc` and the links to them), its server directory the only place it writes that lasts, the
   template's files read-only, and a private `/tmp` and `/dev/shm` (tmpfs, sized to its memory
   limit, counted in its memory cgroup and gone when it stops). Nothing else of the node (the
-  agent's data, the control plane's checkout, other servers) exists in there;
-- as its server's unprivileged user and group (`setpriv`), without capabilities and with
-  `no_new_privs` (setuid binaries give nothing);
-- in cgroups of its own (memory, pids, cpu), which the keeper makes and enters
-  (`gshost_agent.keeper`).
+  agent's data, the control plane's checkout, other servers) exists in there. bubblewrap gives
+  the game the template's environment, and loads the seccomp filter (`gshost_agent.seccomp`);
+- in cgroups of its own (memory, pids, cpu), which the keeper makes and enters.
 
 Without these means (an agent that is not root, or the tools missing: scripts/ensure-sandbox.sh
 installs them) the agent refuses to start games, unless AGENT_ALLOW_UNSANDBOXED=true.
