@@ -180,3 +180,8 @@ def test_a_port_a_node_in_another_namespace_forwards_is_free_here(tmp_path: Path
     _claimed_elsewhere(registry, 27000, "net:[1]")
 
     assert registry.claim({"server_id": "srv_b"}, 27000) == Slot(1)
+
+
+def test_the_heartbeat_says_the_game_runs_under_seccomp_as_a_uid_of_its_servers_own():
+    said = Sandboxing(True, tools=TOOLS).describe()
+    assert "seccomp" in said and "uid per server" in said and "no user ns" in said
