@@ -60,6 +60,14 @@ class ServerIds:
                     return number
         raise NoServerIdLeft(f"no server id left in {FIRST_ID}..{FIRST_ID + ID_COUNT - 1}")
 
+    def id_of(self, server_dir: Path) -> int | None:
+        """The id claimed for `server_dir`, if any."""
+        with self.locked():
+            for number, held in self._entries().items():
+                if held == str(server_dir):
+                    return number
+        return None
+
     def release(self, server_dir: Path) -> None:
         with self.locked():
             for number, held in self._entries().items():

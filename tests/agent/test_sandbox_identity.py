@@ -235,6 +235,20 @@ def test_a_directory_the_one_game_user_wrote_is_the_servers_own_at_its_next_star
     assert directory.stat().st_gid == uid
 
 
+def test_a_server_deleted_from_the_node_gives_its_id_back(agent, control_plane):
+    server_id, _ = agent.start_server("prober")
+    control_plane.wait_for_report(server_id, "ready")
+    directory = agent.data_dir / "servers" / server_id
+    assert ServerIds().id_of(directory) == agent.game_process(server_id).uids().real
+    agent.request("POST", f"/v1/servers/{server_id}/stop")
+    control_plane.wait_for_report(server_id, "halted")
+    wait_until(lambda: agent.state_of(server_id) == "stopped")
+
+    assert agent.request("DELETE", f"/v1/servers/{server_id}").status_code == 200
+
+    assert not directory.exists() and ServerIds().id_of(directory) is None
+
+
 def test_a_server_keeps_its_id_and_no_other_directory_gets_it(tmp_path: Path) -> None:
     one, two = tmp_path / "a" / "servers" / "srv_one", tmp_path / "b" / "servers" / "srv_two"
     one.mkdir(parents=True)
