@@ -1,9 +1,9 @@
 """The keeper: one small process per game server, in the manner of conmon.
 
-`python -m gshost_agent.keeper <run dir>` reads `spec.json` there, starts the game (as the game
-user, in a session of its own, with the memory limit), holds its pipes, appends its output to a
-bounded console log, answers the agent on a Unix socket, and records how the game ended in
-`exit.json` before it exits itself. The agent starts keepers detached, so it can stop, be
+`python -m gshost_agent.keeper <run dir>` reads `spec.json` there, starts the game (as its
+server's user, in a session of its own, with the memory limit), holds its pipes, appends its
+output to a bounded console log, answers the agent on a Unix socket, and records how the game
+ended in `exit.json` before it exits itself. The agent starts keepers detached, so it can stop, be
 upgraded or die and come back while the games go on.
 
 Socket protocol (`keeper.sock`): the client sends one JSON object on one line:

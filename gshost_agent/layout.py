@@ -69,7 +69,9 @@ def check_owned(path: Path) -> None:
 
 @dataclass(frozen=True)
 class GameIdentity:
-    """Who games run as. `uid` None: the agent's own user (an agent that is not root)."""
+    """Whether games run as users of their own. `uid` None: they run as the agent's own user
+    (an agent that is not root); else AGENT_GAME_USER's uid, and each server's game runs as
+    that server's own ids (Layout.prepare_server)."""
 
     uid: int | None
 

@@ -286,15 +286,7 @@ class Supervisor:
                 "cpu_percent": request.cpu_percent,
             }
             sandboxed = await self._sandbox(request, argv, directory, game_files, gid)
-            spec |= {
-                "argv": sandboxed,
-                "env": {},  # the template's is bubblewrap's to give, to the game alone
-                "cwd": "/",
-                "seccomp": {
-                    "path": self.sandboxing.seccomp_filter,
-                    "argument": seccomp_argument(sandboxed),
-                },
-            }
+            spec |= self._helpers_spec(sandboxed)
         try:
             self.keeper = await self.spawn_keeper(run_dir, spec, self.zygote)
         except BaseException:
@@ -331,6 +323,19 @@ class Supervisor:
             environment=dict(self.template.environment),
         )
         return sandboxed_command(self.sandboxing, box, argv)
+
+    def _helpers_spec(self, sandboxed: list[str]) -> dict[str, Any]:
+        """How the keeper runs root's helpers of a sandboxed game: from `/`, with nothing of
+        the template's (bubblewrap gives the game its environment), and the seccomp filter."""
+        return {
+            "argv": sandboxed,
+            "env": {},
+            "cwd": "/",
+            "seccomp": {
+                "path": self.sandboxing.seccomp_filter,
+                "argument": seccomp_argument(sandboxed),
+            },
+        }
 
     async def _close_network(self) -> None:
         """The sandbox's network gone, once its game has ended (or never started)."""
