@@ -100,8 +100,28 @@ def detect(
         return Sandboxing(False, "no writable cgroup hierarchy", allow_unsandboxed)
     if not Path("/proc/self/ns/net").exists():
         return Sandboxing(False, "no network namespaces", allow_unsandboxed)
+    if refused := user_namespaces_refused():
+        return Sandboxing(False, refused, allow_unsandboxed)
     tools = tuple((name, str(path)) for name, path in found.items())
     return Sandboxing(True, "", allow_unsandboxed, tools)
+
+
+def user_namespaces_refused(proc_sys: Path = Path("/proc/sys")) -> str:
+    """Why bubblewrap, run as a server's user, could not make the game's user namespace (""
+    when it can): the kernel's switches for unprivileged user namespaces."""
+    switches = {
+        "user/max_user_namespaces": lambda value: int(value) > 0,
+        "kernel/unprivileged_userns_clone": lambda value: value == "1",  # Debian's older kernels
+        "kernel/apparmor_restrict_unprivileged_userns": lambda value: value == "0",  # Ubuntu's
+    }
+    for name, allows in switches.items():
+        try:
+            value = (proc_sys / name).read_text().strip()
+        except OSError:
+            continue  # a kernel without the switch
+        if not allows(value):
+            return f"no unprivileged user namespaces ({name.replace('/', '.')} = {value})"
+    return ""
 
 
 def with_seccomp(sandboxing: Sandboxing, path: Path) -> Sandboxing:

@@ -17,6 +17,7 @@ from gshost_agent.sandbox import (
     detect,
     sandboxed_command,
     seccomp_argument,
+    user_namespaces_refused,
 )
 
 TOOLS = tuple((name, f"/usr/bin/{name}") for name in ("nsenter", "bwrap", "setpriv", "env"))
@@ -185,3 +186,21 @@ def test_a_port_a_node_in_another_namespace_forwards_is_free_here(tmp_path: Path
 def test_the_heartbeat_says_the_game_runs_under_seccomp_as_a_uid_of_its_servers_own():
     said = Sandboxing(True, tools=TOOLS).describe()
     assert "seccomp" in said and "uid per server" in said and "no user ns" in said
+
+
+@pytest.mark.parametrize(
+    ("switch", "value", "refused"),
+    [
+        ("user/max_user_namespaces", "0", True),
+        ("user/max_user_namespaces", "96363", False),
+        ("kernel/unprivileged_userns_clone", "0", True),
+        ("kernel/apparmor_restrict_unprivileged_userns", "1", True),
+    ],
+)
+def test_a_kernel_without_unprivileged_user_namespaces_cannot_sandbox(
+    tmp_path: Path, switch: str, value: str, refused: bool
+) -> None:
+    (tmp_path / switch).parent.mkdir(parents=True)
+    (tmp_path / switch).write_text(value + "\n")
+    said = user_namespaces_refused(tmp_path)
+    assert bool(said) is refused and (not refused or switch.replace("/", ".") in said)
