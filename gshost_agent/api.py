@@ -433,7 +433,7 @@ async def commit_view(request: web.Request) -> web.Response:
     server_id = server_id_of(request)
     node = request.app[NODE]
     try:
-        node.transfers.commit(server_id, node.identity.uid)
+        node.transfers.commit(server_id)
     except TransferError as error:
         raise refused(error) from error
     return web.json_response({"committed": True})

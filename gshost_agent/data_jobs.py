@@ -223,7 +223,7 @@ class JobWork:
     server_id: str
     request: JobRequest
     template: GameTemplate
-    owner: tuple[int, int] | None  # the game's uid and the server's gid (None: not root)
+    owner: tuple[int, int] | None  # the server's own uid and gid (None: not root)
     progress: Callable[[int], None]
     ending: threading.Event
     part_urls: bucket.PartUrls | None = None
@@ -392,7 +392,7 @@ class ServerData:
         gid = self._adopt(template)
         save_job(self.run_dir, request, start_again=pausing is not None)
         self.job = request
-        owner = None if self.identity.uid is None or gid is None else (self.identity.uid, gid)
+        owner = None if gid is None else (gid, gid)  # the server's own uid and gid
         loop = asyncio.get_running_loop()
 
         def progress(percent: int) -> None:  # from the job's thread

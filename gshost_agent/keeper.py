@@ -1,9 +1,9 @@
 """The keeper: one small process per game server, in the manner of conmon.
 
-`python -m gshost_agent.keeper <run dir>` reads `spec.json` there, starts the game (as the game
-user, in a session of its own, with the memory limit), holds its pipes, appends its output to a
-bounded console log, answers the agent on a Unix socket, and records how the game ended in
-`exit.json` before it exits itself. The agent starts keepers detached, so it can stop, be
+`python -m gshost_agent.keeper <run dir>` reads `spec.json` there, starts the game (as its
+server's user, in a session of its own, with the memory limit), holds its pipes, appends its
+output to a bounded console log, answers the agent on a Unix socket, and records how the game
+ended in `exit.json` before it exits itself. The agent starts keepers detached, so it can stop, be
 upgraded or die and come back while the games go on.
 
 Socket protocol (`keeper.sock`): the client sends one JSON object on one line:
@@ -63,6 +63,8 @@ SANDBOX_IGNORED_SIGNALS = (
 )
 
 
+# All that root's helpers of a sandboxed game (nsenter, setpriv) run with.
+HELPER_ENVIRONMENT = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 RESERVE = "reserve"  # <data>/reserve: room kept for the agent's own state (layout.py)
 
 
@@ -264,17 +266,23 @@ class Keeper:
     async def start_game(self) -> None:
         self.memory.create()
         loop = asyncio.get_running_loop()
-        transport, self.protocol = await loop.subprocess_exec(
-            lambda: GameProtocol(limit=LINE_LIMIT * 4, loop=loop),
-            *self.spec["argv"],
-            cwd=self.spec["cwd"],
-            env=self.spec["env"],
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=self.become_the_game,  # the keeper has no thread yet: safe
-        )
+        argv, cwd, env, passed = self.exec_plan()
+        try:
+            transport, self.protocol = await loop.subprocess_exec(
+                lambda: GameProtocol(limit=LINE_LIMIT * 4, loop=loop),
+                *argv,
+                cwd=cwd,
+                env=env,
+                pass_fds=passed,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=self.become_the_game,  # the keeper has no thread yet: safe
+            )
+        finally:
+            for descriptor in passed:
+                os.close(descriptor)
         self.process = asyncio.subprocess.Process(transport, self.protocol, loop)
         self.started_at = format_time()
         write_json_atomically(
@@ -282,13 +290,26 @@ class Keeper:
             {"pid": self.process.pid, "keeper_pid": os.getpid(), "started_at": self.started_at},
         )
 
+    def exec_plan(self) -> tuple[list[str], str, dict[str, str], tuple[int, ...]]:
+        """What the keeper runs, from where, with which environment and descriptors. A sandboxed
+        game's command starts with root's helpers (nsenter, setpriv): they run from `/` with a
+        fixed environment, never the game's directory or the template's environment (a
+        library the game planted would load as root); bubblewrap gives the game its own."""
+        argv = list(self.spec["argv"])
+        if not self.sandboxed:
+            return argv, self.spec["cwd"], dict(self.spec["env"]), ()
+        seccomp = self.spec["seccomp"]  # the node's filter, and where its descriptor goes
+        descriptor = os.open(seccomp["path"], os.O_RDONLY | os.O_CLOEXEC)
+        argv[int(seccomp["argument"])] = str(descriptor)
+        return argv, "/", dict(HELPER_ENVIRONMENT), (descriptor,)
+
     def become_the_game(self) -> None:
         # What the keeper ignores (a terminal's signals) would stay ignored in the game.
         self.memory.enter()
         if self.sandboxed:
             # bubblewrap's monitor must outlive a stop signal (the game's to handle, and its
             # end ends the sandbox): ignored here, set back to default in the sandbox (`env
-            # --default-signal`), which also drops root there (`setpriv`).
+            # --default-signal`). Root is dropped before bubblewrap (`setpriv`).
             for number in SANDBOX_IGNORED_SIGNALS:
                 signal.signal(number, signal.SIG_IGN)
             return

@@ -8,9 +8,14 @@
     <data>/samples/    0700 root: 24 h of readings per server
     <data>/backups/    0700 root; <id>/<backup id>.tar.gz, archives games cannot read
 
-A game runs as AGENT_GAME_USER with one group only, its server's (a gid of
-SERVER_GID_FIRST.. with no name, recorded as its directory's group): it can enter its own
-directory and nobody else's, and a game of another server (another gid) cannot ptrace it.
+Each server's game runs as a uid of its own, with the gid of the same number as its one group
+(gshost_agent.identities: claimed per machine, kept while the server's directory exists,
+released when the server leaves the node); the server's directory is that group's: its game
+can enter it and no other server's, and no other game shares its uid, so neither can signal
+or trace it, nor share its keyrings, inotify instances or process counts. A directory an
+earlier agent left (a group of 270000.., every file the one game user's) is handed to the
+server's own id at its next start. (AGENT_GAME_USER is still made when missing; no game
+runs as it.)
 """
 
 from __future__ import annotations
@@ -26,12 +31,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from gshost_agent.identities import ServerIds
 from gshost_agent.keeper import RESERVE
 from gshost_agent.templates import GAMES_DIR, GameTemplate
 
 RESERVE_BYTES = 16 << 20  # room for a few thousand reports and exit records
-SERVER_GID_FIRST = 270000
-SERVER_GID_COUNT = 10000
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 
 
@@ -65,7 +69,9 @@ def check_owned(path: Path) -> None:
 
 @dataclass(frozen=True)
 class GameIdentity:
-    """Who games run as. `uid` None: the agent's own user (an agent that is not root)."""
+    """Whether games run as users of their own. `uid` None: they run as the agent's own user
+    (an agent that is not root); else AGENT_GAME_USER's uid, and each server's game runs as
+    that server's own ids (Layout.prepare_server)."""
 
     uid: int | None
 
@@ -96,9 +102,10 @@ def game_python() -> str:
 
 
 class Layout:
-    def __init__(self, root: Path, identity: GameIdentity) -> None:
+    def __init__(self, root: Path, identity: GameIdentity, ids: ServerIds | None = None) -> None:
         self.root = root
         self.identity = identity
+        self.ids = ids or ServerIds()
         self.servers = root / "servers"
         self.games = root / "games"
         self.run = root / "run"
@@ -166,29 +173,26 @@ class Layout:
         return self.run / server_id
 
     def prepare_server(self, server_id: str) -> int | None:
-        """The server's directory, made when missing; its gid (None: not privileged)."""
+        """The server's directory, made when missing; the server's own id, its game's uid and
+        gid (None: not privileged). A directory an earlier agent gave a group of the old range
+        (all games then ran as one uid) is handed to the server's own id at once."""
         directory = self.server_dir(server_id)
         directory.mkdir(exist_ok=True)
         if not self.identity.privileged:
             os.chmod(directory, 0o700)
             return None
-        gid = directory.stat().st_gid
-        if not SERVER_GID_FIRST <= gid < SERVER_GID_FIRST + SERVER_GID_COUNT:
-            gid = self._free_gid(besides=directory)
-        os.chown(directory, 0, gid)
+        found = directory.stat()
+        server_id_number = self.ids.claim(directory, prefer=found.st_gid)
+        if found.st_gid != server_id_number:
+            hand_over(directory, server_id_number)
+        os.chown(directory, 0, server_id_number)
         os.chmod(directory, 0o770)  # noqa: S103 (root and the server's own group only)
-        return gid
+        return server_id_number
 
-    def _free_gid(self, *, besides: Path) -> int:
-        taken = set()
-        for entry in self.servers.iterdir():
-            if entry != besides:
-                with contextlib.suppress(OSError):
-                    taken.add(entry.stat(follow_symlinks=False).st_gid)
-        for gid in range(SERVER_GID_FIRST, SERVER_GID_FIRST + SERVER_GID_COUNT):
-            if gid not in taken:
-                return gid
-        raise LayoutError("no server group id left")
+    def release_server(self, server_id: str) -> None:
+        """The server's id free again, once its directory is gone."""
+        if self.identity.privileged and not self.server_dir(server_id).exists():
+            self.ids.release(self.server_dir(server_id))
 
     def prepare_run_dir(self, server_id: str) -> Path:
         run_dir = self.run_dir(server_id)
@@ -209,6 +213,17 @@ class Layout:
             os.chmod(temporary, 0o644)
             os.replace(temporary, target / Path(name).name)
         return target
+
+
+def hand_over(directory: Path, number: int) -> None:
+    """Everything in `directory` (not following links) owned by uid and gid `number`: what a
+    game wrote as an earlier id stays its own."""
+    for root, names, files in os.walk(directory):
+        for name in (*names, *files):
+            path = os.path.join(root, name)
+            with contextlib.suppress(FileNotFoundError):
+                owner = os.lstat(path).st_uid
+                os.lchown(path, owner if owner == 0 else number, number)  # root's stay root's
 
 
 def _template_file(template: GameTemplate, name: str) -> Path:

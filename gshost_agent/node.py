@@ -37,7 +37,8 @@ from gshost_agent.protocol import (
     format_time,
 )
 from gshost_agent.readings import SAMPLE_SECONDS, PendingMinutes, UnsentMinutes
-from gshost_agent.sandbox import Sandboxing, detect
+from gshost_agent.sandbox import Sandboxing, detect, with_seccomp
+from gshost_agent.seccomp import FILTER_FILE as SECCOMP_FILTER_FILE
 from gshost_agent.server_state import InvalidState, MemoryRoot
 from gshost_agent.supervisor import Supervisor
 from gshost_agent.templates import GameCatalog
@@ -102,12 +103,13 @@ class Node:
         self._lock = self.layout.lock()
         self.layout.keep_reserve()
         self.memory_root = detect_memory_root() if self.identity.privileged else None
-        self.sandboxing = detect(
+        found = detect(
             privileged=self.identity.privileged,
             has_cgroups=self.memory_root is not None,
             allow_unsandboxed=config.allow_unsandboxed,
             off=config.sandbox_off,
         )
+        self.sandboxing = with_seccomp(found, self.layout.run / SECCOMP_FILTER_FILE)
         self.networks = _networks(self.sandboxing, config.network_pool)
         self.zygote = Zygote(self.layout.run / "zygote")
         self.outbox = Outbox(self.layout.outbox)
@@ -172,6 +174,7 @@ class Node:
             raise InvalidState(supervisor.state)
         self.supervisors.pop(server_id, None)
         self.transfers.remove_copy(server_id)
+        self.layout.release_server(server_id)
 
     def states(self) -> dict[str, str]:
         return {server_id: str(sup.state) for server_id, sup in sorted(self.supervisors.items())}

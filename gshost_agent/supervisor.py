@@ -42,6 +42,7 @@ from gshost_agent.sandbox import (
     GameBox,
     Sandboxing,
     sandboxed_command,
+    seccomp_argument,
 )
 from gshost_agent.server_state import (
     Busy,
@@ -265,12 +266,12 @@ class Supervisor:
         game_files = self.layout.install_game_files(template)
         argv = self._command(template, request, game_files)
         root = self.memory_root
-        spec = {
+        spec: dict[str, Any] = {
             "server_id": self.server_id,
             "argv": argv,
-            "env": dict(template.environment),
+            "env": dict(template.environment),  # unsandboxed: the game's own exec
             "cwd": str(directory),
-            "uid": self.identity.uid,
+            "uid": gid,  # the server's own id (None: the agent's user)
             "gid": gid,
             "memory_mb": request.memory_mb,
             "cgroup": str(root.path / self.server_id) if root else "",
@@ -284,7 +285,8 @@ class Supervisor:
                 "processes": request.processes + SANDBOX_PROCESSES,
                 "cpu_percent": request.cpu_percent,
             }
-            spec["argv"] = await self._sandbox(request, argv, directory, game_files, gid)
+            sandboxed = await self._sandbox(request, argv, directory, game_files, gid)
+            spec |= self._helpers_spec(sandboxed)
         try:
             self.keeper = await self.spawn_keeper(run_dir, spec, self.zygote)
         except BaseException:
@@ -306,7 +308,7 @@ class Supervisor:
     ) -> list[str]:
         """The game's network made, and `argv` run in its sandbox."""
         assert self.networks is not None and self.intent is not None
-        assert self.identity.uid is not None and gid is not None
+        assert self.template is not None and gid is not None
         owner = {"server_id": self.server_id, "data_dir": str(self.layout.root)}
         slot = await self.networks.open(owner, request.port)
         self.intent.network = [slot.number, request.port]
@@ -315,11 +317,25 @@ class Supervisor:
             netns=slot.netns_path,
             server_dir=directory,
             game_files=game_files,
-            uid=self.identity.uid,
+            uid=gid,
             gid=gid,
             memory_mb=request.memory_mb,
+            environment=dict(self.template.environment),
         )
         return sandboxed_command(self.sandboxing, box, argv)
+
+    def _helpers_spec(self, sandboxed: list[str]) -> dict[str, Any]:
+        """How the keeper runs root's helpers of a sandboxed game: from `/`, with nothing of
+        the template's (bubblewrap gives the game its environment), and the seccomp filter."""
+        return {
+            "argv": sandboxed,
+            "env": {},
+            "cwd": "/",
+            "seccomp": {
+                "path": self.sandboxing.seccomp_filter,
+                "argument": seccomp_argument(sandboxed),
+            },
+        }
 
     async def _close_network(self) -> None:
         """The sandbox's network gone, once its game has ended (or never started)."""

@@ -174,7 +174,7 @@ class Transfers:
             raise
         incoming.uploading, incoming.received = False, expected
 
-    def commit(self, server_id: str, owner_uid: int | None) -> None:
+    def commit(self, server_id: str) -> None:
         """The received copy becomes the server's directory (not started)."""
         incoming = self.incoming.get(server_id)
         if incoming is None or incoming.received is None:
@@ -184,8 +184,8 @@ class Transfers:
         staging = self._staging(server_id)
         gid = self.layout.prepare_server(server_id)
         run_dir = self.layout.prepare_run_dir(server_id)
-        if owner_uid is not None and gid is not None:
-            archives.own(staging, (owner_uid, gid))
+        if gid is not None:
+            archives.own(staging, (gid, gid))  # the server's own uid and gid on this node
         archives.swap_in(staging, self.layout.server_dir(server_id))
         write_json_atomically(run_dir / SERVER_FILE, {"game": incoming.game})
         del self.incoming[server_id]

@@ -2,7 +2,8 @@
 # What a node needs to run every game in a sandbox, from Debian's packages: bubblewrap (mount,
 # PID and IPC namespaces), iproute2 (a network namespace and a veth pair per game), iptables
 # and ip6tables (the game's port forwarded from the node's address, and the rest sealed, IPv6
-# included) and util-linux's setpriv and nsenter.
+# included), util-linux's setpriv and nsenter, and libseccomp2 (the agent builds each game's
+# seccomp filter with it).
 # Installed from apt when missing; anything else is told exactly what to install.
 set -euo pipefail
 
@@ -11,6 +12,7 @@ command -v bwrap >/dev/null || missing+=(bubblewrap)
 { command -v iptables >/dev/null && command -v ip6tables >/dev/null; } || missing+=(iptables)
 command -v ip >/dev/null || missing+=(iproute2)
 { command -v setpriv >/dev/null && command -v nsenter >/dev/null; } || missing+=(util-linux)
+ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2 ' || missing+=(libseccomp2)
 ((${#missing[@]})) || exit 0
 
 if command -v apt-get >/dev/null && [[ $(id -u) == 0 ]]; then

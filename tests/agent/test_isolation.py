@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import pwd
 import stat
 
 import pytest
 
-from gshost_agent.layout import SERVER_GID_FIRST
+from gshost_agent.identities import in_range
 
 # Out of reach: not allowed, or (in its sandbox) not there at all.
 REFUSED = "(PermissionError|FileNotFoundError)"
@@ -33,13 +32,12 @@ def identity_of(agent, server_id):
     return json.loads(agent.wait_for_console(server_id, r"^\{"))
 
 
-def test_it_runs_the_game_as_the_game_user_with_its_own_group_only(agent, snoops):
+def test_it_runs_the_game_as_its_servers_own_user_and_group_only(agent, snoops):
     first, second = snoops
-    game_user = pwd.getpwnam("gshost-game").pw_uid
     one, two = identity_of(agent, first), identity_of(agent, second)
-    assert one["uid"] == one["euid"] == game_user != 0
-    assert one["groups"] == [one["gid"]] and one["gid"] >= SERVER_GID_FIRST
-    assert two["gid"] != one["gid"]
+    assert one["uid"] == one["euid"] == one["gid"] != 0 and in_range(one["uid"])
+    assert one["groups"] == [one["gid"]]
+    assert two["uid"] != one["uid"] and two["gid"] != one["gid"]
 
 
 def test_it_gives_the_game_only_the_templates_environment(agent, snoops):

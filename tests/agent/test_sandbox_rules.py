@@ -16,6 +16,8 @@ from gshost_agent.sandbox import (
     SandboxUnavailable,
     detect,
     sandboxed_command,
+    seccomp_argument,
+    user_namespaces_refused,
 )
 
 TOOLS = tuple((name, f"/usr/bin/{name}") for name in ("nsenter", "bwrap", "setpriv", "env"))
@@ -23,9 +25,10 @@ BOX = GameBox(
     netns=Path("/run/netns/gsh3"),
     server_dir=Path("/var/lib/gshost-agent/servers/srv_x"),
     game_files=Path("/var/lib/gshost-agent/games/demo"),
-    uid=990,
-    gid=270001,
+    uid=300001,
+    gid=300001,
     memory_mb=256,
+    environment={"LD_LIBRARY_PATH": "./lib"},
 )
 
 
@@ -61,15 +64,29 @@ def test_what_the_node_can_do_decides_whether_games_start(
             found.check_can_start()
 
 
-def test_the_game_enters_its_network_then_bubblewrap_then_drops_to_its_ids():
+def test_the_game_enters_its_network_then_drops_to_its_ids_then_bubblewrap():
     argv = command()
     assert argv[:3] == ["/usr/bin/nsenter", "--net=/run/netns/gsh3", "--"]
-    bwrap_end = argv.index("--", 3)
-    assert argv[3] == "/usr/bin/bwrap"
-    drop = argv[bwrap_end + 1 :]
-    assert drop[:4] == ["/usr/bin/setpriv", "--reuid=990", "--regid=270001", "--groups=270001"]
+    drop_end = argv.index("--", 3)
+    drop = argv[3:drop_end]
+    assert drop[:4] == ["/usr/bin/setpriv", "--reuid=300001", "--regid=300001", "--groups=300001"]
     assert {"--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"} <= set(drop)
-    assert drop[-5:] == ["/usr/bin/env", "--default-signal", "--", "/usr/bin/python3", "-I"]
+    assert argv[drop_end + 1] == "/usr/bin/bwrap"
+    assert argv[-5:] == ["/usr/bin/env", "--default-signal", "--", "/usr/bin/python3", "-I"]
+
+
+def test_bubblewrap_allows_no_new_user_namespace_and_loads_the_seccomp_filter():
+    argv = command()
+    assert {"--unshare-user", "--disable-userns"} <= set(argv)
+    assert argv[seccomp_argument(argv) - 1] == "--seccomp"
+
+
+def test_the_templates_environment_is_set_by_bubblewrap_for_the_game_alone():
+    argv = command()
+    bwrap = argv.index("/usr/bin/bwrap")
+    assert "LD_LIBRARY_PATH" not in argv[:bwrap]
+    assert argv.index("--clearenv") < argv.index("--setenv")
+    assert pairs(argv, "--setenv") == [("LD_LIBRARY_PATH", "./lib")]
 
 
 def test_only_the_server_directory_is_writable():
@@ -103,7 +120,8 @@ def test_the_directories_above_its_own_are_made_passable_not_listable():
         "/var/lib/gshost-agent/servers",
         "/var/lib/gshost-agent/games",
     ]
-    assert all(argv[argv.index(d) - 2 : argv.index(d) - 1] == ["0711"] for d in dirs)
+    assert all(argv[argv.index(d) - 2 : argv.index(d) - 1] == ["0111"] for d in dirs)
+    assert argv[argv.index("--remount-ro") + 1] == "/"
 
 
 @pytest.mark.parametrize(
@@ -163,3 +181,26 @@ def test_a_port_a_node_in_another_namespace_forwards_is_free_here(tmp_path: Path
     _claimed_elsewhere(registry, 27000, "net:[1]")
 
     assert registry.claim({"server_id": "srv_b"}, 27000) == Slot(1)
+
+
+def test_the_heartbeat_says_the_game_runs_under_seccomp_as_a_uid_of_its_servers_own():
+    said = Sandboxing(True, tools=TOOLS).describe()
+    assert "seccomp" in said and "uid per server" in said and "no user ns" in said
+
+
+@pytest.mark.parametrize(
+    ("switch", "value", "refused"),
+    [
+        ("user/max_user_namespaces", "0", True),
+        ("user/max_user_namespaces", "96363", False),
+        ("kernel/unprivileged_userns_clone", "0", True),
+        ("kernel/apparmor_restrict_unprivileged_userns", "1", True),
+    ],
+)
+def test_a_kernel_without_unprivileged_user_namespaces_cannot_sandbox(
+    tmp_path: Path, switch: str, value: str, refused: bool
+) -> None:
+    (tmp_path / switch).parent.mkdir(parents=True)
+    (tmp_path / switch).write_text(value + "\n")
+    said = user_namespaces_refused(tmp_path)
+    assert bool(said) is refused and (not refused or switch.replace("/", ".") in said)
