@@ -22,6 +22,8 @@ from typing import NamedTuple
 LINES_PER_SECOND = 2000
 THROTTLED_NOTICE = "output throttled"
 LINE_LIMIT = 4096  # bytes: a longer line is cut, one that never ends comes in pieces
+# Output past the cap, or past this many bytes in a second, is a flood (`OutputLines.flooded`).
+FLOOD_BYTES_PER_SECOND = 1 << 20
 # Lines kept are handed on (written to the log, sent to followers) at most this often, in one
 # batch: a game printing a line at a time costs a write per batch, not per line.
 BATCH_SECONDS = 0.05
@@ -62,14 +64,19 @@ class LineLimiter:
 class OutputLines:
     """Chunks of output, of any size, as the lines the limiter lets through. Dropped lines are
     only counted (one `bytes.count`), never split or decoded: a flood costs little more than
-    reading it."""
+    reading it. `flooded` once the output has passed the cap, or `FLOOD_BYTES_PER_SECOND`."""
 
     def __init__(self, limiter: LineLimiter, line_limit: int = LINE_LIMIT) -> None:
         self.limiter = limiter
         self.line_limit = line_limit
+        self.flooded = False
         self._partial = b""
+        self._second = (float("-inf"), 0)  # when it began, bytes read in it
 
     def feed(self, chunk: bytes, now: float) -> list[Line]:
+        began, read = self._second
+        self._second = (began, read + len(chunk)) if now - began < 1.0 else (now, len(chunk))
+        self.flooded = self.flooded or self._second[1] > FLOOD_BYTES_PER_SECOND
         data = self._partial + chunk if self._partial else chunk
         end = data.rfind(b"\n") + 1
         self._partial = data[end:]
@@ -87,6 +94,7 @@ class OutputLines:
 
     def _take(self, data: bytes, count: int, now: float) -> list[Line]:
         passed, notice = self.limiter.admit(count, now)
+        self.flooded = self.flooded or passed < count
         stop = -1
         for _ in range(passed):  # bounded by the limit, not by what the game printed
             stop = data.index(b"\n", stop + 1)

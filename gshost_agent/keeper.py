@@ -188,12 +188,13 @@ class Groups:
         """The keeper joins its game's cpu cgroup (v1, where it has one of its own): reading
         the game's output, however much it prints, is then paid from the game's own share.
         Only cpu: its memory and processes stay the node's."""
-        if self.path is None or self.cpu is None:
+        if self.path is None or self.cpu is None or self.keeper_inside:
             return
         try:
             (self.cpu / "cgroup.procs").write_text(str(os.getpid()))
         except OSError as error:
             print(f"the keeper stays outside its game's cpu cgroup: {error}", file=sys.stderr)
+            self.cpu = None  # not tried again
             return
         self.keeper_inside = True
 
@@ -278,7 +279,6 @@ class Keeper:
             write_json_atomically(self.run_dir / EXIT, self.exit_record(127))
             self.memory.remove()
             return 1
-        self.memory.take_in_keeper()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self.signal_game, signal.SIGKILL)
         server = await asyncio.start_unix_server(self.on_client, path=self.run_dir / SOCKET)
@@ -356,10 +356,13 @@ class Keeper:
 
     async def read_console(self, stdout: asyncio.StreamReader) -> None:
         """The game's output in chunks as large as the pipe holds, as lines within the limit
-        (console_output.py), handed on in batches."""
+        (console_output.py), handed on in batches. Once the game floods its console, the
+        keeper reads it within the game's cpu share, for the rest of the run."""
         output = OutputLines(LineLimiter(), LINE_LIMIT)
         while chunk := await stdout.read(READ_CHUNK):
             self.batcher.add(output.feed(chunk, time.monotonic()))
+            if output.flooded:
+                self.memory.take_in_keeper()
         self.batcher.add(output.end(time.monotonic()))
 
     def publish(self, batch: list[Line]) -> None:

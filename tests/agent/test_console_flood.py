@@ -144,6 +144,8 @@ def test_a_flood_past_the_cap_is_dropped_with_one_notice_a_second(flooder):
     assert kept <= LINES_PER_SECOND * 5 < count  # 3 s of flood, over at most 4 windows
     flood = [int(line["text"].split()[1]) for line in lines if line["text"].startswith("flood ")]
     assert flood == sorted(flood)  # what is kept stays in order
+    log = (agent.run_dir(server_id) / "console.log").read_text().splitlines()
+    assert 3 <= log.count(THROTTLED_NOTICE) <= 4  # one for each second of the flood
 
 
 def test_lines_under_the_cap_all_arrive_in_order(flooder):
@@ -161,11 +163,20 @@ def test_lines_under_the_cap_all_arrive_in_order(flooder):
     assert [text for text in log if text.startswith("line ")] == [f"line {n}" for n in range(count)]
 
 
-def test_the_keeper_reads_the_games_output_within_the_games_cpu_cgroup(flooder):
+def keeper_cpu_cgroup(agent, server_id) -> str:
+    cgroups = Path(f"/proc/{agent.keeper_pid(server_id)}/cgroup").read_text().splitlines()
+    return next(line.split(":")[2] for line in cgroups if line.split(":")[1] == "cpu")
+
+
+def test_the_keeper_of_a_game_that_floods_reads_within_the_games_cpu_cgroup(flooder):
     agent, server_id = flooder
-    keeper = agent.keeper_pid(server_id)
-    cpu_line = next(
-        line for line in Path(f"/proc/{keeper}/cgroup").read_text().splitlines()
-        if line.split(":")[1] == "cpu"
-    )  # fmt: skip
-    assert cpu_line.endswith(f"/gshost/{server_id}")
+    agent.console(server_id, "flood 1")
+    printed(agent, server_id, timeout=30)
+    assert keeper_cpu_cgroup(agent, server_id).endswith(f"/gshost/{server_id}")
+
+
+def test_the_keeper_of_a_game_under_the_cap_stays_in_the_nodes_share(flooder):
+    agent, server_id = flooder
+    agent.console(server_id, f"pace {LINES_PER_SECOND // 2} 2")
+    printed(agent, server_id, timeout=30)
+    assert not keeper_cpu_cgroup(agent, server_id).endswith(server_id)

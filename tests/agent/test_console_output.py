@@ -39,6 +39,16 @@ def test_it_keeps_the_first_lines_of_a_flood_and_puts_the_notice_where_it_droppe
     assert output.feed(b"line 1000\n", now=1.0) == [Line("line 1000")]
 
 
+def test_output_past_the_cap_or_past_a_megabyte_a_second_is_a_flood():
+    by_lines, by_bytes = OutputLines(LineLimiter(per_second=3)), OutputLines(LineLimiter())
+    by_lines.feed(b"1\n2\n3\n", now=0.0)
+    by_bytes.feed(b"x" * 1000 + b"\n", now=0.0)
+    assert not by_lines.flooded and not by_bytes.flooded
+    by_lines.feed(b"4\n", now=0.5)
+    by_bytes.feed(b"y" * (1 << 20), now=0.5)
+    assert by_lines.flooded and by_bytes.flooded
+
+
 def test_it_cuts_a_line_that_never_ends_into_pieces():
     output = OutputLines(LineLimiter(), line_limit=4)
     assert output.feed(b"abcdefghij", now=0.0) == [Line("abcd"), Line("efgh")]
