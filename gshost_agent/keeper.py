@@ -11,8 +11,11 @@ Socket protocol (`keeper.sock`): the client sends one JSON object on one line:
 - `{"op": "write", "text": "..."}` -> `{"ok": true}`: the text and a newline on the game's stdin;
 - `{"op": "signal", "signal": 9}` -> `{"ok": true}`: the signal to the game's process group;
 - `{"op": "follow", "after": N}` -> one `{"n", "text"}` object a line for every console line
-  after N that the keeper still holds, then each new line as it comes, then `{"exit": {...}}`
-  (the exit record) when the game has exited.
+  after N that the keeper still holds, then each new line as it comes (in batches: several
+  lines a write), then `{"exit": {...}}` (the exit record) when the game has exited. A line of
+  the keeper's own, not the game's, has `"daemon": true`: the `output throttled` notice when
+  the game prints more than 2,000 lines a second and the rest of that second's are dropped
+  (console_output.py).
 
 Standard library only, and small: 50 of these run on one node.
 """
@@ -41,6 +44,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from gshost_agent.console_output import (
+    LINE_LIMIT,
+    ConsoleLog,
+    Follower,
+    Line,
+    LineBatcher,
+    LineLimiter,
+    OutputLines,
+    encoded_lines,
+)
 from gshost_agent.protocol import format_time, last_output
 
 SPEC = "spec.json"
@@ -50,8 +63,7 @@ SOCKET = "keeper.sock"
 CONSOLE_LOG = "console.log"
 CONSOLE_LOG_LIMIT = 512 * 1024  # then it moves to console.log.1: two files at most
 HELD_LINES = 500
-LINE_LIMIT = 4096
-FOLLOWER_BACKLOG = 5000
+READ_CHUNK = 64 * 1024  # a pipe's whole buffer in one read
 DRAIN_SECONDS = 2.0
 SANDBOX_IGNORED_SIGNALS = (
     signal.SIGTERM,
@@ -121,6 +133,8 @@ class Groups:
         self.processes = spec.get("processes")
         self.cpu_percent = spec.get("cpu_percent")
         self.others = [Path(p) for p in (spec.get("cgroup_pids"), spec.get("cgroup_cpu")) if p]
+        self.cpu = Path(spec["cgroup_cpu"]) if spec.get("cgroup_cpu") else None
+        self.keeper_inside = False
 
     def paths(self) -> list[Path]:
         return [self.path, *self.others] if self.path is not None else []
@@ -172,6 +186,26 @@ class Groups:
         for path in self.paths():
             (path / "cgroup.procs").write_text(str(os.getpid()))
 
+    def take_in_keeper(self) -> None:
+        """The keeper joins its game's cpu cgroup (v1, where it has one of its own): reading
+        the game's output, however much it prints, is then paid from the game's own share.
+        Only cpu: its memory and processes stay the node's."""
+        if self.path is None or self.cpu is None or self.keeper_inside:
+            return
+        try:
+            (self.cpu / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError as error:
+            print(f"the keeper stays outside its game's cpu cgroup: {error}", file=sys.stderr)
+            self.cpu = None  # not tried again
+            return
+        self.keeper_inside = True
+
+    def _let_keeper_out(self) -> None:
+        if self.keeper_inside and self.cpu is not None:
+            with contextlib.suppress(OSError):
+                (self.cpu.parent / "cgroup.procs").write_text(str(os.getpid()))
+            self.keeper_inside = False
+
     def killed_for_memory(self, signal_number: int | None) -> bool:
         if self.path is None:
             return False
@@ -191,11 +225,14 @@ class Groups:
         for path in self.paths():
             with contextlib.suppress(OSError, ValueError):
                 for pid in (path / "cgroup.procs").read_text().split():
+                    if int(pid) == os.getpid():
+                        continue  # the keeper itself, in the game's cpu cgroup
                     with contextlib.suppress(OSError):
                         os.kill(int(pid), signal.SIGKILL)
 
     def remove(self) -> None:
         # The killed take a moment to leave the group; the keeper has nothing else to do.
+        self._let_keeper_out()
         for path in self.paths():
             for _ in range(20):
                 if not path.exists():
@@ -226,20 +263,21 @@ class Keeper:
         self.spec = spec
         self.memory = Groups(spec)
         self.sandboxed = bool(spec.get("sandboxed"))
-        self.lines: collections.deque[tuple[int, str]] = collections.deque(maxlen=HELD_LINES)
+        self.lines: collections.deque[tuple[int, Line]] = collections.deque(maxlen=HELD_LINES)
         self.last = 0
-        self.followers: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        self.followers: set[Follower] = set()
         self.process: asyncio.subprocess.Process | None = None
         self.protocol: GameProtocol | None = None
         self.started_at = ""
         self.following: set[asyncio.Task[None]] = set()
-        self.log = open(run_dir / CONSOLE_LOG, "a", encoding="utf-8")  # noqa: SIM115
+        self.log = ConsoleLog(run_dir / CONSOLE_LOG, CONSOLE_LOG_LIMIT)
+        self.batcher = LineBatcher(self.publish)
 
     async def run(self) -> int:
         try:
             await self.start_game()
         except (OSError, subprocess.SubprocessError) as error:  # not even started: an exit
-            self.add_line(f"gshost-agent: cannot start the game: {error}")
+            self.publish([Line(f"gshost-agent: cannot start the game: {error}")])
             write_json_atomically(self.run_dir / EXIT, self.exit_record(127))
             self.memory.remove()
             return 1
@@ -248,6 +286,7 @@ class Keeper:
         server = await asyncio.start_unix_server(self.on_client, path=self.run_dir / SOCKET)
         os.chmod(self.run_dir / SOCKET, 0o600)
         await self.read_output()
+        self.batcher.flush()  # every line on disk and sent before the exit is
         assert self.process is not None
         assert self.process.returncode is not None
         record = self.exit_record(self.process.returncode)
@@ -256,8 +295,8 @@ class Keeper:
         with contextlib.suppress(OSError):
             (self.run_dir / SOCKET).unlink()
         for follower in self.followers:
-            follower.put_nowait({"exit": record})
-            follower.put_nowait(None)
+            follower.put(json.dumps({"exit": record}).encode() + b"\n")
+            follower.queue.put_nowait(None)
         if self.following:  # lets the followers' writers send the exit
             await asyncio.wait(self.following, timeout=DRAIN_SECONDS)
         self.memory.remove()
@@ -269,7 +308,7 @@ class Keeper:
         argv, cwd, env, passed = self.exec_plan()
         try:
             transport, self.protocol = await loop.subprocess_exec(
-                lambda: GameProtocol(limit=LINE_LIMIT * 4, loop=loop),
+                lambda: GameProtocol(limit=READ_CHUNK, loop=loop),
                 *argv,
                 cwd=cwd,
                 env=env,
@@ -327,7 +366,7 @@ class Keeper:
         may hold the pipe open: the game's exit, not the pipe's end, says when it is over."""
         assert self.process is not None and self.process.stdout is not None
         assert self.protocol is not None
-        reading = asyncio.ensure_future(self.read_lines(self.process.stdout))
+        reading = asyncio.ensure_future(self.read_console(self.process.stdout))
         await self.protocol.exited.wait()
         # Whatever it left in its process group, or its cgroup, goes with it.
         self.signal_game(signal.SIGKILL)
@@ -336,31 +375,32 @@ class Keeper:
             await asyncio.wait_for(asyncio.shield(reading), DRAIN_SECONDS)
         reading.cancel()
 
-    async def read_lines(self, stdout: asyncio.StreamReader) -> None:
-        while True:
-            try:
-                raw = await stdout.readline()
-            except ValueError:  # a line over the limit: take what there is
-                raw = await stdout.read(LINE_LIMIT)
-            if not raw:
-                return
-            self.add_line(raw.decode("utf-8", errors="replace").rstrip("\r\n")[:LINE_LIMIT])
+    async def read_console(self, stdout: asyncio.StreamReader) -> None:
+        """The game's output in chunks as large as the pipe holds, as lines within the limit
+        (console_output.py), handed on in batches. Once the game floods its console, the
+        keeper reads it within the game's cpu share, for the rest of the run."""
+        output = OutputLines(LineLimiter(), LINE_LIMIT)
+        while chunk := await stdout.read(READ_CHUNK):
+            self.batcher.add(output.feed(chunk, time.monotonic()))
+            if output.flooded:
+                self.memory.take_in_keeper()
+        self.batcher.add(output.end(time.monotonic()))
 
-    def add_line(self, text: str) -> None:
-        self.last += 1
-        self.lines.append((self.last, text))
-        self.log.write(text + "\n")
-        self.log.flush()
-        if self.log.tell() > CONSOLE_LOG_LIMIT:
-            self.log.close()
-            os.replace(self.run_dir / CONSOLE_LOG, self.run_dir / f"{CONSOLE_LOG}.1")
-            self.log = open(self.run_dir / CONSOLE_LOG, "a", encoding="utf-8")  # noqa: SIM115
+    def publish(self, batch: list[Line]) -> None:
+        """Lines numbered, held, logged and sent to every follower: one write each."""
+        numbered = []
+        for line in batch:
+            self.last += 1
+            numbered.append((self.last, line))
+        self.lines.extend(numbered)
+        self.log.write([line.text for line in batch])
+        encoded = encoded_lines(numbered)
         for follower in list(self.followers):
-            if follower.qsize() > FOLLOWER_BACKLOG:
+            if follower.stalled():
                 self.followers.discard(follower)  # a reader that stalls is dropped, not waited
-                follower.put_nowait(None)
+                follower.queue.put_nowait(None)
             else:
-                follower.put_nowait({"n": self.last, "text": text})
+                follower.put(encoded, len(numbered))
 
     def signal_game(self, number: int) -> None:
         if self.process is not None:
@@ -379,7 +419,7 @@ class Keeper:
             "signal": signal_number,
             "oom": self.memory.killed_for_memory(signal_number),
             "lines": self.last,  # how many console lines this run had
-            "last_output": last_output([text for _, text in self.lines]),
+            "last_output": last_output([line.text for _, line in self.lines]),
         }
 
     async def on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -416,17 +456,19 @@ class Keeper:
         return {"ok": False, "error": "unknown operation"}
 
     async def follow(self, after: int, writer: asyncio.StreamWriter) -> None:
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        for n, text in self.lines:
-            if n > after:
-                queue.put_nowait({"n": n, "text": text})
-        self.followers.add(queue)
+        follower = Follower()
+        held = [(n, line) for n, line in self.lines if n > after]
+        if held:
+            follower.put(encoded_lines(held), len(held))
+        self.followers.add(follower)
         try:
-            while (item := await queue.get()) is not None:
-                writer.write(json.dumps(item).encode() + b"\n")
+            while (item := await follower.queue.get()) is not None:
+                batch, lines = item
+                writer.write(batch)
                 await writer.drain()
+                follower.waiting -= lines
         finally:
-            self.followers.discard(queue)
+            self.followers.discard(follower)
 
 
 def keep(run_dir: Path) -> int:

@@ -19,6 +19,7 @@ from gshost_agent import keeper
 PACKAGE_PARENT = Path(__file__).resolve().parent.parent
 SPAWN_TIMEOUT_SECONDS = 10.0
 _POLL_SECONDS = 0.02
+FOLLOW_CHUNK = 256 * 1024
 
 
 class KeeperGone(ConnectionError):
@@ -183,13 +184,17 @@ class KeeperHandle:
         """Console lines after `after` as they come, then `{"exit": ...}` (or just the end,
         when the keeper went away without a word)."""
         try:
-            reader, writer = await asyncio.open_unix_connection(self.socket, limit=1 << 20)
+            reader, writer = await asyncio.open_unix_connection(self.socket, limit=FOLLOW_CHUNK)
         except OSError:
             return
         try:
             writer.write(json.dumps({"op": "follow", "after": after}).encode() + b"\n")
-            while line := await reader.readline():
-                yield json.loads(line)
+            partial = b""
+            # Whatever has come, in one read: the keeper sends its lines in batches.
+            while chunk := await reader.read(FOLLOW_CHUNK):
+                *lines, partial = (partial + chunk).split(b"\n")
+                for line in lines:
+                    yield json.loads(line)
         except (OSError, ValueError):
             return
         finally:

@@ -116,7 +116,7 @@ class Supervisor:
         self.keeper: KeeperHandle | None = None
         self.pid: int | None = None
         self.started_at: float | None = None
-        self.lines: deque[tuple[int, str]] = deque(maxlen=HELD_LINES)
+        self.lines: deque[tuple[int, str, bool]] = deque(maxlen=HELD_LINES)  # n, text, daemon
         self.last_n = 0
         self._keeper_n = 0  # the keeper numbers from 1 at each start
         self.roster = PlayerRoster(None)
@@ -428,7 +428,7 @@ class Supervisor:
                 if "exit" in item:
                     await self._on_exit(item["exit"])
                     return
-                self._on_line(int(item["n"]), str(item["text"]))
+                self._on_line(int(item["n"]), str(item["text"]), item.get("daemon") is True)
             if (record := handle.exit_record()) is not None:
                 await self._on_exit(record)
                 return
@@ -437,13 +437,15 @@ class Supervisor:
                 return
             await asyncio.sleep(0.1)  # the connection broke, the keeper lives: again
 
-    def _on_line(self, n: int, text: str) -> None:
+    def _on_line(self, n: int, text: str, daemon: bool = False) -> None:
         intent, template = self.intent, self.template
         if n <= self._keeper_n or intent is None or template is None:
             return
         self._keeper_n = n
         self.last_n = intent.line_base + n
-        self.lines.append((self.last_n, text))
+        self.lines.append((self.last_n, text, daemon))
+        if daemon:  # the keeper's notice: not the game's, so neither a player nor its ready
+            return
         self.roster.on_line(text)
         if intent.ready:
             return
@@ -618,8 +620,12 @@ class Supervisor:
         self.samples.add(Sample(time.time(), cpu, memory, len(self.roster.players)))
 
     def console_after(self, after: int, limit: int = 200) -> dict[str, Any]:
-        lines = [{"n": n, "text": text} for n, text in self.lines if n > after][:limit]
+        lines = [_console_line(*line) for line in self.lines if line[0] > after][:limit]
         return {"lines": lines, "last": self.last_n}
+
+
+def _console_line(n: int, text: str, daemon: bool) -> dict[str, Any]:
+    return {"n": n, "text": text, "daemon": True} if daemon else {"n": n, "text": text}
 
 
 def _substitute(argument: str, values: dict[str, str]) -> str:
