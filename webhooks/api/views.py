@@ -158,7 +158,13 @@ URL_SCHEMA = {
     "type": "string",
     "minLength": 1,
     "maxLength": MAX_URL_LENGTH,
-    "pattern": "^[Hh][Tt][Tt][Pp][Ss]://",
+    # What the URL rules say that a pattern can: https, a host (or [IPv6]) and a port of digits,
+    # no user name, no whitespace, backslash or control character. Whether the host is public
+    # only the rules can tell (422 invalid_webhook_url).
+    "pattern": (
+        r"^[Hh][Tt][Tt][Pp][Ss]://(?:\[[0-9A-Fa-f:.]+\]|[^/?#@:\[\]\s\\\u0000-\u001f\u007f-\u009f]+)"
+        r"(?::[0-9]{1,5})?(?:[/?#][^\s\\\u0000-\u001f\u007f-\u009f]*)?$"
+    ),
     "description": "An https URL of a publicly reachable host (see the URL rules).",
 }
 
