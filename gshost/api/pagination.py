@@ -104,8 +104,8 @@ class NewestFirstCursorPagination(BasePagination):
         if moment is not None:
             value = _cursor_id(queryset, tiebreak, pk)
             op = "gt" if backwards else "lt"
-            older = Q(**{f"{field}__{op}": moment})
-            queryset = queryset.filter(older | Q(**{field: moment, f"{tiebreak}__{op}": value}))
+            beyond = Q(**{f"{field}__{op}": moment})
+            queryset = queryset.filter(beyond | Q(**{field: moment, f"{tiebreak}__{op}": value}))
         order = (field, tiebreak) if backwards else (f"-{field}", f"-{tiebreak}")
         return list(queryset.order_by(*order)[: limit + 1])
 
