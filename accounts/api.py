@@ -72,6 +72,7 @@ class KeyViewSet(viewsets.GenericViewSet[ApiKey]):
         "destroy": Scope.KEYS_REVOKE,
     }
     lookup_url_kwarg = "key_id"
+    cursor_tiebreak = "key_id"  # the page cursor's id: text, unique (the primary key is a number)
 
     def current(self, request: Request) -> Response:
         return Response(key_record_json(calling_key(request)))

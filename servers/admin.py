@@ -325,14 +325,15 @@ class SettingChangeAdmin(ReadOnlyAdmin):
 
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
-    """A fleet at a glance: per node its state, isolation, whether it is drained, its servers,
-    the memory and disk their plans commit of its capacity (with overallocation), and its free
-    ports. Nodes are registered with `createnode` (it prints the token once). The token is never
-    a field here: the rotate action shows a new one once, on a page that is not cached."""
+    """A fleet at a glance: per node its URL and address, state, isolation, whether it is
+    drained, its servers, the memory and disk their plans commit of its capacity (with
+    overallocation), and its free ports. Nodes are registered with `createnode` (it prints the
+    token once). The token is never a field here: the rotate action shows a new one once, on a
+    page that is not cached."""
 
     list_display = (
-        "name", "state", "isolation", "drained", "servers", "memory", "disk", "free_ports",
-        "tags", "last_heartbeat_at",
+        "name", "url", "address", "state", "isolation", "drained", "servers", "memory", "disk",
+        "free_ports", "tags", "last_heartbeat_at",
     )  # fmt: skip
     list_filter = ("drained", "kind")
     fields = (

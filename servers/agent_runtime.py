@@ -71,6 +71,7 @@ SESSIONS_KEPT = 32  # one per node CA; a process talks to a handful of nodes
 # Answers that say why the agent refused; 422, 502 and 507 come from transfers (a checksum
 # that differs, a target that did not take the archive, a full disk).
 REFUSALS = frozenset({400, 404, 409, 422, 502, 507})
+PORT_IN_USE = "port_in_use"  # the agent's code: the node itself or another server holds the port
 
 
 class _CaAdapter(HTTPAdapter):
@@ -210,6 +211,13 @@ def _server_path(server: Server, action: str) -> str:
 
 
 def _refused(server: Server, error: AgentError) -> NodeRefused:
+    """409 invalid_state to the customer (CONTRACT's code), in words of the customer's own."""
+    if error.code == PORT_IN_USE:
+        return NodeRefused(
+            server.state,
+            f"Port {server.port} is in use on node {server.node.name} (by something other than "
+            "this server's game): the server cannot start there.",
+        )
     return NodeRefused(server.state, f"The node refused: {error.message or error.code}")
 
 

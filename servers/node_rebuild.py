@@ -1,8 +1,9 @@
 """Rebuilding a server on another node from its latest backup in the bucket: how a customer's
 server survives a node that is gone for good (docs/nodes.md, "Rebuild on another node").
 
-Staff's admin action. The server's node must be unreachable (a node that answers moves its
-servers with "Migrate to node…", data and all). The server is placed anew: on the node staff
+Staff's admin action. The server's node must be gone: unreachable, or, in the 30 s after its
+last heartbeat, not answering a call now (a node that answers moves its servers with "Migrate
+to node…", data and all). The server is placed anew: on the node staff
 pick, else where the placement rule puts its game and plan, among the other agent nodes. The target
 fetches the latest available backup from the bucket, checks its SHA-256 and size, and adopts
 it; then, in one transaction, the server moves there (node, port, address) and
@@ -18,8 +19,9 @@ from django_q.tasks import async_task
 from audit.actors import Actor
 from gshost import handoff
 from gshost.errors import DomainError
+from servers.agent_runtime import AgentError, agent_call
 from servers.backup_storage import in_bucket
-from servers.errors import MigrationRefused
+from servers.errors import MigrationRefused, NodeAnswerLate, NodeUnavailable
 from servers.lifecycle import Trigger
 from servers.models import (
     Backup,
@@ -66,24 +68,47 @@ def rebuild_target(server: Server) -> Node:
     return rank(fitting)[0].node
 
 
-def server_rebuild_begin(*, server: Server, target: Node | None, actor: Actor) -> ServerMigration:
-    """The checks and the migration's row; `server_rebuild_run` does the rebuild."""
+def server_rebuild_check(server: Server) -> None:
+    """MigrationRefused unless the server can be rebuilt: on an agent node that is gone, with
+    a backup in the bucket. May call the node: never inside a transaction."""
     source = server.node
     if not source.is_agent:
         raise MigrationRefused(f"{server.id} is on the simulated node; it has no data to rebuild.")
-    if source.state() == NodeState.ONLINE:
-        raise MigrationRefused(
-            f"Node {source.name} is online: move the server with Migrate to node… instead."
-        )
+    _require_gone(source)
     if latest_backup_in_bucket(server) is None:
         raise MigrationRefused(f"{server.id} has no available backup in object storage.")
+
+
+def _require_gone(source: Node) -> None:
+    """Gone: no heartbeat for 30 s, or, in the 30 s after its last one (staff just stopped
+    it), an agent that cannot be reached now. One that answers, even late, is not gone."""
+    if source.state() != NodeState.ONLINE:
+        return
+    try:
+        agent_call(source, "GET", "/v1/node")
+    except NodeAnswerLate:
+        pass  # it took the call: alive, if slow
+    except NodeUnavailable:
+        return
+    except AgentError:
+        pass  # it answered
+    raise MigrationRefused(
+        f"Node {source.name} answers: move the server with Migrate to node… instead."
+    )
+
+
+def server_rebuild_begin(*, server: Server, target: Node | None, actor: Actor) -> ServerMigration:
+    """The checks and the migration's row; `server_rebuild_run` does the rebuild."""
+    server_rebuild_check(server)
     return migration_row_to(server, target or rebuild_target(server), actor)
 
 
 def server_rebuild_start(*, server: Server, target: Node | None, actor: Actor) -> ServerMigration:
-    """Begun now, run by a worker (the admin's action): migration-status follows it."""
+    """Begun now, run by a worker (the admin's action): migration-status follows it. The
+    checks ask the node first, outside the transaction that records the migration."""
+    server_rebuild_check(server)
     with transaction.atomic():
-        migration = server_rebuild_begin(server=server, target=target, actor=actor)
+        migration = migration_row_to(server, target or rebuild_target(server), actor)
         handoff.after_commit(async_task, "servers.tasks.server_rebuild", migration.id)
     return migration
 

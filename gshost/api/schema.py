@@ -68,8 +68,8 @@ REQUEST_LINE_TOO_LONG: Final = {
     )
 }
 
-CURSOR_PATTERN: Final = "^[A-Za-z0-9_-]+$"  # gshost.api.pagination's, which the API enforces
-MAX_CURSOR_LENGTH: Final = 512
+CURSOR_PATTERN: Final = "^[np][0-9]{16}[A-Za-z0-9_]{1,40}$"  # gshost.api.pagination's
+MAX_CURSOR_LENGTH: Final = 57
 PAGE_PARAMETERS: Final = [
     {
         "in": "query",
@@ -86,12 +86,13 @@ PAGE_PARAMETERS: Final = [
         "name": "cursor",
         "required": False,
         "description": (
-            "Taken from a page's `next` or `previous` link, unchanged: an opaque token the API "
-            "issued. Any other value is `400 invalid_request`."
+            "Taken from a page's `next` or `previous` link, unchanged. A value of this shape is "
+            "a position in the list (`n` for older rows, `p` for newer, microseconds since 1970, "
+            "an id); any other value is `400 invalid_request`."
         ),
         "schema": {
             "type": "string",
-            "minLength": 1,
+            "minLength": 18,
             "maxLength": MAX_CURSOR_LENGTH,
             "pattern": CURSOR_PATTERN,
         },

@@ -1,19 +1,13 @@
 """Schemathesis hooks of the conformance run (loaded through SCHEMATHESIS_HOOKS).
 
-Every check runs, with its default expectations. The schema says all that JSON Schema can; what
-it cannot say is handled here, for positive (schema-valid) cases only, and only this:
-
-- A cursor is an opaque token the API issued: a client sends back what it received. A generated
-  cursor that fits the schema is replaced by one the API could have issued; one that does not
-  fit it is left as generated, and the API refuses it.
-- A webhook URL must also pass the URL rules (a public host, no private address), and a console
-  command must be printable text: the rules are applied with the service's own code, and a case
-  they refuse (422, 400) is not generated as a valid one.
+Every check runs, with its default expectations. The schema says all that JSON Schema can (a
+cursor's whole shape, a webhook URL's scheme, host, port and characters); what it cannot say is
+handled here, for positive (schema-valid) cases only, and only this: a webhook URL must also
+pass the URL rules (a public host, no private address), and a console command must be printable
+text. The rules are applied with the service's own code, and a case they refuse (422, 400) is
+not generated as a valid one.
 """
 
-import base64
-import json
-import re
 from typing import Any
 
 import schemathesis
@@ -21,30 +15,11 @@ import schemathesis
 from webhooks.targets.url_safety import UnsafeWebhookUrl, check_webhook_url
 
 MAX_COMMAND_LENGTH = 1000
-CURSOR = re.compile(r"[A-Za-z0-9_-]+")  # the schema's pattern (gshost.api.schema)
-MAX_CURSOR_LENGTH = 512
 
 
 def _positive(case: Any) -> bool:
     meta = getattr(case, "meta", None)
     return meta is not None and meta.generation.mode.is_positive
-
-
-def issued_cursor(seed: str) -> str:
-    """A cursor of the shape the API issues (gshost.api.pagination), varied by `seed`."""
-    payload = {"t": "2026-11-22T10:00:00+00:00", "i": "0", "b": len(seed) % 2 == 1}
-    raw = json.dumps(payload, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-@schemathesis.hook
-def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
-    """A cursor the schema accepts becomes one the API issued, in every phase; one it refuses
-    stays (and the API refuses it too). Schemathesis re-judges the case after this edit."""
-    query = case.query
-    cursor = query.get("cursor") if isinstance(query, dict) else None
-    if isinstance(cursor, str) and len(cursor) <= MAX_CURSOR_LENGTH and CURSOR.fullmatch(cursor):
-        query["cursor"] = issued_cursor(cursor)
 
 
 def _url_allowed(url: Any) -> bool:

@@ -132,9 +132,9 @@ def test_it_documents_every_list_as_a_page_with_its_limit_and_cursor(client):
         (cursor,) = [p for p in operation["parameters"] if p["name"] == "cursor"]
         assert cursor["schema"] == {
             "type": "string",
-            "minLength": 1,
-            "maxLength": 512,
-            "pattern": "^[A-Za-z0-9_-]+$",
+            "minLength": 18,
+            "maxLength": 57,
+            "pattern": "^[np][0-9]{16}[A-Za-z0-9_]{1,40}$",
         }, route
 
 

@@ -99,6 +99,22 @@ def test_a_start_the_agent_refuses_is_409_and_recorded_as_a_failed_start(
     assert published[-1].data["reason"] == "failed_to_start"
 
 
+def test_a_start_refused_for_a_port_its_node_holds_is_409_invalid_state_naming_the_port(
+    key, demo_server, stand_in_agent
+):
+    refusal = {"error": {"code": "port_in_use", "message": "port 27000 is in use on this node"}}
+    stand_in_agent.answer("POST", f"/v1/servers/{demo_server.id}/start", 409, refusal)
+    response = api_post(key, demo_server, "power", {"action": "start"})
+    assert response.status_code == 409
+    assert error_of(response) == {
+        "code": "invalid_state",
+        "message": "Port 27000 is in use on node node-1 (by something other than this server's "
+        "game): the server cannot start there.",
+        "state": "stopped",
+    }
+    assert state_of(demo_server) == "stopped"
+
+
 def test_a_stop_the_agent_refuses_is_409_and_leaves_the_server_running(
     key, demo_server, stand_in_agent, put_in_state
 ):

@@ -83,6 +83,13 @@ def test_rebuild_asks_which_node_first(staff_client, demo_server, other_node):
     assert not ServerMigration.objects.exists()
 
 
+def test_the_rebuild_page_says_placement_is_by_free_memory(staff_client, demo_server, other_node):
+    page = " ".join(rebuild_action(staff_client, demo_server).content.decode().split())
+
+    assert "the one with the most free memory, then the fewest servers" in page
+    assert "free ports" not in page
+
+
 def test_rebuild_begins_on_the_node_chosen(
     staff_client, demo_server, agent_node, other_node, bucket, seaweedfs
 ):

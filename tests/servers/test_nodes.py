@@ -130,6 +130,13 @@ def test_the_admin_lists_nodes_with_state_servers_and_free_ports(staff_client, d
     assert node.encrypted_token not in page
 
 
+def test_the_admin_lists_each_nodes_url_and_address(staff_client):
+    register("node-a", url="https://10.0.0.5:8444", address="203.0.113.5")
+    page = staff_client.get("/admin/servers/node/").content.decode()
+    assert '<td class="field-url">https://10.0.0.5:8444</td>' in page
+    assert '<td class="field-address">203.0.113.5</td>' in page
+
+
 def test_the_admin_change_page_shows_no_secret(staff_client, agent_node):
     page = staff_client.get(f"/admin/servers/node/{agent_node.pk}/change/").content.decode()
     assert agent_node.encrypted_token not in page

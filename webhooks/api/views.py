@@ -158,7 +158,14 @@ URL_SCHEMA = {
     "type": "string",
     "minLength": 1,
     "maxLength": MAX_URL_LENGTH,
-    "pattern": "^[Hh][Tt][Tt][Pp][Ss]://",
+    # What the URL rules say that a pattern can: https, a host (or [IPv6], two colons at least)
+    # and a port of digits, no user name, no whitespace, backslash or control character. Whether
+    # the host is a valid and public one only the rules can tell (422 invalid_webhook_url).
+    "pattern": (
+        r"^[Hh][Tt][Tt][Pp][Ss]://(?:\[[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*\]"
+        r"|[^/?#@:\[\]\s\\\u0000-\u001f\u007f-\u009f]+)"
+        r"(?::[0-9]{1,5})?(?:[/?#][^\s\\\u0000-\u001f\u007f-\u009f]*)?$"
+    ),
     "description": "An https URL of a publicly reachable host (see the URL rules).",
 }
 

@@ -38,7 +38,7 @@ class Command(BaseCommand):
 
         parser.add_argument("--memory", type=int, help="Memory for game servers, MB.")
         parser.add_argument("--disk", type=int, help="Disk for game servers, MB.")
-        parser.add_argument("--cpu", type=int, help="CPU for game servers, % of one core.")
+        parser.add_argument("--cpu", type=int, help="CPU for game servers, %% of one core.")
         parser.add_argument(
             "--overallocate", type=int, default=0, help="Percent beyond capacity (default 0)."
         )
