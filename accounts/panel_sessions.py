@@ -112,6 +112,12 @@ def panel_session_seen(request: HttpRequest) -> None:
     )
 
 
+def panel_session_rekey(old_key: str | None, new_key: str | None) -> None:
+    """The same session under a new key (Django cycles it on a password change)."""
+    if old_key and new_key and old_key != new_key:
+        PanelSession.objects.filter(session_key=old_key).update(session_key=new_key)
+
+
 @receiver(user_logged_in, dispatch_uid="accounts.panel_session_record")
 def _signed_in(sender: object, request: HttpRequest | None, user: User, **kwargs: object) -> None:
     if request is not None and hasattr(request, "session"):

@@ -22,7 +22,7 @@ from accounts.panel.access import Open, open_to
 from accounts.panel.forms import CodeForm, SecondFactorRuleForm
 from accounts.panel.organization import current_membership
 from accounts.panel.signin_flow import mark_verified, recovery_codes_stash, recovery_codes_take
-from accounts.panel_sessions import EndReason, person_sessions_end
+from accounts.panel_sessions import EndReason, panel_session_rekey, person_sessions_end
 from accounts.passkeys import Relying, passkey_register, registration_options
 from accounts.person_audit import audit_person_action
 from accounts.second_factor import (
@@ -229,7 +229,9 @@ def password_change(request: HttpRequest) -> HttpResponse:
         status = 400 if form.is_bound else 200
         return render(request, "accounts/security/password.html", {"form": form}, status=status)
     form.save()
-    update_session_auth_hash(request, user)
+    old_key = request.session.session_key
+    update_session_auth_hash(request, user)  # a new session key, kept signed in
+    panel_session_rekey(old_key, request.session.session_key)
     context = PanelContext.from_request(request)
     audit_person_action(user=user, context=context, action=PanelAction.PASSWORD_CHANGE)
     person_sessions_end(

@@ -38,7 +38,10 @@ def pending_of(request: HttpRequest) -> Pending | None:
     state = request.session.get(PENDING_KEY)
     if not isinstance(state, dict) or time.time() - state.get("at", 0) > PENDING_SECONDS:
         return None
-    user = User.objects.filter(pk=state.get("user_id"), is_active=True).first()
+    user_id = state.get("user_id")
+    if not isinstance(user_id, int):
+        return None
+    user = User.objects.filter(pk=user_id, is_active=True).first()
     if user is None:
         return None
     return Pending(user=user, backend=str(state["backend"]), next_url=str(state["next"]))
