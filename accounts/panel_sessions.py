@@ -85,6 +85,7 @@ def panel_session_record(request: HttpRequest, user: User) -> None:
     session = request.session
     if not session.session_key:
         session.save()
+    PanelSession.objects.filter(user=user, expires_at__lte=timezone.now()).delete()
     PanelSession.objects.update_or_create(
         session_key=session.session_key,
         defaults={

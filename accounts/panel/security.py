@@ -82,6 +82,9 @@ def security_page(request: HttpRequest) -> HttpResponse:
 def totp_add(request: HttpRequest) -> HttpResponse:
     """The QR code and secret of a new authenticator app, confirmed by its first code."""
     user = _user(request)
+    if factors_of(user).totp:  # replacing it would remove it without a current code
+        messages.info(request, "Remove the current authenticator app first (with its code).")
+        return redirect("security")
     device = totp_enrolment_start(user)
     form = CodeForm(request.POST if request.method == "POST" else None)
     if form.is_valid():

@@ -203,3 +203,8 @@ def test_it_makes_new_recovery_codes_with_a_current_code(enrolled, alice_client)
     page = alice_client.get(response["Location"]).content.decode()
     assert old[1] not in page
     assert "10 unused recovery codes left" in alice_client.get(SECURITY).content.decode()
+
+
+def test_it_does_not_replace_an_authenticator_app_without_its_code(enrolled, alice_client):
+    response = alice_client.get(TOTP_ADD)
+    assert response["Location"] == SECURITY

@@ -84,3 +84,19 @@ def test_it_refuses_a_passkey_the_site_does_not_know(page, authenticator, alice)
     page.click("#passkey-sign-in")
     expect(page.locator("#passkey-error")).to_have_text("That passkey could not be verified.")
     expect(page).to_have_url(re.compile(r"/accounts/login/"))
+
+
+def test_removing_a_passkey_needs_a_current_code(page, authenticator, alice):
+    sign_in(page, "alice@acme.test", "alice-pw-123")
+    register_passkey(page, "Work laptop")
+    recovery_code = page.locator("#recovery-codes code").first.inner_text()
+    page.goto("/accounts/security/")
+    row = page.locator("tr", has=page.locator(".passkey-name", has_text="Work laptop"))
+    row.locator("input[name=code]").fill("000000")
+    row.get_by_role("button", name="Remove").click()
+    expect(page.get_by_text("That code is not right")).to_be_visible()
+    assert Passkey.objects.count() == 1
+    row.locator("input[name=code]").fill(recovery_code)
+    row.get_by_role("button", name="Remove").click()
+    expect(page.get_by_text("No passkeys yet.")).to_be_visible()
+    assert Passkey.objects.count() == 0
