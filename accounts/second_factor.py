@@ -96,7 +96,6 @@ def totp_enrolment_confirm(*, user: User, code: str, context: PanelContext) -> l
         device = TOTPDevice.objects.select_for_update().filter(user=user, confirmed=False).first()
         if device is None or not device.verify_token(_normalised(code)):
             raise CodeRefused()
-        TOTPDevice.objects.filter(user=user, confirmed=True).delete()
         device.confirmed = True
         device.save(update_fields=["confirmed"])
         audit_person_action(user=user, context=context, action=PanelAction.MFA_TOTP_ADD)

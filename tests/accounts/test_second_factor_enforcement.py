@@ -1,5 +1,7 @@
 """A second factor required: by an owner of every member, and by ADMIN_REQUIRE_2FA of staff."""
 
+import secrets
+
 import pytest
 from django.test import Client
 from freezegun import freeze_time
@@ -8,6 +10,7 @@ from accounts.models import Organization, User
 from audit.models import AuditRecord
 from audit.services import PanelAction
 from tests.accounts.second_factor_kit import SECURITY, code_of, enrol_totp, secret_on
+from tests.gshost.test_production_settings import base_environment, python
 
 pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
@@ -93,3 +96,20 @@ def test_a_staff_session_without_the_code_must_sign_in_again(admin_requires_it, 
 def test_the_admin_rule_can_be_turned_off(settings, staff_client):
     settings.ADMIN_REQUIRE_2FA = False
     assert staff_client.get("/admin/").status_code == 200
+
+
+def _admin_rule_with(**values: str) -> bool:
+    """ADMIN_REQUIRE_2FA as the service reads it at start, in an environment of `values`."""
+    env = base_environment(SECRET_KEY=secrets.token_urlsafe(50), **values)
+    if "ADMIN_REQUIRE_2FA" not in values:
+        env.pop("ADMIN_REQUIRE_2FA", None)
+    code = "import django; django.setup(); from django.conf import settings as s; "
+    done = python(env, "-c", code + "print(s.ADMIN_REQUIRE_2FA)")
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip() == "True"
+
+
+def test_the_admin_rule_is_on_by_default_and_off_in_debug():
+    assert _admin_rule_with() is True
+    assert _admin_rule_with(DEBUG="true") is False
+    assert _admin_rule_with(ADMIN_REQUIRE_2FA="false") is False
