@@ -5,7 +5,8 @@ TOTP devices and recovery codes are django-otp's (`otp_totp`, `otp_static`); pas
 sign-in throttle holds the account or address, counts a wrong code as a failed sign-in (so
 codes share the password's limits), refuses a TOTP code already used in its window
 (django-otp keeps the last time step used; the device row is locked while checking, so two
-requests cannot both use one code), and consumes a recovery code with one DELETE.
+requests cannot both use one code), and consumes a recovery code with one DELETE (only a keyed
+hash of each recovery code is stored).
 """
 
 import base64
@@ -18,6 +19,7 @@ from axes.handlers.proxy import AxesProxyHandler
 from django.contrib.auth.signals import user_login_failed
 from django.db import transaction
 from django.http import HttpRequest
+from django.utils.crypto import salted_hmac
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
@@ -30,6 +32,7 @@ from audit.services import PanelAction, PanelContext
 RECOVERY_CODE_COUNT = 10
 TOTP_NAME = "Authenticator app"
 RECOVERY_NAME = "Recovery codes"
+RECOVERY_SALT = "accounts.second_factor.recovery_code"
 _NOT_CODE_CHARACTERS = re.compile(r"[\s-]+")
 
 
@@ -113,7 +116,9 @@ def recovery_codes_create(*, user: User, context: PanelContext) -> list[str]:
         )
         device.token_set.all().delete()
         codes = [StaticToken.random_token() for _ in range(RECOVERY_CODE_COUNT)]
-        StaticToken.objects.bulk_create([StaticToken(device=device, token=c) for c in codes])
+        StaticToken.objects.bulk_create(
+            [StaticToken(device=device, token=_stored_form(code)) for code in codes]
+        )
         audit_person_action(
             user=user, context=context, action=PanelAction.MFA_RECOVERY_CODES_CREATE
         )
@@ -151,8 +156,15 @@ def _totp_matches(user: User, code: str) -> bool:
         return any(device.verify_token(code) for device in devices)
 
 
+def _stored_form(code: str) -> str:
+    """What is stored of a recovery code: a keyed hash (16 hex digits, django-otp's column),
+    so the database alone does not give the codes away."""
+    return salted_hmac(RECOVERY_SALT, code, algorithm="sha256").hexdigest()[:16]
+
+
 def _recovery_code_consumed(user: User, code: str) -> bool:
-    deleted, _ = StaticToken.objects.filter(device__user=user, token=code).delete()
+    stored = _stored_form(code)
+    deleted, _ = StaticToken.objects.filter(device__user=user, token=stored).delete()
     return deleted > 0
 
 

@@ -3,6 +3,7 @@ panel's forms. Passkeys are in tests/browser/test_passkeys.py (they need a brows
 
 import pytest
 from django.test import Client
+from django_otp.plugins.otp_static.models import StaticToken
 from freezegun import freeze_time
 
 from audit.models import AuditRecord
@@ -208,3 +209,10 @@ def test_it_makes_new_recovery_codes_with_a_current_code(enrolled, alice_client)
 def test_it_does_not_replace_an_authenticator_app_without_its_code(enrolled, alice_client):
     response = alice_client.get(TOTP_ADD)
     assert response["Location"] == SECURITY
+
+
+def test_it_stores_no_recovery_code_as_it_is_shown(enrolled):
+    _, codes = enrolled
+    stored = set(StaticToken.objects.values_list("token", flat=True))
+    assert len(stored) == 10
+    assert not stored & set(codes)
