@@ -127,3 +127,13 @@ def _current(browser: Client) -> int:
     from accounts.models import PanelSession
 
     return PanelSession.objects.get(session_key=browser.session.session_key).id
+
+
+def test_it_shows_when_each_session_was_last_seen(alice):
+    with freeze_time("2026-12-01 10:00:00") as clock:
+        laptop = signed_in(FIREFOX, "198.51.100.7")
+        clock.tick(120)
+        laptop.get("/panel/keys/")
+        page = laptop.get(SESSIONS).content.decode()
+    assert '<time datetime="2026-12-01T10:00:00+00:00">' in page  # signed in
+    assert '<time datetime="2026-12-01T10:02:00+00:00">' in page  # last seen
