@@ -6,4 +6,5 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        import accounts.panel_sessions  # noqa: F401  (records each sign-in's session)
         import gshost.api.schema  # noqa: F401  (registers the OpenAPI auth scheme)

@@ -1,6 +1,13 @@
 """The errors account code refuses with; the API and the panel each answer them in one place."""
 
-from gshost.errors import InvalidInput, InvalidState, NotFound, NotPermitted, RefusedValue
+from gshost.errors import (
+    InvalidInput,
+    InvalidState,
+    NotFound,
+    NotPermitted,
+    RateLimited,
+    RefusedValue,
+)
 
 
 class KeyNotFound(NotFound):
@@ -53,3 +60,28 @@ class SelfRevocationOnly(NotPermitted):
             required_scope=required_scope,
             rule="self_revocation_only",
         )
+
+
+class CodeRefused(InvalidInput):
+    """A second-factor code (TOTP or recovery) that is wrong, already used, or expired."""
+
+    code = "code_refused"
+    default_message = "That code is not right, or it was already used. Try the current one."
+
+
+class SignInLocked(RateLimited):
+    """Too many failed sign-ins or codes for this account or address (§ sign-in throttling)."""
+
+    code = "sign_in_locked"
+    default_message = "Too many failed attempts: try again later."
+
+
+class PasskeyRefused(InvalidInput):
+    """A passkey answer that does not verify, or a passkey this person does not have."""
+
+    code = "passkey_refused"
+    default_message = "That passkey could not be verified."
+
+
+class FactorNotFound(NotFound):
+    default_message = "No such second factor."

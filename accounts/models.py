@@ -50,6 +50,8 @@ class Organization(models.Model):
     slug = models.SlugField(unique=True, max_length=60)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(default=timezone.now)
+    # Set by an owner: every member must have a second factor before using the panel.
+    require_second_factor = models.BooleanField(default=False)
 
     def __str__(self) -> str:
         return self.name
@@ -170,3 +172,36 @@ class ApiKey(models.Model):
     @property
     def prefix(self) -> str:
         return f"gsk_{self.key_id}"
+
+
+class Passkey(models.Model):
+    """A WebAuthn credential a person registered; several per person, each named."""
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="passkeys")
+    name = models.CharField(max_length=100)
+    credential_id = models.BinaryField(max_length=1023)
+    # The credential's id as base64url, unique: what a sign-in looks the passkey up by.
+    lookup_id = models.CharField(max_length=1400, unique=True)
+    public_key = models.BinaryField()
+    sign_count = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} of {self.user}"
+
+
+class PanelSession(models.Model):
+    """One signed-in panel session of a person, as Account -> Sessions lists it. The session
+    itself lives in Django's session store; this row describes it."""
+
+    session_key = models.CharField(max_length=40, unique=True)
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="panel_sessions")
+    user_agent = models.CharField(max_length=500, blank=True, default="")
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    signed_in_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"session of {self.user} since {self.signed_in_at:%Y-%m-%d %H:%M}"

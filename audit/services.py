@@ -29,6 +29,16 @@ class PanelAction(models.TextChoices):
     SERVER_POWER = "server.power", "Server power action"
     SERVER_CONSOLE = "server.console", "Console command"
     SERVER_UPDATE = "server.update", "Server changed"
+    MFA_TOTP_ADD = "mfa.totp_add", "Authenticator app added"
+    MFA_TOTP_REMOVE = "mfa.totp_remove", "Authenticator app removed"
+    MFA_PASSKEY_ADD = "mfa.passkey_add", "Passkey added"
+    MFA_PASSKEY_REMOVE = "mfa.passkey_remove", "Passkey removed"
+    MFA_RECOVERY_CODES_CREATE = "mfa.recovery_codes_create", "Recovery codes made"
+    MFA_RECOVERY_CODE_USE = "mfa.recovery_code_use", "Recovery code used"
+    MFA_CODE_FAIL = "mfa.code_fail", "Wrong second-factor code"
+    SESSION_END = "session.end", "Panel session ended"
+    PASSWORD_CHANGE = "account.password_change", "Password changed"
+    ORGANIZATION_SECOND_FACTOR = "organization.second_factor", "Second-factor rule changed"
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,9 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_q",
     "axes",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
     "accounts",
     "servers",
     "audit",
@@ -103,6 +106,7 @@ MIDDLEWARE = [
     "gshost.panel_middleware.PanelCsrfViewMiddleware",  # see gshost.checks
     "gshost.panel_middleware.PanelAuthenticationMiddleware",
     "gshost.panel_middleware.PanelMessageMiddleware",
+    "accounts.panel.enforcement.SecondFactorRequiredMiddleware",
     "accounts.panel.access.PanelPermissionMiddleware",
     "axes.middleware.AxesMiddleware",  # a refused sign-in becomes our 429 page
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -346,6 +350,15 @@ AXES_LOCKOUT_CALLABLE = "accounts.signin.lockout_response"
 AXES_RESET_ON_SUCCESS = False  # the handler clears the account's failures from that address
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_VERBOSE = False
+
+# --- Second factors for the panel (docs/panel-security.md) ---
+# Staff need a second factor, proved at sign-in, for /admin/ (off by default only with DEBUG).
+ADMIN_REQUIRE_2FA = env.bool("ADMIN_REQUIRE_2FA", default=not DEBUG)
+OTP_TOTP_ISSUER = "gshost"
+# django-otp's own back-off is off: a wrong code counts as a failed sign-in instead, toward the
+# LOGIN_FAILURE_* limits above (accounts.second_factor.code_check).
+OTP_TOTP_THROTTLE_FACTOR = 0
+OTP_STATIC_THROTTLE_FACTOR = 0
 
 # Request bodies: at most 1 MiB (the API answers 413 payload_too_large, the panel 400).
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024

@@ -23,6 +23,8 @@ urlpatterns = [
     path("api/public/v1/", include(catch_all)),
     *bare_prefix,
     path("", RedirectView.as_view(url="/panel/keys/", permanent=False)),
+    # Staff sign in through the panel's sign-in (password, then a second factor).
+    path("admin/login/", include("accounts.panel.admin_login_urls")),
     path("admin/", admin.site.urls),
     path("integrations/", include("accounts.integrations")),
     # Agents of the nodes report here (bearer node token; not the public API).

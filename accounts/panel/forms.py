@@ -163,3 +163,19 @@ class KeyRotateForm(forms.Form):
     def clean_grace_hours(self) -> int:
         hours = self.cleaned_data.get("grace_hours")
         return DEFAULT_GRACE_HOURS if hours is None else int(hours)
+
+
+class CodeForm(forms.Form):
+    """A code from the authenticator app (6 digits) or a recovery code."""
+
+    code = forms.CharField(
+        label="Code",
+        max_length=40,
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "autofocus": True}),
+    )
+
+
+class SecondFactorRuleForm(forms.Form):
+    require_second_factor = forms.BooleanField(
+        label="Every member must use a second factor", required=False
+    )

@@ -29,6 +29,7 @@ NOT_STATE = {
     # Filled once by the apps' ready(), the same in every process: wiring, not a cache.
     "gshost/monitoring/metrics.py": "collectors the apps add at start",
     "gshost/schedules.py": "schedules the apps declare at start",
+    "accounts/panel_sessions.py": "sessions-ended hooks the apps register at start",
 }
 
 

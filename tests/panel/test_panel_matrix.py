@@ -48,6 +48,7 @@ pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
 KEY_RULE = "key rule"  # key list, create, rotate, delete: the key service's own rule
 SIGNED_IN = "signed in"
+OWNER = "owner"  # an owner of the organization the person acts in
 KEY_SCOPES = ["servers:read", "audit:read"]
 
 
@@ -166,6 +167,35 @@ ROUTES = [
     ),
     PanelRoute("post", S + "/config-events/{event}/end", Scope.SERVERS_POWER, ok=302),
     PanelRoute("post", "/panel/switch-organization/", SIGNED_IN, ok=302, organization_wide=True),
+    # The person's own account: their factors, password and sessions (a wrong or missing code
+    # is refused by the page itself, after the person is let in).
+    *(
+        PanelRoute(method, "/accounts/" + path, SIGNED_IN, data, ok=ok, organization_wide=True)
+        for method, path, data, ok in [
+            ("get", "security/", {}, 200),
+            ("get", "security/totp/", {}, 200),
+            ("post", "security/totp/", {"code": "000000"}, 400),
+            ("post", "security/totp/remove/", {"code": "000000"}, 302),
+            ("get", "security/recovery-codes/", {}, 302),
+            ("post", "security/recovery-codes/renew/", {"code": "000000"}, 302),
+            ("post", "security/passkeys/options/", {}, 200),
+            ("post", "security/passkeys/", {}, 400),
+            ("post", "security/passkeys/1/remove/", {"code": "000000"}, 302),
+            ("get", "security/password/", {}, 200),
+            ("post", "security/password/", {}, 400),
+            ("get", "sessions/", {}, 200),
+            ("post", "sessions/1/end/", {}, 302),
+            ("post", "sessions/end-others/", {}, 302),
+        ]
+    ),
+    PanelRoute(
+        "post",
+        "/accounts/security/organization/",
+        OWNER,
+        {"require_second_factor": "on"},
+        ok=302,
+        organization_wide=True,
+    ),
 ]
 PEOPLE = ["anonymous", "owner", "with", "without", "other-owner"]
 
@@ -259,7 +289,7 @@ def _person_client(
     needed = [*KEY_SCOPES, "keys:read"] if route.needs == KEY_RULE else [route.needs]
     held = {
         "owner": None,
-        "with": [*needed, *route.also] if route.needs != SIGNED_IN else [],
+        "with": [*needed, *route.also] if route.needs not in (SIGNED_IN, OWNER) else [],
         "without": sorted(CATALOGUE - set(needed)),
     }
     if person == "owner":
@@ -286,6 +316,8 @@ def _refused_status(route: PanelRoute, person: str) -> int | None:
     """The status a refused person gets, or None when the person is allowed."""
     if person == "anonymous":
         return 302
+    if route.needs == OWNER and person in ("with", "without"):
+        return 403
     if person in ("owner", "with"):
         return None
     if person == "without":
@@ -329,8 +361,16 @@ def test_the_panel_matrix(
     assert snapshot(world.acme) == before
 
 
-# Not in the matrix: the sign-in pages, and /panel/ itself (a redirect to the key list).
-OUTSIDE_THE_MATRIX = {"accounts/login/", "accounts/logout/", "panel/"}
+# Not in the matrix: the sign-in pages (tests/accounts/test_second_factor.py), and /panel/
+# itself (a redirect to the key list).
+OUTSIDE_THE_MATRIX = {
+    "accounts/login/",
+    "accounts/login/second-factor/",
+    "accounts/login/passkey/options/",
+    "accounts/login/passkey/",
+    "accounts/logout/",
+    "panel/",
+}
 
 
 def test_the_matrix_covers_every_panel_route(world: World) -> None:

@@ -1,0 +1,139 @@
+"""Account -> Sessions: a person's panel sessions listed and ended, and what ends them all."""
+
+import pytest
+from django.test import Client
+from freezegun import freeze_time
+
+from accounts.panel_sessions import EndReason, SessionsEnded
+from audit.models import AuditRecord
+from audit.services import PanelAction
+from tests.accounts.second_factor_kit import code_of, enrol_totp, is_signed_in
+
+pytestmark = pytest.mark.usefixtures("fast_password_hashing")
+
+SESSIONS = "/accounts/sessions/"
+FIREFOX = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0"
+CHROME = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/131.0 Safari/537.36"
+
+
+def signed_in(user_agent: str, address: str) -> Client:
+    """A browser of Alice's, signed in through the form."""
+    browser = Client(HTTP_USER_AGENT=user_agent, REMOTE_ADDR=address)
+    response = browser.post(
+        "/accounts/login/", {"username": "alice@acme.test", "password": "alice-pw-123"}
+    )
+    assert response.status_code == 302
+    return browser
+
+
+@pytest.fixture(name="laptop")
+def laptop_fixture(alice) -> Client:
+    return signed_in(FIREFOX, "198.51.100.7")
+
+
+@pytest.fixture(name="phone")
+def phone_fixture(alice) -> Client:
+    return signed_in(CHROME, "203.0.113.9")
+
+
+def session_ids(page: str) -> list[int]:
+    return [int(part.split('"', 1)[0]) for part in page.split('data-session-id="')[1:]]
+
+
+def test_it_lists_the_persons_sessions_with_browser_and_address(laptop, phone):
+    page = laptop.get(SESSIONS).content.decode()
+    assert "Firefox" in page and "Chrome" in page
+    assert "198.51.100.7" in page and "203.0.113.9" in page
+    assert page.count("(this one)") == 1
+
+
+def test_it_lists_only_the_persons_own_sessions(laptop, bob):
+    Client().post("/accounts/login/", {"username": "bob@acme.test", "password": "bob-pw-123"})
+    assert len(session_ids(laptop.get(SESSIONS).content.decode())) == 1
+
+
+def test_it_ends_one_session(laptop, phone):
+    phone_session = next(
+        i for i in session_ids(laptop.get(SESSIONS).content.decode()) if i != _current(laptop)
+    )
+    laptop.post(f"/accounts/sessions/{phone_session}/end/")
+    assert phone.get("/panel/keys/").status_code == 302  # to the sign-in page
+    assert laptop.get("/panel/keys/").status_code == 200
+
+
+def test_it_ends_every_other_session(laptop, phone):
+    tablet = signed_in(FIREFOX, "192.0.2.10")
+    laptop.post("/accounts/sessions/end-others/")
+    assert not is_signed_in(phone) and not is_signed_in(tablet)
+    assert session_ids(laptop.get(SESSIONS).content.decode()) == [_current(laptop)]
+
+
+def test_a_password_change_ends_every_other_session(laptop, phone):
+    response = laptop.post(
+        "/accounts/security/password/",
+        {
+            "old_password": "alice-pw-123",
+            "new_password1": "a-new-long-passphrase-1",
+            "new_password2": "a-new-long-passphrase-1",
+        },
+    )
+    assert response.status_code == 302
+    assert not is_signed_in(phone)
+    assert laptop.get("/panel/keys/").status_code == 200
+
+
+def test_removing_a_factor_ends_every_other_session(laptop):
+    with freeze_time("2026-12-01 10:00:00") as clock:
+        secret, _ = enrol_totp(laptop)
+        clock.tick(30)
+        phone = Client()
+        phone.post("/accounts/login/", {"username": "alice@acme.test", "password": "alice-pw-123"})
+        phone.post("/accounts/login/second-factor/", {"code": code_of(secret)})
+        assert is_signed_in(phone)
+        clock.tick(30)
+        laptop.post("/accounts/security/totp/remove/", {"code": code_of(secret)})
+    assert not is_signed_in(phone)
+    assert is_signed_in(laptop)
+
+
+def test_it_audits_each_ended_session(laptop, phone, alice):
+    laptop.post("/accounts/sessions/end-others/")
+    row = AuditRecord.objects.get(action=PanelAction.SESSION_END)
+    assert (row.organization_id, row.actor_email) == (alice.organization_id, "alice@acme.test")
+
+
+def test_a_password_change_tells_the_registered_hooks(
+    laptop, phone, alice, monkeypatch, django_capture_on_commit_callbacks
+):
+    told: list[SessionsEnded] = []
+    monkeypatch.setattr("accounts.panel_sessions._hooks", [told.append])
+    with django_capture_on_commit_callbacks(execute=True):
+        laptop.post(
+            "/accounts/security/password/",
+            {
+                "old_password": "alice-pw-123",
+                "new_password1": "a-new-long-passphrase-1",
+                "new_password2": "a-new-long-passphrase-1",
+            },
+        )
+    (news,) = told
+    assert (news.user_id, news.reason) == (alice.user_id, EndReason.PASSWORD_CHANGED)
+    assert news.credentials_changed
+    assert news.kept_session_key == laptop.session.session_key
+    assert len(news.ended_session_keys) == 1
+
+
+def _current(browser: Client) -> int:
+    from accounts.models import PanelSession
+
+    return PanelSession.objects.get(session_key=browser.session.session_key).id
+
+
+def test_it_shows_when_each_session_was_last_seen(alice):
+    with freeze_time("2026-12-01 10:00:00") as clock:
+        laptop = signed_in(FIREFOX, "198.51.100.7")
+        clock.tick(120)
+        laptop.get("/panel/keys/")
+        page = laptop.get(SESSIONS).content.decode()
+    assert '<time datetime="2026-12-01T10:00:00+00:00">' in page  # signed in
+    assert '<time datetime="2026-12-01T10:02:00+00:00">' in page  # last seen
