@@ -29,6 +29,8 @@ class PanelAction(models.TextChoices):
     SERVER_POWER = "server.power", "Server power action"
     SERVER_CONSOLE = "server.console", "Console command"
     SERVER_UPDATE = "server.update", "Server changed"
+    SERVER_CREATE = "server.create", "Server created"
+    BACKUP_DELETE = "backup.delete", "Backup deleted"
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from urllib3.util import Timeout
 
 from gshost import process_state
 from gshost.errors import InvalidInput
+from gshost.handoff import require_outside_transaction
 from servers.backup_storage import (
     backup_download_url,
     backup_key,
@@ -125,6 +126,7 @@ def agent_call(
     """One call to the node's agent: its JSON answer, AgentError for an error it answered,
     NodeUnavailable when the node is unreachable or failing, or the agent cannot be reached
     within the deadline (`read_timeout`: a long call's own, such as a transfer's upload)."""
+    require_outside_transaction(f"The agent call {method} {path}")
     _require_online(node)
     token = node_token(node)
     if token is None:

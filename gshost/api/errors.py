@@ -15,6 +15,7 @@ from gshost.errors import (
     InvalidInput,
     InvalidState,
     LimitReached,
+    Misuse,
     NotEnabled,
     NotFound,
     NotPermitted,
@@ -145,6 +146,7 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     LimitReached: status.HTTP_422_UNPROCESSABLE_ENTITY,
     NotPermitted: status.HTTP_403_FORBIDDEN,
     RateLimited: status.HTTP_429_TOO_MANY_REQUESTS,
+    Misuse: status.HTTP_500_INTERNAL_SERVER_ERROR,
 }
 
 
@@ -217,7 +219,7 @@ def error_response(error: ApiError, request: HttpRequest | None = None) -> Respo
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     handled = exceptions.APIException | Http404 | DomainError | RequestDataTooBig | OverflowError
-    if not isinstance(exc, handled) and not is_database_outage(exc):
+    if isinstance(exc, Misuse) or (not isinstance(exc, handled) and not is_database_outage(exc)):
         return None  # a real bug: PublicApiMiddleware answers 500 with the envelope, and logs it
     request = context.get("request")
     django_request = getattr(request, "_request", None)
