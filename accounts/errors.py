@@ -1,6 +1,13 @@
 """The errors account code refuses with; the API and the panel each answer them in one place."""
 
-from gshost.errors import InvalidInput, InvalidState, NotFound, NotPermitted, RefusedValue
+from gshost.errors import (
+    InvalidInput,
+    InvalidState,
+    NotFound,
+    NotPermitted,
+    RefusedValue,
+    Unavailable,
+)
 
 
 class KeyNotFound(NotFound):
@@ -53,3 +60,19 @@ class SelfRevocationOnly(NotPermitted):
             required_scope=required_scope,
             rule="self_revocation_only",
         )
+
+
+class KeysUnavailable(Unavailable):
+    """GitHub's public keys could not be fetched or read: a secret-scanning alert can be
+    neither trusted nor refused (GitHub sends it again later)."""
+
+
+class SignatureRefused(NotPermitted):
+    """A secret-scanning alert with no signature, a signature that does not verify, or a key
+    GitHub does not publish."""
+
+
+class KeyIdsExhausted(Unavailable):
+    """No unused key id was drawn in a few tries (each collides about once in 2^47)."""
+
+    default_message = "Could not draw an unused key id; try again."

@@ -37,6 +37,7 @@ from servers.backup_storage import (
 from servers.configuration import desired_settings, settings_report_applied
 from servers.console_mirror import console_lines_mirrored
 from servers.errors import (
+    AgentError,
     InvalidState,
     NodeAnswerLate,
     NodeRefused,
@@ -105,14 +106,6 @@ process_state.register(
     bound=f"at most {SESSIONS_KEPT} HTTPS sessions, one per node CA, least recently used dropped",
     reset=reset_sessions,
 )
-
-
-class AgentError(Exception):
-    """The agent answered, with an error status."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
 
 
 def agent_call(
@@ -212,7 +205,7 @@ def _server_path(server: Server, action: str) -> str:
 
 
 def _refused(server: Server, error: AgentError) -> NodeRefused:
-    return NodeRefused(server.state, f"The node refused: {error.message or error.code}")
+    return NodeRefused(server.state, f"The node refused: {error.message or error.agent_code}")
 
 
 def _start_body(server: Server) -> dict[str, Any]:

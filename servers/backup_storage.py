@@ -21,18 +21,14 @@ from audit.actors import Actor
 from audit.services import PanelAction
 from gshost.errors import InvalidInput
 from servers import object_storage
-from servers.errors import InvalidState
+from servers.errors import InvalidState, ObjectStorageError, UploadNotOpen
 from servers.models import Backup, BackupLocation, BackupState, Job, JobKind, JobState, Node, Server
-from servers.object_storage import MAX_PARTS, ObjectStorageError
+from servers.object_storage import MAX_PARTS
 
 logger = logging.getLogger(__name__)
 
 MAX_URLS_PER_ASK = 64
 UNFINISHED = (JobState.QUEUED, JobState.RUNNING)
-
-
-class UploadNotOpen(Exception):
-    """No upload of that backup is under way for this node: no URL is given."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +74,10 @@ def backup_part_urls(*, node: Node, backup_id: str, first: int, count: int) -> l
     if backup is None or not in_bucket(backup) or backup.state != BackupState.CREATING:
         raise UploadNotOpen()
     key = backup_key(backup)
-    uploads = object_storage.uploads_in_progress(key)
+    try:
+        uploads = object_storage.uploads_in_progress(key)
+    except ObjectStorageError as error:
+        raise ObjectStorageError(f"The bucket did not answer: {error}.") from None
     if len(uploads) != 1:
         raise UploadNotOpen()
     count = min(count, MAX_PARTS - first + 1)

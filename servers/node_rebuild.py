@@ -19,7 +19,7 @@ from audit.actors import Actor
 from gshost import handoff
 from gshost.errors import DomainError
 from servers.backup_storage import in_bucket
-from servers.errors import MigrationRefused
+from servers.errors import MigrationFailed, MigrationRefused
 from servers.lifecycle import Trigger
 from servers.models import (
     Backup,
@@ -32,7 +32,6 @@ from servers.models import (
 )
 from servers.node_transfers import (
     TRANSFER_VALID_SECONDS,
-    MigrationFailed,
     _call,
     _call_quietly,
     _claim_run,

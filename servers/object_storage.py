@@ -18,16 +18,13 @@ from django.conf import settings
 
 from gshost import process_state
 from gshost.handoff import require_outside_transaction
+from servers.errors import ObjectStorageError
 
 PART_URL_SECONDS = 3600  # a part is sent within minutes of asking; slow links get an hour
 GET_URL_SECONDS = 900  # checked when the download begins, not while it runs
 MAX_PARTS = 10_000  # S3's limit per upload
 CONNECT_SECONDS = 5
 READ_SECONDS = 60
-
-
-class ObjectStorageError(Exception):
-    """The bucket refused or did not answer: what failed, in a sentence."""
 
 
 @dataclass(frozen=True)

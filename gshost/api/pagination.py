@@ -62,10 +62,10 @@ def _decode(cursor: str) -> tuple[datetime, str, bool]:
         data = json.loads(base64.urlsafe_b64decode(padded.encode()))
         moment = parse_datetime(data["t"])
         if moment is None or moment.tzinfo is None:
-            raise ValueError(cursor)
+            raise _bad_cursor()
         pk = str(data["i"])
         if not pk.isprintable():  # NUL or a lone surrogate: no id has one, PostgreSQL none
-            raise ValueError(cursor)
+            raise _bad_cursor()
         # In UTC now: a forged time at the edge of the calendar fails here, not in the query.
         return moment.astimezone(UTC), pk, bool(data["b"])
     except (ValueError, KeyError, TypeError, OverflowError, binascii.Error, UnicodeDecodeError):
