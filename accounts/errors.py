@@ -7,6 +7,7 @@ from gshost.errors import (
     NotPermitted,
     RateLimited,
     RefusedValue,
+    Unavailable,
 )
 
 
@@ -85,3 +86,19 @@ class PasskeyRefused(InvalidInput):
 
 class FactorNotFound(NotFound):
     default_message = "No such second factor."
+
+
+class KeysUnavailable(Unavailable):
+    """GitHub's public keys could not be fetched or read: a secret-scanning alert can be
+    neither trusted nor refused (GitHub sends it again later)."""
+
+
+class SignatureRefused(NotPermitted):
+    """A secret-scanning alert with no signature, a signature that does not verify, or a key
+    GitHub does not publish."""
+
+
+class KeyIdsExhausted(Unavailable):
+    """No unused key id was drawn in a few tries (each collides about once in 2^47)."""
+
+    default_message = "Could not draw an unused key id; try again."

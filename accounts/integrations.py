@@ -17,9 +17,10 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.debug import sensitive_variables
 from django.views.decorators.http import require_POST
 
+from accounts.errors import KeysUnavailable, SignatureRefused
 from accounts.leaks import LeakLabel, leak_context, leaked_token_handle, token_hash
 from accounts.models import LeakSource
-from accounts.secret_scanning import KeysUnavailable, SignatureRefused, verify_alert
+from accounts.secret_scanning import verify_alert
 
 logger = logging.getLogger(__name__)
 

@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from django.conf import settings
 from django.core.cache import cache
 
+from accounts.errors import KeysUnavailable, SignatureRefused
 from gshost import process_state
 
 logger = logging.getLogger(__name__)
@@ -44,15 +45,6 @@ FETCH_DEADLINE_SECONDS = 15.0  # the whole document
 MAX_DOCUMENT_BYTES = 1024 * 1024
 
 PublicKeys = dict[str, str]  # key identifier -> PEM
-
-
-class KeysUnavailable(Exception):
-    """The public keys could not be fetched or read: the alert can be neither trusted nor
-    refused (GitHub sends it again later)."""
-
-
-class SignatureRefused(Exception):
-    """No signature, a signature that does not verify, or a key GitHub does not publish."""
 
 
 def verify_alert(body: bytes, key_identifier: str, signature: str) -> None:
@@ -209,7 +201,7 @@ def fetch_public_keys(url: str) -> PublicKeys:
         raise KeysUnavailable("public keys document too large")
     try:
         return parse_public_keys(json.loads(raw))
-    except (ValueError, UnicodeError):
+    except (ValueError, UnicodeError, KeysUnavailable):
         logger.warning("The public keys document at %s is not what GitHub publishes", url)
         raise KeysUnavailable("public keys document unreadable") from None
 
@@ -233,7 +225,7 @@ def parse_public_keys(document: Any) -> PublicKeys:
     """`{"public_keys": [{"key_identifier", "key", ...}]}` -> {identifier: PEM}."""
     entries = document.get("public_keys") if isinstance(document, dict) else None
     if not isinstance(entries, list):
-        raise ValueError("no public_keys list")
+        raise KeysUnavailable("public keys document has no public_keys list")
     known: PublicKeys = {}
     for entry in entries:
         if not isinstance(entry, dict):

@@ -16,6 +16,7 @@ from accounts import scopes as scope_catalogue
 from accounts.authentication import hash_key_secret
 from accounts.errors import (
     KeyDeletionRefused,
+    KeyIdsExhausted,
     KeyNotFound,
     KeyNotRotatable,
     KeyRequestRefused,
@@ -149,7 +150,7 @@ def _unused_key_id() -> str:
         key_id = keys.new_key_id()
         if not ApiKey.objects.filter(key_id=key_id).exists():
             return key_id
-    raise RuntimeError("could not draw an unused key id")
+    raise KeyIdsExhausted()
 
 
 def _mint(*, key_id: str | None = None, **fields: object) -> NewKey:

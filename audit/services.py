@@ -39,6 +39,8 @@ class PanelAction(models.TextChoices):
     SESSION_END = "session.end", "Panel session ended"
     PASSWORD_CHANGE = "account.password_change", "Password changed"
     ORGANIZATION_SECOND_FACTOR = "organization.second_factor", "Second-factor rule changed"
+    SERVER_CREATE = "server.create", "Server created"
+    BACKUP_DELETE = "backup.delete", "Backup deleted"
 
 
 @dataclass(frozen=True)

@@ -286,8 +286,12 @@ def world(chain: Chain, ca_pem: str, agent_port: int) -> dict[str, Any]:
         "key": key,
         "token": created.token,
         "node": created.node,
-        "game": server_create(organization=organization, name="Real", node=created.node),
-        "simulated": server_create(organization=organization, name="Simulated", game="custom"),
+        "game": server_create(
+            actor=Actor.system("bench"), organization=organization, name="Real", node=created.node
+        ),
+        "simulated": server_create(
+            actor=Actor.system("bench"), organization=organization, name="Simulated", game="custom"
+        ),
     }
 
 

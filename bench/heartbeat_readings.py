@@ -88,6 +88,7 @@ def main() -> None:
     from django.utils import timezone
 
     from accounts.services import organization_create
+    from audit.actors import Actor
     from servers.models import Node
     from servers.nodes import NodeInput, node_create
     from servers.services import server_create
@@ -107,7 +108,13 @@ def main() -> None:
     Node.objects.filter(id=made.node.id).update(games=["demo"], last_heartbeat_at=timezone.now())
     made.node.refresh_from_db()
     server_ids = [
-        server_create(organization=organization, name=f"s{n}", game="demo", node=made.node).id
+        server_create(
+            actor=Actor.system("bench"),
+            organization=organization,
+            name=f"s{n}",
+            game="demo",
+            node=made.node,
+        ).id
         for n in range(SERVERS)
     ]
     client = Client()

@@ -45,7 +45,7 @@ def seed(*, organization: str, keys: int, servers: int, webhook_url: str) -> dic
         for number in range(keys)
     ]
     if servers:
-        first = server_create(organization=org, name="server-0")
+        first = server_create(actor=actor, organization=org, name="server-0")
         Server.objects.bulk_create(
             Server(organization=org, name=f"server-{n}", game=first.game, node=first.node)
             for n in range(1, servers)

@@ -80,3 +80,17 @@ class InvalidInput(DomainError):
     """A value given by the caller is not acceptable; `fields` (in `extra`) says which."""
 
     code = "invalid_request"
+
+
+class Misuse(DomainError):
+    """Code called something where it must never be called: a bug to fix, not a refusal of
+    the caller's request (the API answers 500 internal_error and logs it)."""
+
+    code = "internal_error"
+    default_message = "Something went wrong on our side. Retry later."
+
+
+class CalledInsideTransaction(Misuse):
+    """A call to another machine (an agent, the bucket, a webhook's receiver) made inside a
+    database transaction: it would hold the transaction, and its row locks, for as long as
+    the other machine takes, and its effect could not be rolled back with the rows."""

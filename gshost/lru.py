@@ -5,6 +5,8 @@ import threading
 from collections import OrderedDict
 from typing import Generic, TypeVar
 
+from gshost.errors import Misuse
+
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -14,7 +16,7 @@ class LruDict(Generic[K, V]):
 
     def __init__(self, max_size: int) -> None:
         if max_size < 1:
-            raise ValueError("max_size must be at least 1")
+            raise Misuse("max_size must be at least 1")
         self.max_size = max_size
         self._entries: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()

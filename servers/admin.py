@@ -180,6 +180,7 @@ class ServerAdmin(admin.ModelAdmin):
             address=obj.address,
             plan=Plan.of(obj),
             restart_on_crash=obj.restart_on_crash,
+            actor=Actor.person(PanelContext.from_request(request)),
         )
         Server.objects.filter(id=created.id).update(disabled_capabilities=obj.disabled_capabilities)
         created.disabled_capabilities = obj.disabled_capabilities
@@ -281,7 +282,8 @@ class JobAdmin(ReadOnlyAdmin):
 
 @admin.register(Backup)
 class BackupAdmin(ReadOnlyAdmin):
-    """Deleting a backup kept in object storage deletes its object first."""
+    """Deleting a backup kept in object storage marks it deleting; its object goes after the
+    admin's transaction commits, then its row (the catch-up retries a bucket that refused)."""
 
     list_display = ("id", "server", "name", "state", "location", "size_bytes", "created_at")
     list_filter = ("state", "location")
@@ -291,9 +293,10 @@ class BackupAdmin(ReadOnlyAdmin):
         self.delete_queryset(request, Backup.objects.filter(id=obj.id))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Backup]) -> None:
-        for backup in queryset:
+        actor = Actor.person(PanelContext.from_request(request))
+        for backup in queryset.select_related("server"):
             try:
-                backup_delete(backup=backup)
+                backup_delete(backup=backup, actor=actor)
             except DomainError as refused:
                 messages.error(request, f"{backup.id}: {refusal_message(refused)}")
 

@@ -26,6 +26,7 @@ from urllib3.util import Timeout
 
 from gshost import process_state
 from gshost.errors import InvalidInput
+from gshost.handoff import require_outside_transaction
 from servers.backup_storage import (
     backup_download_url,
     backup_key,
@@ -36,6 +37,7 @@ from servers.backup_storage import (
 from servers.configuration import desired_settings, settings_report_applied
 from servers.console_mirror import console_lines_mirrored
 from servers.errors import (
+    AgentError,
     InvalidState,
     NodeAnswerLate,
     NodeRefused,
@@ -107,14 +109,6 @@ process_state.register(
 )
 
 
-class AgentError(Exception):
-    """The agent answered, with an error status."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
 def agent_call(
     node: Node,
     method: str,
@@ -126,6 +120,7 @@ def agent_call(
     """One call to the node's agent: its JSON answer, AgentError for an error it answered,
     NodeUnavailable when the node is unreachable or failing, or the agent cannot be reached
     within the deadline (`read_timeout`: a long call's own, such as a transfer's upload)."""
+    require_outside_transaction(f"The agent call {method} {path}")
     _require_online(node)
     token = node_token(node)
     if token is None:
@@ -212,13 +207,13 @@ def _server_path(server: Server, action: str) -> str:
 
 def _refused(server: Server, error: AgentError) -> NodeRefused:
     """409 invalid_state to the customer (CONTRACT's code), in words of the customer's own."""
-    if error.code == PORT_IN_USE:
+    if error.agent_code == PORT_IN_USE:
         return NodeRefused(
             server.state,
             f"Port {server.port} is in use on node {server.node.name} (by something other than "
             "this server's game): the server cannot start there.",
         )
-    return NodeRefused(server.state, f"The node refused: {error.message or error.code}")
+    return NodeRefused(server.state, f"The node refused: {error.message or error.agent_code}")
 
 
 def _start_body(server: Server) -> dict[str, Any]:

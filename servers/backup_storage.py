@@ -6,31 +6,29 @@ presigned URLs of the parts as it asks for them (for that backup's upload only),
 the upload when the node reports the job's end, once the parts add up to the archive the node
 wrote. A job that fails, or whose node goes silent, has its upload aborted: no half object is
 ever visible, and no backup is `available` without its whole object.
+
+Deleting a backup in the bucket marks it `deleting`; after commit its object goes, then its
+row. A bucket that refuses leaves the row `deleting`, and the catch-up tries again.
 """
 
 import dataclasses
 import logging
+from datetime import datetime
 
-from gshost.errors import InvalidInput, Unavailable
+from django.db import transaction
+
+from audit.actors import Actor
+from audit.services import PanelAction
+from gshost.errors import InvalidInput
 from servers import object_storage
-from servers.errors import InvalidState
+from servers.errors import InvalidState, ObjectStorageError, UploadNotOpen
 from servers.models import Backup, BackupLocation, BackupState, Job, JobKind, JobState, Node, Server
-from servers.object_storage import MAX_PARTS, ObjectStorageError
+from servers.object_storage import MAX_PARTS
 
 logger = logging.getLogger(__name__)
 
 MAX_URLS_PER_ASK = 64
 UNFINISHED = (JobState.QUEUED, JobState.RUNNING)
-
-
-class StorageRefused(Unavailable):
-    """The bucket refused or did not answer a change staff asked for."""
-
-    code = "storage_unavailable"
-
-
-class UploadNotOpen(Exception):
-    """No upload of that backup is under way for this node: no URL is given."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +74,10 @@ def backup_part_urls(*, node: Node, backup_id: str, first: int, count: int) -> l
     if backup is None or not in_bucket(backup) or backup.state != BackupState.CREATING:
         raise UploadNotOpen()
     key = backup_key(backup)
-    uploads = object_storage.uploads_in_progress(key)
+    try:
+        uploads = object_storage.uploads_in_progress(key)
+    except ObjectStorageError as error:
+        raise ObjectStorageError(f"The bucket did not answer: {error}.") from None
     if len(uploads) != 1:
         raise UploadNotOpen()
     count = min(count, MAX_PARTS - first + 1)
@@ -145,16 +146,51 @@ def backup_download_url(backup: Backup) -> str:
     return object_storage.download_url(backup_key(backup))
 
 
-def backup_delete(*, backup: Backup) -> None:
-    """The backup gone, its object first (a bucket that refuses keeps both: nothing is
-    left without the other). A backup still being made is refused."""
-    if backup.state == BackupState.CREATING:
-        raise InvalidState(backup.state, "The backup is still being made.")
-    if in_bucket(backup):
-        key = backup_key(backup)
-        try:
-            object_storage.object_delete(key)
-        except ObjectStorageError as error:
-            raise StorageRefused(f"The backup's object was not deleted: {error}.") from None
-        backup_upload_discard(key)
-    backup.delete()
+def backup_delete(*, backup: Backup, actor: Actor) -> None:
+    """The backup gone: one on the node at once; one in the bucket marked `deleting`, its
+    object removed after commit, then its row (`backup_deleting_finish`). A backup still being
+    made is refused; one already being deleted is left to finish."""
+    with transaction.atomic():
+        state = Backup.objects.filter(id=backup.id).values_list("state", flat=True).first()
+        if state == BackupState.CREATING:
+            raise InvalidState(state, "The backup is still being made.")
+        if state is None or state == BackupState.DELETING:
+            return
+        if in_bucket(backup):
+            Backup.objects.filter(id=backup.id, state=state).update(state=BackupState.DELETING)
+            transaction.on_commit(lambda: backup_deleting_finish(backup.id))
+        else:
+            Backup.objects.filter(id=backup.id, state=state).delete()
+        actor.audit(
+            organization_id=backup.server.organization_id,
+            action=PanelAction.BACKUP_DELETE,
+            server_id=backup.server_id,
+        )
+
+
+def backup_deleting_finish(backup_id: str) -> bool:
+    """A `deleting` backup's object (and any upload of it) removed from the bucket, then its
+    row; False, logged, when the bucket refused: the row stays `deleting` for the catch-up."""
+    backup = Backup.objects.filter(id=backup_id, state=BackupState.DELETING).first()
+    if backup is None:
+        return True
+    key = backup_key(backup)
+    try:
+        object_storage.object_delete(key)
+        object_storage.uploads_abort(key)
+    except ObjectStorageError as error:
+        logger.warning("Backup %s: its object was not deleted yet: %s", backup_id, error)
+        return False
+    Backup.objects.filter(id=backup_id, state=BackupState.DELETING).delete()
+    return True
+
+
+DELETING_PER_TICK = 100
+
+
+def backups_deleting_finish(_now: datetime) -> None:
+    """The catch-up's part: every backup left `deleting` (its after-commit removal failed, or
+    its process ended first), tried again."""
+    deleting = Backup.objects.filter(state=BackupState.DELETING).order_by("created_at")
+    for backup_id in deleting.values_list("id", flat=True)[:DELETING_PER_TICK]:
+        backup_deleting_finish(backup_id)

@@ -51,13 +51,14 @@ def ensure_demo_extras(servers: list[Server], owner: User) -> None:
             if not server.schedules.exists():
                 for data in DEMO_SCHEDULES.get(server.game, ()):
                     schedule_create(server=server, data=data, created_by=owner, actor=actor)
-        # A made-up finished backup, so the simulated node has one to show; a server on a real
-        # node gets only the backups its node really made.
-        simulated = [s for s in servers if not s.node.is_agent]
-        backed_up = [s for s in simulated if is_supported(s, Capability.BACKUPS)][:1]
-        if backed_up and not backed_up[0].backups.exists():
-            _backup, job = backup_create(server=backed_up[0], actor=actor, name="First backup")
-            job_finish(job_id=job.id, succeeded=True, size_bytes=DEMO_BACKUP_SIZE)
+    # A made-up finished backup, so the simulated node has one to show; a server on a real
+    # node gets only the backups its node really made. Outside any transaction, as every
+    # backup is begun: `backup_create` hands the job to the server's node after its commit.
+    simulated = [s for s in servers if not s.node.is_agent]
+    backed_up = [s for s in simulated if is_supported(s, Capability.BACKUPS)][:1]
+    if backed_up and not backed_up[0].backups.exists():
+        _backup, job = backup_create(server=backed_up[0], actor=actor, name="First backup")
+        job_finish(job_id=job.id, succeeded=True, size_bytes=DEMO_BACKUP_SIZE)
 
 
 LOCAL_NODE_NAME = "local"

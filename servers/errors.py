@@ -3,7 +3,14 @@ in one place (`gshost.api.errors`, `gshost.panel_errors`)."""
 
 from collections.abc import Sequence
 
-from gshost.errors import DomainError, InvalidInput, NotEnabled, NotFound, NotSupported, Unavailable
+from gshost.errors import (
+    InvalidInput,
+    NotEnabled,
+    NotFound,
+    NotPermitted,
+    NotSupported,
+    Unavailable,
+)
 from gshost.errors import InvalidState as InvalidStateKind
 
 
@@ -162,7 +169,7 @@ class InvalidConfigEvent(InvalidInput):
     """A config event without a name or changes, or reverting before it applies."""
 
 
-class ServerNotOnNode(DomainError):
+class ServerNotOnNode(NotPermitted):
     """A node's report (to the node API, not the Customer API) about a server elsewhere."""
 
     code = "server_not_on_node"
@@ -172,3 +179,44 @@ class ServerNotOnNode(DomainError):
 class JobNotOnNode(ServerNotOnNode):
     code = "job_not_on_node"
     default_message = "The report names a job that is not of this server."
+
+
+class NodeTokenChanged(NotPermitted):
+    """The token the node was known by is no longer its own (rotated since, or the node is
+    gone): nothing was written. The caller may have found the node in a cache."""
+
+
+class InvalidNodeRequest(InvalidInput):
+    """A body an agent sent to a node route that is not what the route takes; `fields` names
+    the field at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message, fields={field: [message]})
+        self.field = field
+
+
+class InvalidReading(InvalidInput):
+    """A server's reading in a heartbeat that is not sound: it is left out, as if not sent."""
+
+
+class AgentError(InvalidStateKind):
+    """The agent answered with an error status (`status`), its own `agent_code` and `message`
+    (either may be empty: callers say what the node refused)."""
+
+    def __init__(self, status: int, agent_code: str, message: str) -> None:
+        super().__init__(message or f"The agent answered {status}.")
+        self.status, self.agent_code, self.message = status, agent_code, message
+
+
+class MigrationFailed(InvalidStateKind):
+    """A step of a move between agent nodes failed: why, in a sentence."""
+
+
+class ObjectStorageError(Unavailable):
+    """The bucket refused or did not answer: what failed, in a sentence."""
+
+
+class UploadNotOpen(NotFound):
+    """No upload of that backup is under way for this node: no URL is given."""
+
+    default_message = "No upload of that backup is under way on this node."

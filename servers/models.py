@@ -230,6 +230,12 @@ class BackupState(models.TextChoices):
     CREATING = "creating", "Creating"
     AVAILABLE = "available", "Available"
     FAILED = "failed", "Failed"
+    # Staff deleted it: its object leaves the bucket after commit, then the row goes.
+    DELETING = "deleting", "Deleting"
+
+
+# What a customer is shown: a backup being deleted is already gone for them.
+CUSTOMER_BACKUP_STATES = [BackupState.CREATING, BackupState.AVAILABLE, BackupState.FAILED]
 
 
 class BackupLocation(models.TextChoices):

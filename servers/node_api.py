@@ -2,7 +2,8 @@
 
 Outside the public API (not audited as customer calls, no session, no CSRF): the caller is a
 node, known by its bearer token. Bodies are JSON objects of at most 64 KiB, validated
-strictly: a bad one is 400, never a 5xx. docs/agent-protocol.md describes both.
+strictly: a bad one is 400, never a 5xx. docs/agent-protocol.md describes both. Refusals are
+domain errors or `ApiError`s, answered by `gshost.api.errors` as every API route's are.
 """
 
 import copy
@@ -24,23 +25,30 @@ from django.views.decorators.csrf import csrf_exempt
 from gshost import process_state
 from gshost.api import rate_limits
 from gshost.api.client_ip import client_ip
+from gshost.api.errors import (
+    ApiError,
+    ErrorCode,
+    as_api_error,
+    invalid_request,
+    json_error_response,
+)
+from gshost.errors import DomainError, Misuse
 from gshost_agent.protocol import JOB_REPORTS, ReportKind, ServerState, last_output
-from servers.backup_storage import MAX_URLS_PER_ASK, UploadNotOpen, backup_part_urls
+from servers.backup_storage import MAX_URLS_PER_ASK, backup_part_urls
 from servers.capabilities import Capability
-from servers.errors import ServerNotOnNode
+from servers.errors import InvalidNodeRequest, NodeTokenChanged
 from servers.lifecycle import CrashDetails
 from servers.models import Node
 from servers.node_minutes import Minute, parse_minutes
 from servers.node_reports import (
     Capacity,
     JobReport,
-    NodeTokenChanged,
     Report,
     node_heartbeat,
     node_report_apply,
 )
 from servers.nodes import node_by_token, token_hash
-from servers.object_storage import MAX_PARTS, ObjectStorageError
+from servers.object_storage import MAX_PARTS
 
 MAX_BODY_BYTES = 64 * 1024
 CRASH_REASONS = ("exited", "disk_limit")  # a `crashed` report's reason
@@ -54,19 +62,6 @@ _BACKUP_ID = re.compile(r"bkp_[0-9A-Za-z]{1,40}")
 _OUTBOX_ID = re.compile(r"[0-9A-Za-z_.:-]{1,100}")
 
 
-class BadInput(Exception):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field, self.message = field, message
-
-
-def _error(status: int, code: str, message: str, **extra: Any) -> JsonResponse:
-    response = JsonResponse({"error": {"code": code, "message": message, **extra}}, status=status)
-    if status == 401:
-        response["WWW-Authenticate"] = 'Bearer error="invalid_token"'
-    return response
-
-
 NodeView = Callable[[HttpRequest, Node, dict[str, Any]], HttpResponse]
 
 
@@ -78,46 +73,58 @@ def node_route(
     @csrf_exempt
     @never_cache
     def wrapper(request: HttpRequest) -> HttpResponse:
-        if request.method != "POST":
-            response = _error(405, "method_not_allowed", "Use POST.")
-            response["Allow"] = "POST"
-            return response
-        node = _node_of(request)
-        if node is None:
-            return _refused(request)
-        raw = _read_body(request, max_bytes)
-        if raw is None:
-            return _error(413, "payload_too_large", f"The body is larger than {max_bytes} bytes.")
+        node = None
         try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            return _error(400, "invalid_request", "The body must be a JSON object.")
-        if not isinstance(body, dict):
-            return _error(400, "invalid_request", "The body must be a JSON object.")
-        try:
+            node, body = _checked(request, max_bytes)
             answer = view(request, node, body)
             _known_nodes.remember(node)
             return answer
-        except BadInput as bad:
-            return _error(400, "invalid_request", bad.message, fields={bad.field: [bad.message]})
         except NodeTokenChanged:
-            _known_nodes.forget(node)
-            return _refused(request)
+            if node is not None:
+                _known_nodes.forget(node)
+            return json_error_response(_refused(request))
+        except Misuse:
+            raise  # a bug: Django logs it and answers 500
+        except (ApiError, DomainError) as error:
+            return json_error_response(as_api_error(error))
 
     wrapper.__name__ = view.__name__
     return wrapper
 
 
-def _refused(request: HttpRequest) -> JsonResponse:
+def _checked(request: HttpRequest, max_bytes: int) -> tuple[Node, dict[str, Any]]:
+    """The calling node and its JSON object body; NodeTokenChanged for a token of no node."""
+    if request.method != "POST":
+        raise ApiError(405, ErrorCode.METHOD_NOT_ALLOWED, "Use POST.", headers={"Allow": "POST"})
+    node = _node_of(request)
+    if node is None:
+        raise NodeTokenChanged()
+    raw = _read_body(request, max_bytes)
+    if raw is None:
+        message = f"The body is larger than {max_bytes} bytes."
+        raise ApiError(413, ErrorCode.PAYLOAD_TOO_LARGE, message)
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise invalid_request("The body must be a JSON object.") from None
+    if not isinstance(body, dict):
+        raise invalid_request("The body must be a JSON object.")
+    return node, body
+
+
+def _refused(request: HttpRequest) -> ApiError:
     """401, or 429 once this address has failed too often this minute (as the API does)."""
     limit = rate_limits.parse_rate(settings.AUTH_FAILURE_RATE)
     state = rate_limits.hit(f"nodeauthfail:{client_ip(request)}", limit)
     if state.exceeded:
-        message = "Too many failed authentications; retry later."
-        response = _error(429, "rate_limited", message, retry_after=state.retry_after)
-        response["Retry-After"] = str(state.retry_after)
-        return response
-    return _error(401, "invalid_token", "Send the node token as Authorization: Bearer.")
+        return ApiError(
+            429,
+            ErrorCode.RATE_LIMITED,
+            "Too many failed authentications; retry later.",
+            headers={"Retry-After": str(state.retry_after)},
+            retry_after=state.retry_after,
+        )
+    return ApiError(401, ErrorCode.INVALID_TOKEN, "Send the node token as Authorization: Bearer.")
 
 
 def _node_of(request: HttpRequest) -> Node | None:
@@ -189,7 +196,9 @@ def _read_body(request: HttpRequest, max_bytes: int) -> bytes | None:
 def _text(body: dict[str, Any], field: str, pattern: re.Pattern[str] | None = None) -> str:
     value = body.get(field)
     if not isinstance(value, str) or (pattern is not None and not pattern.fullmatch(value)):
-        raise BadInput(field, f"{field} must be a string{' of the expected form' * bool(pattern)}.")
+        raise InvalidNodeRequest(
+            field, f"{field} must be a string{' of the expected form' * bool(pattern)}."
+        )
     return value
 
 
@@ -198,7 +207,7 @@ def _optional_int(body: dict[str, Any], field: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or abs(value) > 2**31:
-        raise BadInput(field, f"{field} must be an integer or null.")
+        raise InvalidNodeRequest(field, f"{field} must be an integer or null.")
     return value
 
 
@@ -211,7 +220,9 @@ def _timestamp(body: dict[str, Any], field: str) -> datetime | None:
     except ValueError:
         moment = None
     if moment is None or moment.tzinfo is None:
-        raise BadInput(field, f"{field} must be an ISO 8601 time with its offset, or null.")
+        raise InvalidNodeRequest(
+            field, f"{field} must be an ISO 8601 time with its offset, or null."
+        )
     return moment
 
 
@@ -220,7 +231,7 @@ def _last_output(body: dict[str, Any]) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(line, str) for line in value):
-        raise BadInput("last_output", "last_output must be a list of strings.")
+        raise InvalidNodeRequest("last_output", "last_output must be a list of strings.")
     return tuple(last_output([_printable(line) for line in value]))
 
 
@@ -237,16 +248,18 @@ def _printable(line: str) -> str:
 def parse_report(body: dict[str, Any]) -> Report:
     seq = body.get("seq")
     if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq < 2**62:
-        raise BadInput("seq", "seq must be a positive integer.")
+        raise InvalidNodeRequest("seq", "seq must be a positive integer.")
     kind = body.get("kind")
     if not isinstance(kind, str) or kind not in set(ReportKind):
-        raise BadInput("kind", f"kind must be one of {', '.join(ReportKind)}.")
+        raise InvalidNodeRequest("kind", f"kind must be one of {', '.join(ReportKind)}.")
     oom = body.get("oom", False)
     if not isinstance(oom, bool):
-        raise BadInput("oom", "oom must be true or false.")
+        raise InvalidNodeRequest("oom", "oom must be true or false.")
     reason = body.get("reason") or "exited"
     if reason not in CRASH_REASONS:
-        raise BadInput("reason", f"reason must be one of {', '.join(CRASH_REASONS)}, or null.")
+        raise InvalidNodeRequest(
+            "reason", f"reason must be one of {', '.join(CRASH_REASONS)}, or null."
+        )
     return Report(
         outbox_id=_text(body, "outbox_id", _OUTBOX_ID),
         seq=seq,
@@ -270,22 +283,22 @@ def _job(body: dict[str, Any], kind: ReportKind) -> JobReport:
     if kind == ReportKind.JOB_PROGRESS:
         progress = body.get("progress")
         if isinstance(progress, bool) or not isinstance(progress, int) or not 0 <= progress <= 100:
-            raise BadInput("progress", "progress must be an integer from 0 to 100.")
+            raise InvalidNodeRequest("progress", "progress must be an integer from 0 to 100.")
         return JobReport(job_id=job_id, progress=progress)
     succeeded = body.get("succeeded")
     if not isinstance(succeeded, bool):
-        raise BadInput("succeeded", "succeeded must be true or false.")
+        raise InvalidNodeRequest("succeeded", "succeeded must be true or false.")
     error = body.get("error")
     if error is not None and not isinstance(error, str):
-        raise BadInput("error", "error must be a string or null.")
+        raise InvalidNodeRequest("error", "error must be a string or null.")
     size = body.get("size_bytes")
     if size is not None and (
         isinstance(size, bool) or not isinstance(size, int) or not 0 <= size < 2**63
     ):
-        raise BadInput("size_bytes", "size_bytes must be a non-negative integer or null.")
+        raise InvalidNodeRequest("size_bytes", "size_bytes must be a non-negative integer or null.")
     sha256 = body.get("sha256")
     if sha256 is not None and (not isinstance(sha256, str) or not _SHA256.fullmatch(sha256)):
-        raise BadInput("sha256", "sha256 must be 64 lowercase hex digits or null.")
+        raise InvalidNodeRequest("sha256", "sha256 must be 64 lowercase hex digits or null.")
     return JobReport(
         job_id=job_id,
         succeeded=succeeded,
@@ -309,7 +322,9 @@ def _isolation(body: dict[str, Any]) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or len(value) > 100 or not value.isprintable():
-        raise BadInput("isolation", "isolation must be a string of at most 100 characters.")
+        raise InvalidNodeRequest(
+            "isolation", "isolation must be a string of at most 100 characters."
+        )
     return value
 
 
@@ -320,9 +335,9 @@ def _games(body: dict[str, Any]) -> list[str] | None:
         return None
     message = "games is a list of template names."
     if not isinstance(value, list) or len(value) > MAX_GAMES_IN_HEARTBEAT:
-        raise BadInput("games", message)
+        raise InvalidNodeRequest("games", message)
     if not all(isinstance(game, str) and _GAME_NAME.fullmatch(game) for game in value):
-        raise BadInput("games", message)
+        raise InvalidNodeRequest("games", message)
     return sorted(set(value))
 
 
@@ -334,13 +349,13 @@ def _game_capabilities(body: dict[str, Any]) -> dict[str, list[str]] | None:
         return None
     message = "game_capabilities maps template names to lists of capabilities."
     if not isinstance(value, dict) or len(value) > MAX_GAMES_IN_HEARTBEAT:
-        raise BadInput("game_capabilities", message)
+        raise InvalidNodeRequest("game_capabilities", message)
     found = {}
     for game, listed in value.items():
         if not _GAME_NAME.fullmatch(game) or not isinstance(listed, list):
-            raise BadInput("game_capabilities", message)
+            raise InvalidNodeRequest("game_capabilities", message)
         if len(listed) > MAX_CAPABILITIES or not all(isinstance(c, str) for c in listed):
-            raise BadInput("game_capabilities", message)
+            raise InvalidNodeRequest("game_capabilities", message)
         found[game] = sorted(set(listed) & KNOWN_CAPABILITIES)
     return dict(sorted(found.items()))
 
@@ -349,7 +364,9 @@ def _capacity(body: dict[str, Any]) -> Capacity:
     """What the agent's machine offers; each figure null where it cannot tell."""
     value = body.get("capacity") or {}
     if not isinstance(value, dict):
-        raise BadInput("capacity", "capacity is an object of memory_mb, disk_mb, cpu_percent.")
+        raise InvalidNodeRequest(
+            "capacity", "capacity is an object of memory_mb, disk_mb, cpu_percent."
+        )
     figures: dict[str, int | None] = {}
     for key in ("memory_mb", "disk_mb", "cpu_percent"):
         figure = value.get(key)
@@ -358,7 +375,9 @@ def _capacity(body: dict[str, Any]) -> Capacity:
             or not isinstance(figure, int)
             or not 0 <= figure <= MAX_CAPACITY_VALUE
         ):
-            raise BadInput("capacity", f"capacity.{key} must be a non-negative integer or null.")
+            raise InvalidNodeRequest(
+                "capacity", f"capacity.{key} must be a non-negative integer or null."
+            )
         figures[key] = figure
     return Capacity(**figures)
 
@@ -367,12 +386,12 @@ def _servers(body: dict[str, Any]) -> dict[str, str]:
     value = body.get("servers")
     message = "servers maps server ids to states."
     if not isinstance(value, dict) or len(value) > MAX_SERVERS_IN_HEARTBEAT:
-        raise BadInput("servers", message)
+        raise InvalidNodeRequest("servers", message)
     for server_id, state in value.items():
         if not isinstance(server_id, str) or not _SERVER_ID.fullmatch(server_id):
-            raise BadInput("servers", message)
+            raise InvalidNodeRequest("servers", message)
         if state not in set(ServerState):
-            raise BadInput("servers", message)
+            raise InvalidNodeRequest("servers", message)
     return value
 
 
@@ -423,18 +442,17 @@ def _readings(body: dict[str, Any]) -> dict[str, Any]:
     each is checked when it is read (`servers.node_readings`)."""
     value = body.get("readings") or {}
     if not isinstance(value, dict) or len(value) > MAX_SERVERS_IN_HEARTBEAT:
-        raise BadInput("readings", "readings maps server ids to objects.")
+        raise InvalidNodeRequest("readings", "readings maps server ids to objects.")
     return value
 
 
 def _minutes(readings: dict[str, Any]) -> dict[str, list[Minute]]:
     """The readings' completed minutes, checked strictly here: they are stored."""
-    try:
-        minutes = parse_minutes(readings)
-    except ValueError as error:
-        raise BadInput("minutes", str(error)) from None
+    minutes = parse_minutes(readings)
     if not all(_SERVER_ID.fullmatch(server_id) for server_id in minutes):
-        raise BadInput("minutes", "minutes are sent in the readings of server ids (srv_…).")
+        raise InvalidNodeRequest(
+            "minutes", "minutes are sent in the readings of server ids (srv_…)."
+        )
     return minutes
 
 
@@ -444,7 +462,9 @@ def _minutes(readings: dict[str, Any]) -> dict[str, list[Minute]]:
 def _heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpResponse:
     version = body.get("agent_version")
     if not isinstance(version, str) or len(version) > 100 or not version.isprintable():
-        raise BadInput("agent_version", "agent_version must be a string of at most 100 characters.")
+        raise InvalidNodeRequest(
+            "agent_version", "agent_version must be a string of at most 100 characters."
+        )
     outbox_id = body.get("outbox_id")
     if outbox_id is not None:
         _text(body, "outbox_id", _OUTBOX_ID)
@@ -472,17 +492,14 @@ heartbeat.__name__ = "heartbeat"
 @node_route
 def reports(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpResponse:
     report = parse_report(body)
-    try:
-        node_report_apply(node=node, report=report)
-    except ServerNotOnNode as refused:
-        return _error(403, refused.code, refused.message)
+    node_report_apply(node=node, report=report)
     return JsonResponse({"acknowledged": report.seq})
 
 
 def _bounded_int(body: dict[str, Any], field: str, highest: int) -> int:
     value = body.get(field)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= highest:
-        raise BadInput(field, f"{field} must be an integer from 1 to {highest}.")
+        raise InvalidNodeRequest(field, f"{field} must be an integer from 1 to {highest}.")
     return value
 
 
@@ -492,10 +509,5 @@ def backup_parts(request: HttpRequest, node: Node, body: dict[str, Any]) -> Http
     backup_id = _text(body, "backup_id", _BACKUP_ID)
     first = _bounded_int(body, "first", MAX_PARTS)
     count = _bounded_int(body, "count", MAX_URLS_PER_ASK)
-    try:
-        urls = backup_part_urls(node=node, backup_id=backup_id, first=first, count=count)
-    except UploadNotOpen:
-        return _error(404, "not_found", "No upload of that backup is under way on this node.")
-    except ObjectStorageError as error:
-        return _error(503, "unavailable", f"The bucket did not answer: {error}.")
+    urls = backup_part_urls(node=node, backup_id=backup_id, first=first, count=count)
     return JsonResponse({"urls": urls})

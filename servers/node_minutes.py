@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from gshost.purge import PURGE_BATCH_ROWS, delete_in_batches
 from gshost_agent.protocol import MAX_MINUTES_IN_READING
+from servers.errors import InvalidNodeRequest
 from servers.models import ServerMinute
 from servers.node_readings import Reading
 from servers.runtime import MetricsSample
@@ -42,21 +43,26 @@ class Minute:
 
 
 def parse_minutes(readings: dict[str, Any]) -> dict[str, list[Minute]]:
-    """Each server's `minutes` in a heartbeat's readings; ValueError saying what is wrong."""
+    """Each server's `minutes` in a heartbeat's readings; InvalidNodeRequest (of the field
+    `minutes`) saying what is wrong."""
     found: dict[str, list[Minute]] = {}
     for server_id, reading in readings.items():
         value = reading.get("minutes") if isinstance(reading, dict) else None
         if value is None:
             continue
         if not isinstance(value, list) or len(value) > MAX_MINUTES_IN_READING:
-            raise ValueError(f"minutes is a list of at most {MAX_MINUTES_IN_READING} minutes.")
+            raise InvalidNodeRequest(
+                "minutes", f"minutes is a list of at most {MAX_MINUTES_IN_READING} minutes."
+            )
         found[server_id] = [_minute(item) for item in value]
     return found
 
 
 def _minute(value: Any) -> Minute:
     if not isinstance(value, dict):
-        raise ValueError("a minute is an object of at, cpu_percent, memory_mb, players_online.")
+        raise InvalidNodeRequest(
+            "minutes", "a minute is an object of at, cpu_percent, memory_mb, players_online."
+        )
     return Minute(
         at=_minute_start(value.get("at")),
         cpu_percent=float(_figure(value, "cpu_percent", MAX_CPU_PERCENT)),
@@ -73,7 +79,7 @@ def _minute_start(value: Any) -> datetime:
     except (ValueError, OverflowError):
         moment = None
     if moment is None or moment.second or moment.microsecond:
-        raise ValueError(message)
+        raise InvalidNodeRequest("minutes", message)
     return moment
 
 
@@ -82,7 +88,7 @@ def _figure(value: dict[str, Any], name: str, highest: int, *, whole: bool = Fal
     kinds = (int,) if whole else (int, float)
     if isinstance(figure, bool) or not isinstance(figure, kinds) or not 0 <= figure <= highest:
         kind = "an integer" if whole else "a number"
-        raise ValueError(f"a minute's {name} is {kind} from 0 to {highest}.")
+        raise InvalidNodeRequest("minutes", f"a minute's {name} is {kind} from 0 to {highest}.")
     return figure
 
 

@@ -20,6 +20,7 @@ import redis
 from django.core.cache import cache
 
 from gshost_agent.protocol import HEARTBEAT_PLAYERS_LIMIT
+from servers.errors import InvalidReading
 
 logger = logging.getLogger(__name__)
 # A cache outage costs the readings, never a heartbeat (which keeps the node online).
@@ -67,7 +68,7 @@ def reading_of(node_id: int, server_id: str) -> Reading | None:
         return None  # none reported (a server the node has stopped reports its settings only)
     try:
         return parse_reading(entry)
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, InvalidReading):
         logger.warning("Node %s: its reading of %s is malformed", node_id, server_id)
         return None
 
@@ -89,7 +90,7 @@ def reported_settings_of(node_id: int, server_id: str) -> dict[str, str] | None:
 def _number(value: Any, *, whole: bool = True) -> Any:
     kinds = (int,) if whole else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds) or not 0 <= value < 2**53:
-        raise ValueError("not a non-negative number")
+        raise InvalidReading("not a non-negative number")
     return value
 
 
@@ -100,21 +101,22 @@ def _optional(value: Any) -> int | None:
 def _moment(value: Any) -> datetime:
     moment = datetime.fromisoformat(value) if isinstance(value, str) else None
     if moment is None or moment.tzinfo is None:
-        raise ValueError("not a time with its offset")
+        raise InvalidReading("not a time with its offset")
     return moment
 
 
 def parse_reading(value: dict[str, Any]) -> Reading:
     """One server's reading as the agent sent it (docs/agent-protocol.md, the heartbeat);
-    ValueError, TypeError or KeyError when it is not sound."""
+    InvalidReading (or the ValueError, TypeError or KeyError of a value of the wrong kind)
+    when it is not sound."""
     players = value.get("players") or []
     if not isinstance(players, list) or len(players) > HEARTBEAT_PLAYERS_LIMIT:
-        raise ValueError("players")
+        raise InvalidReading("players")
     listed = []
     for player in players:
         name = player["name"]
         if not isinstance(name, str) or len(name) > MAX_NAME or not name.isprintable():
-            raise ValueError("a player's name")
+            raise InvalidReading("a player's name")
         listed.append((name, _moment(player["joined_at"])))
     return Reading(
         sampled_at=_moment(value["sampled_at"]),

@@ -21,7 +21,7 @@ from gshost import handoff
 from gshost.errors import DomainError
 from servers.agent_runtime import AgentError, agent_call
 from servers.backup_storage import in_bucket
-from servers.errors import MigrationRefused, NodeAnswerLate, NodeUnavailable
+from servers.errors import MigrationFailed, MigrationRefused, NodeAnswerLate, NodeUnavailable
 from servers.lifecycle import Trigger
 from servers.models import (
     Backup,
@@ -34,7 +34,6 @@ from servers.models import (
 )
 from servers.node_transfers import (
     TRANSFER_VALID_SECONDS,
-    MigrationFailed,
     _call,
     _call_quietly,
     _claim_run,

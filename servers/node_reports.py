@@ -15,7 +15,7 @@ from django.utils import timezone
 from gshost_agent.protocol import ReportKind
 from servers.backup_storage import backup_object_forget, backup_upload_settle
 from servers.configuration import settings_report_applied
-from servers.errors import InvalidState, JobNotOnNode, ServerNotOnNode
+from servers.errors import InvalidState, JobNotOnNode, NodeTokenChanged, ServerNotOnNode
 from servers.jobs import job_begin, job_finish, job_progress
 from servers.lifecycle import CrashDetails, Trigger
 from servers.models import Job, JobKind, Node, Server, ServerState
@@ -55,11 +55,6 @@ class Report:
     exit_code: int | None = None
     crash: CrashDetails = field(default_factory=CrashDetails)
     job: JobReport | None = None
-
-
-class NodeTokenChanged(Exception):
-    """The token the node was known by is no longer its own (rotated since, or the node is
-    gone): nothing was written. The caller may have found the node in a cache."""
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from audit.actors import Actor
 from gshost import handoff
 from gshost.errors import DomainError
 from servers import object_storage
-from servers.agent_runtime import AgentError, agent_call
+from servers.agent_runtime import agent_call
 from servers.backup_storage import backup_download_url
-from servers.errors import MigrationRefused, NodeUnavailable
+from servers.errors import AgentError, MigrationFailed, MigrationRefused, NodeUnavailable
 from servers.games import check_game_on_node
 from servers.jobs import backup_create
 from servers.models import (
@@ -51,10 +51,6 @@ TRANSFER_VALID_SECONDS = 600
 SEND_TIMEOUT_SECONDS = 1800.0  # the source archives and uploads before it answers
 STOP_WAIT_SECONDS = 90.0
 UNFINISHED_AFTER = timedelta(seconds=SEND_TIMEOUT_SECONDS + 300)
-
-
-class MigrationFailed(Exception):
-    """A step of a move between agent nodes failed: why, in a sentence."""
 
 
 def migration_to_node_begin(*, server: Server, target: Node, actor: Actor) -> ServerMigration:
@@ -187,7 +183,7 @@ def _call(node: Node, method: str, path: str, body: dict[str, Any] | None, what:
     try:
         agent_call(node, method, path, body, read_timeout=SEND_TIMEOUT_SECONDS)
     except AgentError as error:
-        raise MigrationFailed(f"{what}: {error.message or error.code}") from None
+        raise MigrationFailed(f"{what}: {error.message or error.agent_code}") from None
     except NodeUnavailable as error:
         raise MigrationFailed(f"{what}: {error.message}") from None
 

@@ -17,16 +17,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 
 from gshost import process_state
+from gshost.handoff import require_outside_transaction
+from servers.errors import ObjectStorageError
 
 PART_URL_SECONDS = 3600  # a part is sent within minutes of asking; slow links get an hour
 GET_URL_SECONDS = 900  # checked when the download begins, not while it runs
 MAX_PARTS = 10_000  # S3's limit per upload
 CONNECT_SECONDS = 5
 READ_SECONDS = 60
-
-
-class ObjectStorageError(Exception):
-    """The bucket refused or did not answer: what failed, in a sentence."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +67,7 @@ process_state.register(
 
 
 def _call(what: str, method: str, **params: Any) -> Any:
+    require_outside_transaction(f"The bucket's {method}")
     try:
         return getattr(_client(), method)(Bucket=settings.BACKUP_S3_BUCKET, **params)
     except ClientError as error:
@@ -148,6 +147,7 @@ def uploads_abort(key: str) -> int:
 
 def object_size(key: str) -> int | None:
     """The size of the object `key`, or None when there is none."""
+    require_outside_transaction("The bucket's head_object")
     try:
         answer = _client().head_object(Bucket=settings.BACKUP_S3_BUCKET, Key=key)
     except ClientError as error:

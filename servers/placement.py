@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
+from gshost.errors import InvalidState
 from servers.errors import GameNotOnNode, InvalidPlan, NodeFull, NoNodeFits, UnknownGame
 from servers.games import games_of, offered_games
 from servers.models import Node, NodeState, Server
@@ -235,7 +236,7 @@ def placement_refusal(
     return refusal(loads, game, plan, tags)
 
 
-class _TakenMeanwhile(Exception):
+class _TakenMeanwhile(InvalidState):
     """The node had room when ranked, not any more under its lock."""
 
 

@@ -25,7 +25,8 @@ CATCH_UP_SECONDS = 5.0
 
 
 def finish_overdue_work() -> None:
-    """Overdue simulated transitions, jobs and migrations; due schedules and config events."""
+    """Overdue simulated transitions, jobs and migrations; due schedules and config events;
+    backups whose object was not yet deleted."""
     tick()
 
 

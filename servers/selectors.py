@@ -11,6 +11,7 @@ from servers.configuration import effective, max_players_key
 from servers.errors import JobNotFound, NotFoundOnServer, ServerNotFound
 from servers.models import (
     Backup,
+    BackupState,
     ConfigEvent,
     Job,
     JobKind,
@@ -120,11 +121,15 @@ def _one_on_server(model: type[OnServer], server: Server, object_id: str, what: 
 
 
 def backup_get_for_server(server: Server, backup_id: str) -> Backup:
-    return _one_on_server(Backup, server, backup_id, "backup")
+    """A backup of the server; one staff deleted (its object on its way out) is not found."""
+    backup = _one_on_server(Backup, server, backup_id, "backup")
+    if backup.state == BackupState.DELETING:
+        raise NotFoundOnServer("backup")
+    return backup
 
 
 def backup_list_for_server(server: Server) -> QuerySet[Backup]:
-    return Backup.objects.filter(server=server)
+    return Backup.objects.filter(server=server).exclude(state=BackupState.DELETING)
 
 
 def schedule_list_for_server(server: Server) -> QuerySet[Schedule]:

@@ -55,8 +55,9 @@ def server_create(
     plan: Plan | None = None,
     tags: Sequence[str] = (),
     restart_on_crash: bool = True,
+    actor: Actor,
 ) -> Server:
-    """A new server of the organization with its plan; it starts `stopped`.
+    """A new server of the organization with its plan; it starts `stopped`; `actor` audits it.
 
     Without `node`, on the node the placement rule picks (`servers.placement`): online, not
     drained, with the `tags`, offering the game, with a free port and room for the plan.
@@ -84,7 +85,11 @@ def server_create(
         return server
 
     with transaction.atomic():
-        return place(game=game, plan=plan, tags=tags, node=node, build=build)
+        server = place(game=game, plan=plan, tags=tags, node=node, build=build)
+        actor.audit(
+            organization_id=organization.id, action=PanelAction.SERVER_CREATE, server_id=server.id
+        )
+        return server
 
 
 def _default_address(server_id: str) -> str:

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from servers.backup_storage import backups_deleting_finish
 from servers.config_events import config_events_apply_due
 from servers.node_rebuild import server_rebuild_run
 from servers.node_transfers import migration_to_node_run, migrations_to_node_expire
@@ -43,7 +44,8 @@ def crash_restart(due: str) -> None:
 
 
 def tick() -> None:
-    """Every minute: overdue runtime work, due command schedules, due config events.
+    """Every minute: overdue runtime work, due command schedules, due config events, backups
+    left deleting.
     Each part runs even if another fails, so one bad row cannot stall the rest."""
     now = timezone.now()
     parts = (
@@ -52,6 +54,7 @@ def tick() -> None:
         schedules_run_due,
         config_events_apply_due,
         migrations_to_node_expire,
+        backups_deleting_finish,
     )
     for part in parts:
         try:

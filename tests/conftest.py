@@ -81,17 +81,23 @@ def charlie(globex: Organization) -> Membership:
 
 @pytest.fixture
 def acme_server(acme: Organization) -> Server:
-    return server_create(organization=acme, name="Survival", game="minecraft")
+    return server_create(
+        actor=Actor.system("test"), organization=acme, name="Survival", game="minecraft"
+    )
 
 
 @pytest.fixture
 def acme_other_server(acme: Organization) -> Server:
-    return server_create(organization=acme, name="Creative", game="custom")
+    return server_create(
+        actor=Actor.system("test"), organization=acme, name="Creative", game="custom"
+    )
 
 
 @pytest.fixture
 def globex_server(globex: Organization) -> Server:
-    return server_create(organization=globex, name="Globex world", game="minecraft")
+    return server_create(
+        actor=Actor.system("test"), organization=globex, name="Globex world", game="minecraft"
+    )
 
 
 @dataclass

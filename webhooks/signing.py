@@ -23,6 +23,8 @@ import hmac
 import time
 from collections.abc import Mapping
 
+from gshost.errors import Misuse
+
 SIGNATURE_HEADER = "X-Webhook-Signature"
 TIMESTAMP_HEADER = "X-Webhook-Timestamp"
 DEFAULT_TOLERANCE_SECONDS = 300
@@ -41,7 +43,7 @@ def sign(secret: str, timestamp: int | str, body: bytes) -> str:
     received without re-rendering it.
     """
     if not secret:
-        raise ValueError("signing secret must not be empty")
+        raise Misuse("signing secret must not be empty")
     message = str(timestamp).encode("ascii") + b"." + body
     return hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
 
@@ -49,7 +51,7 @@ def sign(secret: str, timestamp: int | str, body: bytes) -> str:
 def standard_signature(secret: str, message_id: str, timestamp: int | str, body: bytes) -> str:
     """One Standard Webhooks signature: ``v1,`` + base64 HMAC-SHA256 of ``id.timestamp.body``."""
     if not secret:
-        raise ValueError("signing secret must not be empty")
+        raise Misuse("signing secret must not be empty")
     message = f"{message_id}.{timestamp}.".encode() + body
     digest = hmac.new(secret.encode("utf-8"), message, hashlib.sha256).digest()
     return "v1," + base64.b64encode(digest).decode("ascii")

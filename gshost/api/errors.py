@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
-from django.http import Http404, HttpRequest
+from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
@@ -15,6 +15,7 @@ from gshost.errors import (
     InvalidInput,
     InvalidState,
     LimitReached,
+    Misuse,
     NotEnabled,
     NotFound,
     NotPermitted,
@@ -51,6 +52,11 @@ class ErrorCode(StrEnum):
     RATE_LIMITED = "rate_limited"
     NOT_SUPPORTED = "not_supported"
     NODE_UNAVAILABLE = "node_unavailable"
+    UNAVAILABLE = "unavailable"
+    MIGRATION_REFUSED = "migration_refused"
+    NO_NODE_FITS = "no_node_fits"
+    SERVER_NOT_ON_NODE = "server_not_on_node"  # the node routes' (`/internal/nodes/…`)
+    JOB_NOT_ON_NODE = "job_not_on_node"
     SERVICE_UNAVAILABLE = "service_unavailable"
     INTERNAL_ERROR = "internal_error"
 
@@ -145,6 +151,7 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     LimitReached: status.HTTP_422_UNPROCESSABLE_ENTITY,
     NotPermitted: status.HTTP_403_FORBIDDEN,
     RateLimited: status.HTTP_429_TOO_MANY_REQUESTS,
+    Misuse: status.HTTP_500_INTERNAL_SERVER_ERROR,
 }
 
 
@@ -206,18 +213,27 @@ def as_api_error(exc: Exception) -> ApiError:
     return ApiError(500, ErrorCode.INTERNAL_ERROR)
 
 
-def error_response(error: ApiError, request: HttpRequest | None = None) -> Response:
-    if request is not None:
-        request.api_error_code = error.code.value  # type: ignore[attr-defined]
+def _headers(error: ApiError) -> dict[str, str]:
     headers = dict(error.headers)
     if error.status_code == status.HTTP_401_UNAUTHORIZED:
         headers["WWW-Authenticate"] = WWW_AUTHENTICATE
-    return Response(error.body(), status=error.status_code, headers=headers)
+    return headers
+
+
+def error_response(error: ApiError, request: HttpRequest | None = None) -> Response:
+    if request is not None:
+        request.api_error_code = error.code.value  # type: ignore[attr-defined]
+    return Response(error.body(), status=error.status_code, headers=_headers(error))
+
+
+def json_error_response(error: ApiError) -> JsonResponse:
+    """The same answer for a plain Django view (the node routes), without DRF's renderers."""
+    return JsonResponse(error.body(), status=error.status_code, headers=_headers(error))
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     handled = exceptions.APIException | Http404 | DomainError | RequestDataTooBig | OverflowError
-    if not isinstance(exc, handled) and not is_database_outage(exc):
+    if isinstance(exc, Misuse) or (not isinstance(exc, handled) and not is_database_outage(exc)):
         return None  # a real bug: PublicApiMiddleware answers 500 with the envelope, and logs it
     request = context.get("request")
     django_request = getattr(request, "_request", None)

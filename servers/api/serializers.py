@@ -7,6 +7,7 @@ from rest_framework import serializers
 from gshost.api.fields import StrictCharField, TimestampField
 from servers.errors import InvalidCommand
 from servers.models import (
+    CUSTOMER_BACKUP_STATES,
     Backup,
     BackupLocation,
     ConfigEvent,
@@ -77,6 +78,9 @@ class BackupSerializer(serializers.ModelSerializer[Backup]):
         help_text="The archive's SHA-256 (hex) once a node made it; null on the simulated node.",
     )
 
+    state = serializers.ChoiceField(
+        choices=[(state.value, state.label) for state in CUSTOMER_BACKUP_STATES], required=False
+    )
     location = serializers.ChoiceField(
         choices=BackupLocation.choices,
         read_only=True,

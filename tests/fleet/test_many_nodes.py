@@ -88,7 +88,13 @@ def fleet(
         start_agents(hosts, certificates, web, agents)
         wait_until(lambda: all(online(a.node) for a in agents), 30, "every node's heartbeat")
         servers = [
-            server_create(organization=acme, name=f"demo-{n}", game="demo", node=agent.node)
+            server_create(
+                actor=Actor.system("test"),
+                organization=acme,
+                name=f"demo-{n}",
+                game="demo",
+                node=agent.node,
+            )
             for n, agent in enumerate(agents)
         ]
         for server in servers:
@@ -168,7 +174,9 @@ def test_once_the_link_is_back_its_reports_arrive_once_and_in_order(
 ) -> None:
     agent = fleet.agents[0]
     first = fleet.servers[0]
-    second = server_create(organization=acme, name="demo-b", game="demo", node=agent.node)
+    second = server_create(
+        actor=Actor.system("test"), organization=acme, name="demo-b", game="demo", node=agent.node
+    )
     server_power(server=second, action=PowerAction.START, actor=ACTOR)
     wait_until(lambda: running(second), 60, "the second game to run")
     fleet.network.cut(agent.host)
@@ -187,7 +195,13 @@ def test_a_node_that_holds_connections_costs_one_caller_and_other_nodes_callers_
 ) -> None:
     held = fleet.agents[0]
     on_held = [
-        server_create(organization=acme, name=f"held-{n}", game="demo", node=held.node)
+        server_create(
+            actor=Actor.system("test"),
+            organization=acme,
+            name=f"held-{n}",
+            game="demo",
+            node=held.node,
+        )
         for n in range(4)
     ]
     proxy = HoldingProxy(held.host.command, held.host.address)

@@ -3,6 +3,7 @@ used entry goes."""
 
 import pytest
 
+from gshost.errors import Misuse
 from gshost.lru import LruDict
 
 
@@ -40,5 +41,5 @@ def test_an_absent_entry_is_none_and_popping_it_is_harmless():
 
 
 def test_it_refuses_a_size_below_one():
-    with pytest.raises(ValueError):
+    with pytest.raises(Misuse):
         LruDict(0)

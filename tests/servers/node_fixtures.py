@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import Organization
+from audit.actors import Actor
 from servers.models import Node, Server
 from servers.nodes import NodeInput, node_create
 from servers.services import server_create
@@ -61,4 +62,6 @@ def node_token(agent_node: Node, stand_in_agent: StandInAgent) -> str:
 
 @pytest.fixture
 def demo_server(acme: Organization, agent_node: Node) -> Server:
-    return server_create(organization=acme, name="Demo", game="demo", node=agent_node)
+    return server_create(
+        actor=Actor.system("test"), organization=acme, name="Demo", game="demo", node=agent_node
+    )

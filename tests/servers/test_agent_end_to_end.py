@@ -28,6 +28,7 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.models import Membership, Organization
+from audit.actors import Actor
 from servers.models import Node, Server, ServerTransition
 from servers.services import server_create
 from tests.agent.conftest import Agent, AgentFactory, certificates, games_dir, wait_for_exit
@@ -145,7 +146,9 @@ def api(make_key: Any, web: Web, hooks: Hooks) -> Api:
 
 
 def new_server(acme: Organization, node: Node, name: str = "Demo") -> Server:
-    return server_create(organization=acme, name=name, game="demo", node=node)
+    return server_create(
+        actor=Actor.system("test"), organization=acme, name=name, game="demo", node=node
+    )
 
 
 def started(api: Api, receiver: HttpsReceiver, server: Server) -> dict[str, Any]:

@@ -272,7 +272,9 @@ def test_a_job_report_naming_another_nodes_job_is_403_and_changes_nothing(
     acme, demo_server, node_token
 ):
     other_node, _ = register("node-2")
-    theirs = server_create(organization=acme, name="Theirs", game="demo", node=other_node)
+    theirs = server_create(
+        actor=Actor.system("test"), organization=acme, name="Theirs", game="demo", node=other_node
+    )
     Job.objects.create(server=theirs, kind="wipe")
     their_job = Job.objects.get(server=theirs)
     body = finished(demo_server, their_job.id)  # our server, their job

@@ -438,7 +438,9 @@ def test_an_agent_that_refuses_connections_is_503(
 ):
     node, _ = register("down", url=f"https://127.0.0.1:{_closed_port()}")
     beat(node)
-    server = server_create(organization=acme, name="Demo", game="demo", node=node)
+    server = server_create(
+        actor=Actor.system("test"), organization=acme, name="Demo", game="demo", node=node
+    )
     put_in_state(server, state)
     response = _call(key, server, method, route, body)
     assert response.status_code == 503
@@ -449,7 +451,9 @@ def test_an_agent_that_refuses_connections_is_503(
 def test_an_agent_that_refuses_connections_says_nothing_was_done(key, acme, put_in_state):
     node, _ = register("down", url=f"https://127.0.0.1:{_closed_port()}")
     beat(node)
-    server = server_create(organization=acme, name="Demo", game="demo", node=node)
+    server = server_create(
+        actor=Actor.system("test"), organization=acme, name="Demo", game="demo", node=node
+    )
     put_in_state(server, "running")
     response = api_post(key, server, "power", {"action": "stop"})
     assert "Nothing was done" in error_of(response)["message"]
@@ -477,7 +481,9 @@ def test_an_agent_whose_certificate_the_nodes_ca_did_not_sign_is_503(key, acme, 
     node, token = register("spoofed", url=stand_in_agent.url, ca_pem=other_ca)
     stand_in_agent.token = token
     beat(node)
-    server = server_create(organization=acme, name="Demo", game="demo", node=node)
+    server = server_create(
+        actor=Actor.system("test"), organization=acme, name="Demo", game="demo", node=node
+    )
     assert api_post(key, server, "power", {"action": "start"}).status_code == 503
     assert stand_in_agent.requests == []
 

@@ -1,5 +1,6 @@
 """Staff's side of backups in the bucket (a real SeaweedFS), and the panel's: deleting a
-backup deletes its object, "Rebuild on another node…" begins a rebuild for servers whose node
+backup marks it deleting and deletes its object after commit, then the row (the catch-up
+finishes one the bucket refused), "Rebuild on another node…" begins a rebuild for servers whose node
 is gone (a worker does it: tests/servers/test_backups_in_object_storage.py), and the panel
 says where each backup is kept."""
 
@@ -9,9 +10,12 @@ import pytest
 from django.utils import timezone
 
 from audit.actors import Actor
+from audit.models import AuditRecord
 from servers.backup_storage import backup_key
 from servers.jobs import backup_create, job_finish
-from servers.models import Backup, MigrationState, Node, Server, ServerMigration
+from servers.models import Backup, BackupState, MigrationState, Node, Server, ServerMigration
+from servers.object_storage import reset_client
+from servers.recovery import finish_overdue_work
 from tests.servers.node_fixtures import online
 from tests.servers.seaweedfs import SeaweedFS
 
@@ -36,27 +40,91 @@ def lose(node: Node) -> None:
     Node.objects.filter(id=node.id).update(last_heartbeat_at=silent_since)
 
 
-def test_deleting_a_backup_in_the_bucket_deletes_its_object(
+def delete_page(client, backup: Backup):
+    return client.post(f"/admin/servers/backup/{backup.id}/delete/", {"post": "yes"})
+
+
+def test_a_deleted_backup_stays_deleting_until_its_object_is_gone(
+    staff_client, demo_server, bucket, seaweedfs, django_capture_on_commit_callbacks
+):
+    backup = in_the_bucket(demo_server, seaweedfs, bucket)
+
+    with django_capture_on_commit_callbacks() as after_commit:
+        delete_page(staff_client, backup)
+
+    assert Backup.objects.get(id=backup.id).state == BackupState.DELETING
+    assert seaweedfs.keys(bucket) == [backup_key(backup)]
+    for callback in after_commit:
+        callback()
+    assert not Backup.objects.filter(id=backup.id).exists()
+    assert seaweedfs.keys(bucket) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleting_a_backup_in_the_bucket_deletes_its_object_once_committed(
     staff_client, demo_server, bucket, seaweedfs
 ):
     backup = in_the_bucket(demo_server, seaweedfs, bucket)
 
-    staff_client.post(f"/admin/servers/backup/{backup.id}/delete/", {"post": "yes"})
+    delete_page(staff_client, backup)
 
     assert not Backup.objects.filter(id=backup.id).exists()
     assert seaweedfs.keys(bucket) == []
 
 
 def test_deleting_backups_from_the_list_deletes_their_objects(
-    staff_client, demo_server, bucket, seaweedfs
+    staff_client, demo_server, bucket, seaweedfs, django_capture_on_commit_callbacks
 ):
     backups = [in_the_bucket(demo_server, seaweedfs, bucket) for _ in range(2)]
     body = {"action": "delete_selected", "_selected_action": [b.id for b in backups]}
 
-    staff_client.post("/admin/servers/backup/", {**body, "post": "yes"})
+    with django_capture_on_commit_callbacks(execute=True):
+        staff_client.post("/admin/servers/backup/", {**body, "post": "yes"})
 
     assert not Backup.objects.exists()
     assert seaweedfs.keys(bucket) == []
+
+
+def test_a_backup_whose_object_the_bucket_refused_is_finished_by_the_catch_up(
+    staff_client, demo_server, bucket, seaweedfs, settings, django_capture_on_commit_callbacks
+):
+    backup = in_the_bucket(demo_server, seaweedfs, bucket)
+    settings.BACKUP_S3_SECRET_ACCESS_KEY = "not-the-bucket-secret"
+    reset_client()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        delete_page(staff_client, backup)
+
+    assert Backup.objects.get(id=backup.id).state == BackupState.DELETING
+    assert seaweedfs.keys(bucket) == [backup_key(backup)]
+    settings.BACKUP_S3_SECRET_ACCESS_KEY = seaweedfs.settings(bucket)["BACKUP_S3_SECRET_ACCESS_KEY"]
+    reset_client()
+    finish_overdue_work()
+    assert not Backup.objects.filter(id=backup.id).exists()
+    assert seaweedfs.keys(bucket) == []
+
+
+def test_staff_deleting_a_backup_is_audited(staff, staff_client, demo_server, bucket, seaweedfs):
+    backup = in_the_bucket(demo_server, seaweedfs, bucket)
+
+    delete_page(staff_client, backup)
+
+    record = AuditRecord.objects.get(action="backup.delete")
+    assert (record.actor_email, record.server_id) == (staff.email, demo_server.id)
+    assert record.organization_id == demo_server.organization_id
+
+
+def test_a_backup_being_deleted_is_gone_for_its_customer(
+    client, alice, staff_client, demo_server, bucket, seaweedfs
+):
+    backup = in_the_bucket(demo_server, seaweedfs, bucket)
+    delete_page(staff_client, backup)  # in this test's transaction: the object stays
+    client.force_login(alice.user)
+
+    html = client.get(f"/panel/servers/{demo_server.id}/backups/").content.decode()
+
+    assert Backup.objects.get(id=backup.id).state == BackupState.DELETING
+    assert backup.id not in html
 
 
 def test_a_backup_being_made_is_not_deleted(staff_client, demo_server, bucket, seaweedfs):

@@ -135,7 +135,9 @@ def test_a_download_url_expires(bucket, seaweedfs, demo_server):
 
 
 def test_a_backup_on_the_simulated_node_stays_there(bucket, acme):
-    server = server_create(organization=acme, name="Sim", game="minecraft")
+    server = server_create(
+        actor=Actor.system("test"), organization=acme, name="Sim", game="minecraft"
+    )
 
     assert new_backup(server).location == BackupLocation.NODE
 

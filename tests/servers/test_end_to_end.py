@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from audit.actors import Actor
 from servers.models import Server
 from servers.services import server_create
 from tests.conftest import API, client_for
@@ -47,7 +48,7 @@ def test_a_start_through_the_api_arrives_signed_at_the_receiver(
 ) -> None:
     hooks = Hooks(acme, receiver)
     webhook = hooks.webhook("/servers")
-    server = server_create(organization=acme, name="Survival")
+    server = server_create(actor=Actor.system("test"), organization=acme, name="Survival")
     response = client_for(make_key(["servers:power"])).post(
         f"{API}/servers/{server.id}/power", {"action": "start"}, format="json"
     )

@@ -104,7 +104,9 @@ def state_of(server: Server) -> str:
 
 def demo_on(node: Node, acme: Any, *, running: bool) -> Server:
     """A demo server that ran once on `node` (its files written), running or stopped."""
-    server = server_create(organization=acme, name="Demo", game="demo", node=node)
+    server = server_create(
+        actor=Actor.system("test"), organization=acme, name="Demo", game="demo", node=node
+    )
     server_power(server=server, action=PowerAction.START, actor=ACTOR)
     wait_until(lambda: state_of(server) == ServerState.RUNNING, timeout=30)
     if not running:

@@ -345,7 +345,9 @@ def test_a_report_of_another_nodes_server_is_403_and_changes_nothing(
     acme, agent_node, node_token, put_in_state, published
 ):
     other_node, _ = register("node-2")
-    theirs = server_create(organization=acme, name="Theirs", game="demo", node=other_node)
+    theirs = server_create(
+        actor=Actor.system("test"), organization=acme, name="Theirs", game="demo", node=other_node
+    )
     put_in_state(theirs, "running")
     published.clear()
     response = post(REPORTS, report(theirs, "crashed", seq=3), node_token)

@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django_q.models import Schedule
 from freezegun import freeze_time
 
+from audit.actors import Actor
 from servers.models import Server, ServerMinute
 from servers.node_minutes import server_minutes_purge_expired
 from servers.services import server_create
@@ -151,7 +152,9 @@ def test_minutes_in_the_reading_of_something_not_a_server_are_400(agent_node, no
 
 @freeze_time(NOW)
 def test_deleting_a_server_deletes_its_minutes(acme, agent_node, node_token):
-    server = server_create(organization=acme, name="Gone", game="demo", node=agent_node)
+    server = server_create(
+        actor=Actor.system("test"), organization=acme, name="Gone", game="demo", node=agent_node
+    )
     heartbeat(node_token, {server.id: {"minutes": [minute()]}})
     Server.objects.filter(id=server.id).delete()
     assert not ServerMinute.objects.exists()

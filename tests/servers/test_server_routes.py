@@ -6,6 +6,7 @@ import re
 import pytest
 from freezegun import freeze_time
 
+from audit.actors import Actor
 from servers.services import server_create
 from tests.conftest import API, client_for, error_of
 
@@ -22,9 +23,9 @@ def listed_ids(response) -> list[str]:
 def test_it_lists_the_organizations_servers_newest_first(make_key, acme):
     key = make_key(["servers:read"])
     with freeze_time("2026-11-22 10:00:00") as frozen:
-        first = server_create(organization=acme, name="one")
+        first = server_create(actor=Actor.system("test"), organization=acme, name="one")
         frozen.tick(1)
-        second = server_create(organization=acme, name="two")
+        second = server_create(actor=Actor.system("test"), organization=acme, name="two")
     assert listed_ids(client_for(key).get(f"{API}/servers")) == [second.id, first.id]
 
 

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from gshost.errors import Misuse
 from webhooks.signing import sign, signature_headers, verify, verify_signature
 
 SECRET = "whsec_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8s9T0u1V"
@@ -45,7 +46,7 @@ def test_it_stamps_the_current_time_by_default(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_it_refuses_an_empty_secret() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(Misuse):
         sign("", NOW, BODY)
 
 

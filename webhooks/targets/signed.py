@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from django.utils import timezone
 
+from gshost.handoff import require_outside_transaction
 from gshost.ids import format_timestamp, new_id
 from webhooks.models import AttemptError
 from webhooks.secrets import SigningKeys, signing_keys
@@ -87,6 +88,7 @@ def send_signed(
 ) -> AttemptResult:
     """Check the URL and the secrets of ``to``, then send ``body`` signed under
     ``message_id``; a URL or secret that forbids sending is refused without a request."""
+    require_outside_transaction("A webhook send")
     try:
         target = check_webhook_url(to.url)
     except UnsafeWebhookUrl:

@@ -37,6 +37,7 @@ from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 from urllib3.util import SKIP_HEADER
 
 from gshost import process_state
+from gshost.errors import Misuse, Unavailable
 from webhooks.delivery.policy import is_success
 from webhooks.models import AttemptError
 from webhooks.targets.url_safety import CheckedUrl, is_public_ip
@@ -93,8 +94,8 @@ class _Outcome:
     response_headers: dict[str, str] = field(default_factory=dict)
 
 
-class _Unresolved(Exception):
-    """The receiver's name gave no address this time."""
+class _Unresolved(Unavailable):
+    """The receiver's name gave no address this time (the message is the name)."""
 
 
 def resolve_host(host: str, port: int) -> list[IPAddress]:
@@ -297,7 +298,7 @@ class WebhookSender:
         retry_stale_connections: bool = True,
     ) -> None:
         if timeout <= 0:
-            raise ValueError("timeout must be positive")
+            raise Misuse("timeout must be positive")
         self._timeout = timeout
         self._allowed_networks = tuple(allowed_networks)
         self._resolve = resolve or resolve_host

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from accounts.selectors import organization_get_by_slug
+from audit.actors import Actor
 from gshost.errors import DomainError
 from servers.models import Node, Server
 from servers.placement import Plan
@@ -59,6 +60,7 @@ class Command(BaseCommand):
                     node=node,
                     plan=plan,
                     tags=tags,
+                    actor=Actor.system("createserver command"),
                 )
         except DomainError as refused:  # no node offers the game, none has room...
             raise CommandError(refused.message) from None

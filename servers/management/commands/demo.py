@@ -86,8 +86,9 @@ class Command(BaseCommand):
             made = [(DEMO, *_ensure(_on_node(DEMO, node))), (RIVAL, *_ensure(RIVAL))]
             _ensure_admin()
             _demo, demo_organization, demo_servers = made[0]
-            ensure_demo_extras(demo_servers, User.objects.get(email__iexact=DEMO.owner))
             webhook = _replace_demo_webhook(demo_organization)
+        # After commit: a backup asks its node, and no call to a node runs in a transaction.
+        ensure_demo_extras(demo_servers, User.objects.get(email__iexact=DEMO.owner))
         panel_url = os.environ.get("PANEL_URL") or DEFAULT_PANEL_URL
         self.stdout.write(self.style.SUCCESS("Demo data is ready."))
         self.stdout.write(f"Panel:        {panel_url}")
@@ -131,7 +132,7 @@ def _ensure_server(organization: Organization, name: str, game: str, node: Node 
     if node is not None:
         existing = existing.filter(node=node)
     return existing.first() or server_create(
-        organization=organization, name=name, game=game, node=node
+        organization=organization, name=name, game=game, node=node, actor=DEMO_ACTOR
     )
 
 
