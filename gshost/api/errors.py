@@ -59,6 +59,10 @@ class ErrorCode(StrEnum):
     JOB_NOT_ON_NODE = "job_not_on_node"
     SERVICE_UNAVAILABLE = "service_unavailable"
     INTERNAL_ERROR = "internal_error"
+    # The panel's sign-in (a second factor); no API route raises them, but the edge knows them.
+    CODE_REFUSED = "code_refused"
+    PASSKEY_REFUSED = "passkey_refused"
+    SIGN_IN_LOCKED = "sign_in_locked"
 
 
 DEFAULT_MESSAGES = {
