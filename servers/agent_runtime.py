@@ -38,6 +38,7 @@ from servers.configuration import desired_settings, settings_report_applied
 from servers.console_mirror import console_lines_mirrored
 from servers.errors import (
     AgentError,
+    DiskLimitExceeded,
     InvalidState,
     NodeAnswerLate,
     NodeRefused,
@@ -74,6 +75,7 @@ SESSIONS_KEPT = 32  # one per node CA; a process talks to a handful of nodes
 # that differs, a target that did not take the archive, a full disk).
 REFUSALS = frozenset({400, 404, 409, 422, 502, 507})
 PORT_IN_USE = "port_in_use"  # the agent's code: the node itself or another server holds the port
+DISK_LIMIT_EXCEEDED = "disk_limit_exceeded"  # the agent's code and ours: the files are too big
 
 
 class _CaAdapter(HTTPAdapter):
@@ -212,6 +214,12 @@ def _refused(server: Server, error: AgentError) -> NodeRefused:
             server.state,
             f"Port {server.port} is in use on node {server.node.name} (by something other than "
             "this server's game): the server cannot start there.",
+        )
+    if error.agent_code == DISK_LIMIT_EXCEEDED:
+        return DiskLimitExceeded(
+            server.state,
+            f"The server's files are over its disk limit ({server.disk_mb} MB): delete some, "
+            "or raise its plan's disk_mb, then start it.",
         )
     return NodeRefused(server.state, f"The node refused: {error.message or error.agent_code}")
 

@@ -32,6 +32,12 @@ class NodeRefused(InvalidState):
     there, another job runs): a 409 to the customer, a failed schedule run."""
 
 
+class DiskLimitExceeded(NodeRefused):
+    """The server's files are over its plan's `disk_mb`: its node refuses to start it."""
+
+    code = "disk_limit_exceeded"
+
+
 class CapabilityNotSupported(NotSupported):
     def __init__(self, capability: str) -> None:
         message = f"This server's game does not support {capability}. See its capabilities."

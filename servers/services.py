@@ -190,7 +190,7 @@ def server_power(*, server: Server, action: PowerAction, actor: Actor) -> Server
         request_not_taken(server=server, trigger=Trigger(action.value), why=failed.message)
         if isinstance(failed, NodeRefused):  # told with the state the refusal left it in
             server.refresh_from_db(fields=["state"])
-            raise NodeRefused(server.state, failed.message) from None
+            raise type(failed)(server.state, failed.message) from None
         raise
     return server
 

@@ -43,6 +43,7 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     INVALID_STATE = "invalid_state"
+    DISK_LIMIT_EXCEEDED = "disk_limit_exceeded"
     INVALID_WEBHOOK_URL = "invalid_webhook_url"
     UNKNOWN_EVENT = "unknown_event"
     CONFLICTING_FIELDS = "conflicting_fields"

@@ -115,6 +115,22 @@ def test_a_start_refused_for_a_port_its_node_holds_is_409_invalid_state_naming_t
     assert state_of(demo_server) == "stopped"
 
 
+def test_a_start_refused_for_the_disk_limit_is_409_disk_limit_exceeded(
+    key, demo_server, stand_in_agent
+):
+    refusal = {"error": {"code": "disk_limit_exceeded", "message": "over 10240 MB"}}
+    stand_in_agent.answer("POST", f"/v1/servers/{demo_server.id}/start", 409, refusal)
+    response = api_post(key, demo_server, "power", {"action": "start"})
+    assert response.status_code == 409
+    assert error_of(response) == {
+        "code": "disk_limit_exceeded",
+        "message": "The server's files are over its disk limit (10240 MB): delete some, or "
+        "raise its plan's disk_mb, then start it.",
+        "state": "stopped",
+    }
+    assert state_of(demo_server) == "stopped"
+
+
 def test_a_stop_the_agent_refuses_is_409_and_leaves_the_server_running(
     key, demo_server, stand_in_agent, put_in_state
 ):
