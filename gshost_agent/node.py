@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gshost_agent import __version__
+from gshost_agent import __version__, disks
 from gshost_agent.archives import recover_directories, remove_partials
 from gshost_agent.capacity import machine_capacity
 from gshost_agent.config import Config
@@ -106,6 +106,10 @@ class Node:
             allow_unsandboxed=config.allow_unsandboxed,
             off=config.sandbox_off,
         )
+        if self.sandboxing.sandboxed:
+            tools = {name: self.sandboxing.tool(name) for name in disks.TOOLS}
+            for done in self.layout.use_disks(tools):
+                logger.info("disks: %s", done)
         self.networks = _networks(self.sandboxing, config.network_pool)
         self.zygote = Zygote(self.layout.run / "zygote")
         self.outbox = Outbox(self.layout.outbox)
@@ -316,6 +320,7 @@ class Node:
                             await supervisor.kill()
                 await asyncio.wait(late, timeout=kill_wait)
         await self.zygote.close()  # no game left to keep: nothing of the node's stays
+        await asyncio.to_thread(self.layout.release_disks)  # mounted again by the next agent
 
     async def close(self, *, flush_seconds: float = 0.0) -> None:
         for task in self._tasks:

@@ -4,10 +4,12 @@ A sandboxed game runs, from the outside in:
 - in a network namespace of its own (`gshost_agent.netns`), entered with util-linux's
   `nsenter`: only its port is forwarded to it from the node's addresses;
 - under Debian's `bubblewrap`: PID, IPC, UTS and mount namespaces, a read-only system (`/usr`,
-  `/etc` and the links to them), its server directory the only place it writes that lasts, the
-  template's files read-only, and a private `/tmp` and `/dev/shm` (tmpfs, sized to its memory
-  limit, counted in its memory cgroup and gone when it stops). Nothing else of the node (the
-  agent's data, the control plane's checkout, other servers) exists in there;
+  `/etc` and the links to them), its server directory at `/server` (its cwd, a filesystem of
+  its own: `gshost_agent.disks`) the only place it writes that lasts, the template's files
+  read-only at `/game` (from the games' tmpfs), and a private `/tmp` and `/dev/shm` (tmpfs,
+  sized to its memory limit, counted in its memory cgroup and gone when it stops). Nothing
+  else of the node (the agent's data, the control plane's checkout, other servers) exists in
+  there, and no path of the agent's data directory shows in its `/proc/self/mountinfo`;
 - as its server's unprivileged user and group (`setpriv`), without capabilities and with
   `no_new_privs` (setuid binaries give nothing);
 - in cgroups of its own (memory, pids, cpu), which the keeper makes and enters
@@ -25,6 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gshost_agent import disks
+
 SANDBOXED = "sandboxed"
 UNSANDBOXED = "unsandboxed"
 TOOLS = ("bwrap", "nsenter", "setpriv", "ip", "iptables", "iptables-restore", "env")
@@ -33,7 +37,8 @@ SYSTEM_DIRECTORIES = ("/usr", "/etc")
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # What the sandbox makes itself: nothing is created in or above these.
 GAME_TMP, GAME_SHM = "/tmp", "/dev/shm"  # noqa: S108 (the game's own, inside its sandbox)
-SANDBOX_MOUNTS = ("/", "/usr", "/etc", GAME_TMP, "/dev", "/proc")
+# Where its own directory and its template's files are, inside: the same on every node.
+SERVER_DIR_INSIDE, GAME_FILES_INSIDE = "/server", "/game"
 # bubblewrap's two processes (its monitor and the namespace's init) count in the game's pids.
 SANDBOX_PROCESSES = 2
 
@@ -88,9 +93,13 @@ def detect(
         return Sandboxing(False, "missing " + ", ".join(missing), allow_unsandboxed)
     if not has_cgroups:
         return Sandboxing(False, "no writable cgroup hierarchy", allow_unsandboxed)
+    disk_tools = disks.find_tools()
+    if disk_tools is None:
+        reason = "no loop devices or e2fsprogs (a filesystem per server)"
+        return Sandboxing(False, reason, allow_unsandboxed)
     if not Path("/proc/self/ns/net").exists():
         return Sandboxing(False, "no network namespaces", allow_unsandboxed)
-    tools = tuple((name, str(path)) for name, path in found.items())
+    tools = tuple((name, str(path)) for name, path in found.items()) + tuple(disk_tools.items())
     return Sandboxing(True, "", allow_unsandboxed, tools)
 
 
@@ -132,11 +141,9 @@ def sandboxed_command(sandboxing: Sandboxing, box: GameBox, argv: Iterable[str])
     command += ["--proc", "/proc", "--dev", "/dev"]
     command += ["--perms", "1777", "--size", tmpfs_bytes, "--tmpfs", GAME_TMP]
     command += ["--perms", "1777", "--size", tmpfs_bytes, "--tmpfs", GAME_SHM]
-    for parent in _parents_to_make(box.server_dir, box.game_files):
-        command += ["--perms", "0711", "--dir", str(parent)]
-    command += ["--bind", str(box.server_dir), str(box.server_dir)]
-    command += ["--ro-bind", str(box.game_files), str(box.game_files)]
-    command += ["--chdir", str(box.server_dir), "--"]
+    command += ["--bind", str(box.server_dir), SERVER_DIR_INSIDE]
+    command += ["--ro-bind", str(box.game_files), GAME_FILES_INSIDE]
+    command += ["--chdir", SERVER_DIR_INSIDE, "--"]
     command += [
         sandboxing.tool("setpriv"),
         f"--reuid={box.uid}",
@@ -153,19 +160,3 @@ def sandboxed_command(sandboxing: Sandboxing, box: GameBox, argv: Iterable[str])
         *argv,
     ]
     return command
-
-
-def _parents_to_make(*paths: Path) -> list[Path]:
-    """The directories above `paths` that the sandbox must create (made 0711: passable, not
-    listable), outermost first."""
-    made: list[Path] = []
-    for path in paths:
-        for parent in reversed(path.parents):
-            text = str(parent)
-            if text in SANDBOX_MOUNTS or any(
-                text.startswith(system + "/") for system in SYSTEM_DIRECTORIES
-            ):
-                continue
-            if parent not in made:
-                made.append(parent)
-    return made

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What a node needs to run every game in a sandbox, from Debian's packages: bubblewrap (mount,
 # PID and IPC namespaces), iproute2 (a network namespace and a veth pair per game), iptables
-# (the game's port forwarded from the node's address) and util-linux's setpriv and nsenter.
+# (the game's port forwarded from the node's address), util-linux's setpriv and nsenter, and a
+# filesystem per server (e2fsprogs' mkfs.ext4, e2fsck, resize2fs; mount's mount and umount).
 # Installed from apt when missing; anything else is told exactly what to install.
 set -euo pipefail
 
@@ -10,6 +11,8 @@ command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v iptables >/dev/null || missing+=(iptables)
 command -v ip >/dev/null || missing+=(iproute2)
 { command -v setpriv >/dev/null && command -v nsenter >/dev/null; } || missing+=(util-linux)
+{ command -v mkfs.ext4 >/dev/null && command -v resize2fs >/dev/null; } || missing+=(e2fsprogs)
+command -v umount >/dev/null || missing+=(mount)
 ((${#missing[@]})) || exit 0
 
 if command -v apt-get >/dev/null && [[ $(id -u) == 0 ]]; then
