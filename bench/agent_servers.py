@@ -1,9 +1,10 @@
 """Benchmark: one node running many `demo` game servers at once (default 50), each in its
 sandbox, against the same node running them unsandboxed, in the same run.
 
-For each of the two (sandboxed first, with a pool of BENCH_SERVERS networks made ahead, as a
-node at rest has them; then `AGENT_ALLOW_UNSANDBOXED=true AGENT_SANDBOX=off`, set only in this
-process's children), it starts a real `gshost-agent --stop-servers-on-exit`
+For each of the two (sandboxed first, with a pool of BENCH_SERVERS networks and blank
+filesystems made ahead, as a node at rest has them; then `AGENT_ALLOW_UNSANDBOXED=true
+AGENT_SANDBOX=off`, set only in this process's children), it starts a real
+`gshost-agent --stop-servers-on-exit`
 with a local stand-in control plane, starts BENCH_SERVERS demo servers through the agent's
 HTTPS API and times until every `ready` report (start-all), joins one TCP player to each,
 measures the agent's per-game processes (keeper and, sandboxed, bubblewrap's two: PSS) and the
@@ -154,6 +155,8 @@ def measure(
     wait_for(lambda: _listening(port), 30)
     pool = int(extra_env.get("AGENT_NETWORK_POOL", "0"))
     wait_for(lambda: _pooled(agent.pid) >= pool, 60)  # a node at rest has its pool made
+    blanks = work / f"data-{name}" / "disks" / "pool"
+    wait_for(lambda: len(_mounts_under(blanks)) >= pool, 600)  # and its blank filesystems
     outbox = {
         json.loads((work / f"data-{name}" / "outbox" / "outbox.json").read_text())["outbox_id"]
     }

@@ -6,6 +6,9 @@ plan's `disk_mb`: an ext4 image per server, loop-mounted on `<data>/servers/<id>
                                   written), mounted nodev, nosuid on its directory
     <data>/disks/<where>-<name>.img   a restore's or an incoming move's content, mounted on
                                   its staging directory until it replaces the server's
+    <data>/disks/pool-<n>.img     blank filesystems of the default plan made ahead, mounted
+                                  on <data>/disks/pool/<n>/: a server's first start takes one
+                                  (a rename and a move of its mount: no mkfs on the way)
 
 Writes past the limit fail with ENOSPC whatever holds the blocks (a file deleted but kept open,
 a million small files: the inode table is part of the image), and the reading is the
@@ -18,16 +21,18 @@ fixed environment from `/`, never with anything a game or a template controls.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from gshost_agent.server_state import DiskLimitExceeded
 
-TOOLS = ("mkfs.ext4", "e2fsck", "resize2fs", "mount", "umount")
+TOOLS = ("mkfs.ext4", "e2fsck", "resize2fs", "mount", "umount", "losetup")
 IMAGE = ".img"
 STAGING = ".staging"
 BLOCK_BYTES = 4096
@@ -40,7 +45,14 @@ JOURNAL_MB = 4  # ext4's least with 4 KiB blocks; mke2fs would give a 10 GB imag
 MOUNT_OPTIONS = "loop,nodev,nosuid,noinit_itable,discard"
 HELPER_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
 HELPER_SECONDS = 120
+RELEASE_SECONDS = 3.0  # a loop device is let go of a moment after its filesystem's unmount
 GAMES_TMPFS = "size=256m,mode=0755,nodev,nosuid"
+POOL = "pool"
+MS_MOVE = 8192  # mount(2): a mounted filesystem moved to another mount point, as it is
+# Blanks are made only while none was taken for this long: never during a burst of starts,
+# whose helpers would wait behind mkfs for the node's cores.
+REFILL_QUIET_SECONDS = 10.0
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 class DiskError(RuntimeError):
@@ -79,6 +91,13 @@ class Disks:
     def __init__(self, root: Path, tools: Mapping[str, str]) -> None:
         self.root = root
         self.tools = dict(tools)
+        # One change at a time (the event loop's and the job threads'): a settings write must
+        # never mount a filesystem that a start has just unmounted to resize it.
+        self.changing = threading.RLock()
+        self.ending = threading.Event()  # the agent ends: no blank filesystem made any more
+        # When a start last took a blank filesystem (time.monotonic): as if at the agent's
+        # start, so that its first seconds are not spent on them.
+        self.taken_at = time.monotonic()
 
     def prepare(self) -> None:
         self.root.mkdir(mode=0o700, exist_ok=True)
@@ -95,6 +114,10 @@ class Disks:
     def ensure(self, name: str, mount_point: Path, disk_mb: int) -> None:
         """The server's filesystem, made when it has none, mounted when it is not. A directory
         that already held files without one (an agent before images) has them moved in."""
+        with self.changing:
+            self._ensure(name, mount_point, disk_mb)
+
+    def _ensure(self, name: str, mount_point: Path, disk_mb: int) -> None:
         mount_point.mkdir(mode=0o700, exist_ok=True)
         if mounted(mount_point):
             return
@@ -102,11 +125,13 @@ class Disks:
             self.mount(name, mount_point, check=True)
             return
         if not any(mount_point.iterdir()):
-            self.make(name, mount_point, disk_mb)
+            if not self._take_blank(name, mount_point, disk_mb):
+                self.make(name, mount_point, disk_mb)
             return
         staging = mount_point.with_name(f".{mount_point.name}{STAGING}")
         self.make_staging(staging, disk_mb)
         shutil.copytree(mount_point, staging, symlinks=True, dirs_exist_ok=True)
+        _copy_owners(mount_point, staging)
         for entry in mount_point.iterdir():  # not left hidden under the mount
             _remove_directory(entry)
         self.replace(staging, name, mount_point)
@@ -148,20 +173,80 @@ class Disks:
         with contextlib.suppress(OSError):
             lost.rmdir()
 
-    def unmount(self, mount_point: Path) -> None:
+    def unmount(self, mount_point: Path, *, lazy: bool = True) -> None:
+        """`lazy`: a filesystem someone still holds (a shell in it) is detached now and
+        released when let go; else DiskError."""
         if not mounted(mount_point):
             return
         try:
             self._run("umount", str(mount_point))
-        except DiskError:  # held (a shell in it): detached now, released when let go
+        except DiskError:
+            if not lazy:
+                raise
             self._run("umount", "-l", str(mount_point))
+
+    # Blank filesystems made ahead -------------------------------------------------------------
+
+    def pooled(self) -> list[Path]:
+        """The mount points of the blank filesystems ready to be taken."""
+        pool = self.root / POOL
+        return sorted(e for e in pool.iterdir() if mounted(e)) if pool.is_dir() else []
+
+    def refill(self, count: int, disk_mb: int) -> int:
+        """Blank filesystems of `disk_mb` made until `count` wait, while the node is at rest
+        (outside the lock: a start meanwhile makes its own). How many it made."""
+        made = 0
+        (self.root / POOL).mkdir(mode=0o700, exist_ok=True)
+        while len(self.pooled()) < count and not self.ending.is_set() and self._at_rest():
+            number = max([int(p.name) for p in (self.root / POOL).iterdir()] or [0]) + 1
+            mount_point = self.root / POOL / str(number)
+            mount_point.mkdir(mode=0o700)
+            self._new_image(self.image(f"{POOL}-{number}"), disk_mb)
+            with self.changing:
+                if self.ending.is_set():
+                    break
+                self.mount(f"{POOL}-{number}", mount_point)
+            made += 1
+        return made
+
+    def _at_rest(self) -> bool:
+        return time.monotonic() - self.taken_at > REFILL_QUIET_SECONDS
+
+    def _take_blank(self, name: str, mount_point: Path, disk_mb: int) -> bool:
+        """A blank filesystem of `disk_mb` from the pool, now the server's; False: none."""
+        self.taken_at = time.monotonic()
+        for blank in self.pooled():
+            image = self.image(f"{POOL}-{blank.name}")
+            if not image.is_file() or image.stat().st_size != image_bytes(disk_mb):
+                continue
+            os.replace(image, self.image(name))  # its loop device follows the file
+            try:
+                _move_mount(blank, mount_point)
+            except OSError:  # a shared mount cannot be moved: mounted again instead
+                self.unmount(blank)
+                self.mount(name, mount_point)
+            blank.rmdir()
+            return True
+        return False
+
+    def _drain_pool(self) -> None:
+        pool = self.root / POOL
+        for entry in sorted(pool.iterdir()) if pool.is_dir() else []:
+            self.unmount(entry)
+            with contextlib.suppress(FileNotFoundError):
+                self.image(f"{POOL}-{entry.name}").unlink()
+            _remove_directory(entry)
 
     # Plans ------------------------------------------------------------------------------------
 
     def fit(self, name: str, mount_point: Path, disk_mb: int) -> None:
         """The stopped server's filesystem sized for `disk_mb`: grown, or shrunk when its
         content fits; DiskLimitExceeded (nothing changed) when it does not."""
-        self.ensure(name, mount_point, disk_mb)
+        with self.changing:
+            self._fit(name, mount_point, disk_mb)
+
+    def _fit(self, name: str, mount_point: Path, disk_mb: int) -> None:
+        self._ensure(name, mount_point, disk_mb)
         image = self.image(name)
         wanted, size = image_bytes(disk_mb), image.stat().st_size
         if wanted == size:
@@ -169,8 +254,9 @@ class Disks:
         held = used_mb(mount_point)
         if wanted < size and held > disk_mb:
             raise DiskLimitExceeded(held, disk_mb)
-        self.unmount(mount_point)
+        self.unmount(mount_point, lazy=False)  # resized only where nothing else holds it
         try:
+            self._wait_released(image)
             self._resize(image, wanted, size)
         except DiskError as error:
             if wanted > size:
@@ -178,6 +264,24 @@ class Disks:
             raise DiskLimitExceeded(held, disk_mb) from error
         finally:
             self.mount(name, mount_point)
+
+    def _wait_released(self, image: Path) -> None:
+        deadline = time.monotonic() + RELEASE_SECONDS
+        while self._attached(image):
+            if time.monotonic() > deadline:
+                raise DiskError(f"{image.name} is still in use: not resized")
+            time.sleep(0.05)
+
+    def _attached(self, image: Path) -> bool:
+        result = subprocess.run(  # noqa: S603 (an argument list of the agent's own)
+            [self.tools["losetup"], "-j", str(image)],
+            env=HELPER_ENV,
+            cwd="/",
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return bool(result.stdout.strip())
 
     def _resize(self, image: Path, wanted: int, size: int) -> None:
         self._run("e2fsck", "-f", "-p", str(image), accept=(0, 1))
@@ -196,11 +300,16 @@ class Disks:
 
     def make_staging(self, staging: Path, disk_mb: int) -> None:
         """An empty filesystem of `disk_mb` mounted on the directory `staging`."""
-        self.discard_staging(staging)
-        staging.mkdir(mode=0o700)
-        self.make(self.staging_name(staging), staging, disk_mb)
+        with self.changing:
+            self.discard_staging(staging)
+            staging.mkdir(mode=0o700)
+            self.make(self.staging_name(staging), staging, disk_mb)
 
     def discard_staging(self, staging: Path) -> None:
+        with self.changing:
+            self._discard_staging(staging)
+
+    def _discard_staging(self, staging: Path) -> None:
         self.unmount(staging)
         with contextlib.suppress(FileNotFoundError):
             self.image(self.staging_name(staging)).unlink()
@@ -210,6 +319,10 @@ class Disks:
         """The filesystem mounted on `staging` becomes the server's, on `mount_point`, with the
         owner and mode its directory had. Until the image's rename the old one is the
         server's; after it, the new one (an agent killed in between remounts that one)."""
+        with self.changing:
+            self._replace(staging, name, mount_point)
+
+    def _replace(self, staging: Path, name: str, mount_point: Path) -> None:
         status = mount_point.stat() if mounted(mount_point) else None
         self.unmount(staging)
         _remove_directory(staging)
@@ -224,10 +337,11 @@ class Disks:
 
     def remove(self, name: str, mount_point: Path) -> None:
         """The server's filesystem gone: unmounted, its image deleted, its directory removed."""
-        self.unmount(mount_point)
-        with contextlib.suppress(FileNotFoundError):
-            self.image(name).unlink()
-        _remove_directory(mount_point)
+        with self.changing:
+            self.unmount(mount_point)
+            with contextlib.suppress(FileNotFoundError):
+                self.image(name).unlink()
+            _remove_directory(mount_point)
 
     # The node's start and end -----------------------------------------------------------------
 
@@ -241,9 +355,16 @@ class Disks:
                 self.unmount(staging)
                 done.append(f"unmounted the staging filesystem {staging}")
         for image in sorted(self.root.glob(f"*{IMAGE}")):
+            pooled = image.name.startswith(f"{POOL}-")
+            if pooled and mounted(self.root / POOL / image.name[len(POOL) + 1 : -len(IMAGE)]):
+                continue  # blank, made by an earlier agent: still good
             if not image.name.startswith("srv_"):
                 image.unlink()
                 done.append(f"removed {image.name}")
+        pool = self.root / POOL
+        for entry in sorted(pool.iterdir()) if pool.is_dir() else []:
+            if not mounted(entry):
+                _remove_directory(entry)
         for image in sorted(self.root.glob(f"srv_*{IMAGE}")):
             name = image.name.removesuffix(IMAGE)
             if not mounted(servers / name):
@@ -257,6 +378,9 @@ class Disks:
         for image in sorted(self.root.glob(f"srv_*{IMAGE}")):
             with contextlib.suppress(DiskError):
                 self.unmount(servers / image.name.removesuffix(IMAGE))
+        self.ending.set()
+        with contextlib.suppress(DiskError), self.changing:
+            self._drain_pool()
 
     def _run(self, tool: str, *arguments: str, accept: tuple[int, ...] = (0,)) -> None:
         command = [self.tools[tool], *arguments]
@@ -297,6 +421,21 @@ def mount_tmpfs(tool: str, path: Path, options: str = GAMES_TMPFS) -> None:
     )
     if result.returncode != 0:
         raise DiskError(f"cannot mount a tmpfs on {path}: {result.stderr.strip()[:300]}")
+
+
+def _move_mount(source: Path, target: Path) -> None:
+    if _LIBC.mount(os.fsencode(source), os.fsencode(target), None, MS_MOVE, None) != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, os.strerror(number), str(target))
+
+
+def _copy_owners(source: Path, copy: Path) -> None:
+    """The copy's entries owned as the source's are (a copy made by root is root's)."""
+    for root, dirs, files in os.walk(source):
+        for name in dirs + files:
+            found = os.lstat(os.path.join(root, name))
+            relative = os.path.relpath(os.path.join(root, name), source)
+            os.lchown(copy / relative, found.st_uid, found.st_gid)
 
 
 def _remove_directory(path: Path) -> None:

@@ -185,6 +185,11 @@ class Layout:
             stagings += [entry for entry in self.transfers.iterdir() if entry.is_dir()]
         return disks.recover(self.servers, stagings)
 
+    def refill_disks(self, count: int) -> int:
+        """Blank filesystems of the default plan made ahead, `count` at most: a server's first
+        start takes one instead of making its own. How many were made."""
+        return self.disks.refill(count, DEFAULT_DISK_MB) if self.disks is not None else 0
+
     def release_disks(self) -> None:
         """Every server's filesystem and the games' tmpfs unmounted (the agent ends with its
         games)."""

@@ -249,6 +249,7 @@ class Node:
             loop.create_task(deliver_forever(self.outbox, self.control)),
             loop.create_task(self._heartbeat_forever()),
             loop.create_task(self._sample_forever()),
+            loop.create_task(self._refill_disks()),
         ]
 
     def _recover_jobs(self) -> list[str]:
@@ -303,6 +304,17 @@ class Node:
                 except Exception:
                     logger.exception("%s: sampling failed", supervisor.server_id)
             self.layout.keep_reserve()  # again, once a game that filled the disk is gone
+
+    async def _refill_disks(self) -> None:
+        """The blank filesystems made ahead (as many as the networks), topped up every 10 s."""
+        while True:
+            try:
+                count = self.config.network_pool
+                if made := await asyncio.to_thread(self.layout.refill_disks, count):
+                    logger.info("made %s blank filesystems ahead", made)
+            except Exception:
+                logger.exception("cannot make blank filesystems ahead")
+            await asyncio.sleep(SAMPLE_SECONDS)
 
     async def stop_servers(self, *, grace: float, kill_wait: float) -> None:
         """Every game stopped as its template says; killed once `grace` is over."""

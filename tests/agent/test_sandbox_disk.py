@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gshost_agent.disks import Disks, find_tools
 from tests.agent.conftest import Agent, ControlPlane, mounts_under, new_server_id
 from tests.agent.lines import wait_until
 from tests.agent.test_data_jobs import backup, finished_report, server_dir, started_job
@@ -287,3 +288,38 @@ def test_an_agent_that_comes_back_mounts_its_servers_filesystems_again(make_agen
 
     assert os.path.ismount(server_dir(agent, server_id))
     assert (server_dir(agent, server_id) / "world.txt").read_text() == "on its own filesystem\n"
+
+
+def test_a_directory_that_held_files_before_gets_its_own_filesystem_with_them(tmp_path: Path):
+    tools = find_tools()
+    if tools is None or os.geteuid() != 0:
+        pytest.skip("a filesystem per server needs root, loop devices and e2fsprogs")
+    disks = Disks(tmp_path / "disks", tools)
+    disks.prepare()
+    directory = tmp_path / "servers" / "srv_before"
+    (directory / "saves").mkdir(parents=True)
+    (directory / "saves" / "world.sav").write_bytes(b"years of play")
+    os.chown(directory / "saves" / "world.sav", 4321, 270042)  # the game's
+    os.symlink("saves/world.sav", directory / "latest")
+
+    disks.ensure("srv_before", directory, 64)
+    try:
+        assert os.path.ismount(directory)
+        assert (directory / "saves" / "world.sav").read_bytes() == b"years of play"
+        owner = (directory / "saves" / "world.sav").stat()
+        assert (owner.st_uid, owner.st_gid) == (4321, 270042)
+        assert os.readlink(directory / "latest") == "saves/world.sav"
+    finally:
+        disks.remove("srv_before", directory)
+    assert not directory.exists() and not disks.image("srv_before").exists()
+
+
+def test_a_first_start_takes_a_blank_filesystem_made_ahead(agent, control_plane):
+    pool = agent.data_dir / "disks" / "pool"
+    blanks = set(wait_until(lambda: len(mounts_under(pool)) >= 8 and mounts_under(pool), 120))
+
+    server_id, _ = agent.start_server("demo")
+    control_plane.wait_for_report(server_id, "ready")
+
+    assert os.path.ismount(server_dir(agent, server_id))
+    assert len(blanks - set(mounts_under(pool))) == 1  # that one is the server's now
