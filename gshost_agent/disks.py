@@ -49,9 +49,11 @@ RELEASE_SECONDS = 3.0  # a loop device is let go of a moment after its filesyste
 GAMES_TMPFS = "size=256m,mode=0755,nodev,nosuid"
 POOL = "pool"
 MS_MOVE = 8192  # mount(2): a mounted filesystem moved to another mount point, as it is
-# Blanks are made only while none was taken for this long: never during a burst of starts,
-# whose helpers would wait behind mkfs for the node's cores.
-REFILL_QUIET_SECONDS = 10.0
+# Blanks are made only while none was taken for a minute: never during a burst of starts and
+# what follows it (the games' own start, their first players), whose work would wait behind
+# mkfs for the node's cores; an agent that has just started makes its first after 5 s.
+REFILL_QUIET_SECONDS = 60.0
+REFILL_FIRST_SECONDS = 5.0
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
@@ -95,9 +97,8 @@ class Disks:
         # never mount a filesystem that a start has just unmounted to resize it.
         self.changing = threading.RLock()
         self.ending = threading.Event()  # the agent ends: no blank filesystem made any more
-        # When a start last took a blank filesystem (time.monotonic): as if at the agent's
-        # start, so that its first seconds are not spent on them.
-        self.taken_at = time.monotonic()
+        # When a start last took a blank filesystem (time.monotonic).
+        self.taken_at = time.monotonic() - REFILL_QUIET_SECONDS + REFILL_FIRST_SECONDS
 
     def prepare(self) -> None:
         self.root.mkdir(mode=0o700, exist_ok=True)
