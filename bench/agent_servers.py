@@ -1,15 +1,20 @@
 """Benchmark: one node running many `demo` game servers at once (default 50), each in its
 sandbox, against the same node running them unsandboxed, in the same run.
 
-For each of the two (sandboxed first, with a pool of BENCH_SERVERS networks made ahead, as a
-node at rest has them; then `AGENT_ALLOW_UNSANDBOXED=true AGENT_SANDBOX=off`, set only in this
-process's children), it starts a real `gshost-agent --stop-servers-on-exit`
+For each of the two (sandboxed first, with a pool of BENCH_SERVERS networks and blank
+filesystems made ahead, as a node at rest has them; then `AGENT_ALLOW_UNSANDBOXED=true
+AGENT_SANDBOX=off`, set only in this process's children), it starts a real
+`gshost-agent --stop-servers-on-exit`
 with a local stand-in control plane, starts BENCH_SERVERS demo servers through the agent's
 HTTPS API and times until every `ready` report (start-all), joins one TCP player to each,
 measures the agent's per-game processes (keeper and, sandboxed, bubblewrap's two: PSS) and the
 games', and their CPU at rest (BENCH_REST_SECONDS, default 20), then stops every server
 through the API and times until every `halted` report (stop-all). Then it ends the agent with
-SIGINT and checks that nothing is left (no process, no network of a game).
+SIGINT and checks that nothing is left (no process, no network of a game, no mount).
+
+The disk mechanism's own cost: BENCH_SERVERS filesystems made as the agent makes a server's
+(`gshost_agent.disks`: a sparse image of the default plan, mkfs, mount), each timed (p50, p99),
+and the real space (du) of the sandboxed run's images once their games have run.
 
 Prints both runs and the ratios sandboxed / unsandboxed (the aim: per-game overhead at most
 8 MB PSS, start-all and stop-all within 1.2x).
@@ -38,6 +43,8 @@ import trustme
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from gshost_agent.disks import Disks, find_tools  # noqa: E402
+from gshost_agent.server_state import DEFAULT_DISK_MB  # noqa: E402
 from tests.agent.control_plane import ControlPlane  # noqa: E402
 from tests.agent.lines import free_port  # noqa: E402
 
@@ -57,6 +64,7 @@ class Run:
     cpu_ours: float = 0.0  # % of one core at rest: agent, keepers, sandbox helpers
     cpu_games: float = 0.0
     left: int = 0
+    image_kb: list[int] | None = None  # real space of each server's filesystem image
 
 
 def wait_for(condition, timeout: float) -> None:  # type: ignore[no-untyped-def]
@@ -147,6 +155,8 @@ def measure(
     wait_for(lambda: _listening(port), 30)
     pool = int(extra_env.get("AGENT_NETWORK_POOL", "0"))
     wait_for(lambda: _pooled(agent.pid) >= pool, 60)  # a node at rest has its pool made
+    blanks = work / f"data-{name}" / "disks" / "pool"
+    wait_for(lambda: len(_mounts_under(blanks)) >= pool, 600)  # and its blank filesystems
     outbox = {
         json.loads((work / f"data-{name}" / "outbox" / "outbox.json").read_text())["outbox_id"]
     }
@@ -190,7 +200,35 @@ def measure(
     agent.send_signal(signal.SIGINT)
     agent.wait(timeout=30)
     run.left = len([p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE])
+    run.left += len(_mounts_under(work / f"data-{name}"))
+    images = sorted((work / f"data-{name}" / "disks").glob("srv_*.img"))
+    run.image_kb = [image.stat().st_blocks // 2 for image in images] or None
     return run
+
+
+def _mounts_under(directory: Path) -> list[str]:
+    marker = f"{directory}/"
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    return [line.split()[4] for line in lines if line.split()[4].startswith(marker)]
+
+
+def filesystem_costs(work: Path) -> list[float]:
+    """Seconds to make each of BENCH_SERVERS servers' filesystems (image, mkfs, mount), as the
+    agent makes one at a server's first start; each unmounted and removed after."""
+    tools = find_tools()
+    if tools is None:
+        return []
+    disks = Disks(work / "disks", tools)
+    disks.prepare()
+    seconds = []
+    for number in range(SERVERS):
+        name, mount_point = f"srv_bench{number:013d}", work / "mounts" / f"{number}"
+        mount_point.mkdir(parents=True)
+        began = time.perf_counter()
+        disks.make(name, mount_point, DEFAULT_DISK_MB)
+        seconds.append(time.perf_counter() - began)
+        disks.remove(name, mount_point)
+    return seconds
 
 
 def _pooled(agent_pid: int) -> int:
@@ -221,6 +259,7 @@ def main() -> None:
     plane = ControlPlane(port=free_port(), token=TOKEN)
     plane.up()
     try:
+        made = filesystem_costs(work)
         runs = [
             bench("sandboxed", work, plane, {"AGENT_NETWORK_POOL": str(SERVERS)}),
             # The baseline, in this process's child only: never in Makefile, scripts or CI.
@@ -255,6 +294,18 @@ def main() -> None:
     )
     print("(PSS: each shared page counted once across the processes that map it.)")
     print(f"median game memory: {statistics.median([r.game_pss_mb for r in runs]):.1f} MB PSS")
+    if made:
+        p50, p99 = statistics.median(made), sorted(made)[min(len(made) - 1, len(made) * 99 // 100)]
+        print(
+            f"a server's filesystem ({DEFAULT_DISK_MB} MB plan): made in {p50 * 1000:.0f} ms p50, "
+            f"{p99 * 1000:.0f} ms p99 over {len(made)}"
+        )
+    if sandboxed.image_kb:
+        kb = sandboxed.image_kb
+        print(
+            f"real space of a server's image after its game ran: {statistics.median(kb) / 1024:.1f}"
+            f" MB median, {max(kb) / 1024:.1f} MB most, {sum(kb) / 1024:.0f} MB for {len(kb)}"
+        )
 
 
 def _listening(port: int) -> bool:

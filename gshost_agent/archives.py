@@ -30,7 +30,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 CHUNK = 1024 * 1024
 QUEUED_CHUNKS = 8
@@ -40,6 +40,36 @@ STAGING = ".staging"
 OLD = ".old"
 
 Progress = Callable[[int], None]  # bytes of the directory done so far
+
+
+class Swap(Protocol):
+    """How a server's new content is staged and then takes the place of the old: a directory
+    beside it swapped in by renames (`DirectorySwap`), or a filesystem of its own
+    (`gshost_agent.disks.ImageSwap`: a mount point cannot be renamed over)."""
+
+    def make(self, staging: Path) -> None:
+        """`staging`, an empty directory the new content goes into."""
+
+    def discard(self, staging: Path) -> None:
+        """What `make` made, gone with whatever was put in it."""
+
+    def swap_in(self, staging: Path, directory: Path) -> None:
+        """The staged content becomes `directory`'s; the old one is removed."""
+
+
+class DirectorySwap:
+    def make(self, staging: Path) -> None:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(mode=0o700)
+
+    def discard(self, staging: Path) -> None:
+        shutil.rmtree(staging, ignore_errors=True)
+
+    def swap_in(self, staging: Path, directory: Path) -> None:
+        swap_in(staging, directory)
+
+
+RENAMES = DirectorySwap()
 
 
 class ArchiveError(Exception):
@@ -294,6 +324,7 @@ def restore_backup(
     progress: Progress,
     owner: tuple[int, int] | None,
     limit_bytes: int | None = None,
+    swap: Swap = RENAMES,
 ) -> None:
     """Replaces `directory` with the archive's content; ArchiveError (the directory as it
     was) when the archive is missing, not the expected one, or cannot be extracted. The
@@ -307,7 +338,9 @@ def restore_backup(
         raise ArchiveError("the archive's SHA-256 is not the backup's")
     with open(archive, "rb") as source:
         reader = _CountingReader(source, progress, size)
-        _replace_with(directory, owner, lambda staging: _extract(reader, staging, limit_bytes))
+        _replace_with(
+            directory, owner, lambda staging: _extract(reader, staging, limit_bytes), swap
+        )
 
 
 def restore_stream(
@@ -317,6 +350,7 @@ def restore_stream(
     progress: Progress,
     owner: tuple[int, int] | None,
     limit_bytes: int | None = None,
+    swap: Swap = RENAMES,
 ) -> None:
     """Replaces `directory` with the content of the archive read from `source` (a download),
     extracted into staging as it comes, hashed and counted meanwhile: only when the whole
@@ -324,7 +358,10 @@ def restore_stream(
     directory as it was, otherwise."""
     reader = _HashingReader(source, progress)
     _replace_with(
-        directory, owner, lambda staging: _extract_checked(reader, staging, expected, limit_bytes)
+        directory,
+        owner,
+        lambda staging: _extract_checked(reader, staging, expected, limit_bytes),
+        swap,
     )
 
 
@@ -363,20 +400,19 @@ def _read_to_end(source: _HashingReader) -> None:
 
 
 def _replace_with(
-    directory: Path, owner: tuple[int, int] | None, fill: Callable[[Path], None]
+    directory: Path, owner: tuple[int, int] | None, fill: Callable[[Path], None], swap: Swap
 ) -> None:
     """`fill` puts the new content in a staging directory, which then replaces `directory`."""
     staging = directory.with_name(f".{directory.name}{STAGING}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(mode=0o700)
+    swap.make(staging)
     try:
         fill(staging)
         if owner is not None:
             own(staging, owner)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        swap.discard(staging)
         raise
-    swap_in(staging, directory)
+    swap.swap_in(staging, directory)
 
 
 class _HashingReader:

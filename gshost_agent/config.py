@@ -35,7 +35,7 @@ class Config:
     games_dir: Path | None = None  # templates of the operator's own games, beside ours
     allow_unsandboxed: bool = False  # a developer's machine that cannot sandbox games
     sandbox_off: bool = False  # AGENT_SANDBOX=off: never sandbox (with allow_unsandboxed only)
-    network_pool: int = 8  # games' networks kept made ahead
+    network_pool: int = 8  # games' networks, and blank filesystems, kept made ahead
 
     def __repr__(self) -> str:  # the token never reaches a log through a repr
         return f"Config(control_url={self.control_url!r}, data_dir={str(self.data_dir)!r})"

@@ -272,19 +272,27 @@ class JobWork:
         archive = backup_path(self.layout, self.server_id, self.request.backup_id)
         size = archive.stat().st_size if archive.exists() else 0
         throttle = archives.Throttle(2 * size, self.progress, self.ending)
-        limit = disk_limit_mb(self.layout, self.server_id, self.request.disk_mb) << 20
+        limit = self.disk_limit_mb << 20
         archives.restore_backup(
-            archive, self.request.sha256, self.directory, throttle, self.owner, limit
+            archive, self.request.sha256, self.directory, throttle, self.owner, limit, self.swap
         )
 
+    @property
+    def disk_limit_mb(self) -> int:
+        return disk_limit_mb(self.layout, self.server_id, self.request.disk_mb)
+
+    @property
+    def swap(self) -> archives.Swap:
+        return self.layout.swap(self.server_id, self.disk_limit_mb)
+
     def restore_from_bucket(self) -> None:
-        limit = disk_limit_mb(self.layout, self.server_id, self.request.disk_mb) << 20
+        limit = self.disk_limit_mb << 20
         expected = archives.Archived(self.request.size_bytes, self.request.sha256)
         throttle = archives.Throttle(expected.size_bytes, self.progress, self.ending)
         download = bucket.Download(self.request.download_url)
         try:
             archives.restore_stream(
-                download.answer, expected, self.directory, throttle, self.owner, limit
+                download.answer, expected, self.directory, throttle, self.owner, limit, self.swap
             )
         finally:
             download.close()
@@ -305,14 +313,14 @@ class JobWork:
         """A fresh directory with the template's settings file only, swapped in whole."""
         settings = settings_for(self.template, self.request.settings)
         staging = self.directory.with_name(f".{self.server_id}{archives.STAGING}")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(mode=0o700)
+        swap = self.swap
+        swap.make(staging)
         try:
             write_settings(staging, self.template, settings, self.owner[1] if self.owner else None)
         except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
+            swap.discard(staging)
             raise
-        archives.swap_in(staging, self.directory)
+        swap.swap_in(staging, self.directory)
 
 
 def _inside(directory: Path, relative: str) -> Path | None:
@@ -451,7 +459,7 @@ class ServerData:
 
     def _adopt(self, template: GameTemplate) -> int | None:
         """The server's directories made and its game noted; the server's gid."""
-        gid = self.layout.prepare_server(self.server_id)
+        gid = self.layout.prepare_server(self.server_id, disk_limit_mb(self.layout, self.server_id))
         self.layout.prepare_run_dir(self.server_id)
         write_json_atomically(self.run_dir / SERVER_FILE, {"game": template.name})
         return gid

@@ -7,6 +7,8 @@
     <data>/outbox/     0700 root: reports not yet acknowledged
     <data>/samples/    0700 root: 24 h of readings per server
     <data>/backups/    0700 root; <id>/<backup id>.tar.gz, archives games cannot read
+    <data>/disks/      0700 root; <id>.img, each sandboxed server's filesystem (disks.py),
+                       mounted on its directory; the games' directory is then a tmpfs
 
 Each server's game runs as a uid of its own, with the gid of the same number as its one group
 (gshost_agent.identities: claimed per machine, kept while the server's directory exists,
@@ -31,8 +33,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from gshost_agent import archives, readings
+from gshost_agent.disks import Disks, ImageSwap, mount_tmpfs, mounted, used_mb
 from gshost_agent.identities import ServerIds
 from gshost_agent.keeper import RESERVE
+from gshost_agent.server_state import DEFAULT_DISK_MB, DiskLimitExceeded
 from gshost_agent.templates import GAMES_DIR, GameTemplate
 
 RESERVE_BYTES = 16 << 20  # room for a few thousand reports and exit records
@@ -112,6 +117,8 @@ class Layout:
         self.outbox = root / "outbox"
         self.samples = root / "samples"
         self.backups = root / "backups"
+        self.transfers = root / "transfers"
+        self.disks: Disks | None = None  # sandboxed: a filesystem per server (use_disks)
 
     def prepare(self) -> None:
         for path, mode in (
@@ -172,12 +179,40 @@ class Layout:
     def run_dir(self, server_id: str) -> Path:
         return self.run / server_id
 
-    def prepare_server(self, server_id: str) -> int | None:
-        """The server's directory, made when missing; the server's own id, its game's uid and
-        gid (None: not privileged). A directory an earlier agent gave a group of the old range
-        (all games then ran as one uid) is handed to the server's own id at once."""
+    def use_disks(self, tools: dict[str, str]) -> list[str]:
+        """Each server's directory on a filesystem of its own from now on, the games' files on
+        a tmpfs; what an earlier agent left is mounted again. What it did, for the log."""
+        disks = Disks(self.root / "disks", tools)
+        check_owned(disks.root)
+        disks.prepare()
+        mount_tmpfs(tools["mount"], self.games)
+        self.disks = disks
+        stagings = [e for e in self.servers.iterdir() if e.name.endswith(archives.STAGING)]
+        if self.transfers.is_dir():
+            stagings += [entry for entry in self.transfers.iterdir() if entry.is_dir()]
+        return disks.recover(self.servers, stagings)
+
+    def refill_disks(self, count: int) -> int:
+        """Blank filesystems of the default plan made ahead, `count` at most: a server's first
+        start takes one instead of making its own. How many were made."""
+        return self.disks.refill(count, DEFAULT_DISK_MB) if self.disks is not None else 0
+
+    def release_disks(self) -> None:
+        """Every server's filesystem and the games' tmpfs unmounted (the agent ends with its
+        games)."""
+        if self.disks is not None:
+            self.disks.unmount_all(self.servers)
+            self.disks.unmount(self.games)
+
+    def prepare_server(self, server_id: str, disk_mb: int = DEFAULT_DISK_MB) -> int | None:
+        """The server's directory, made when missing (on a filesystem of `disk_mb` when the
+        node has them; one it has keeps its size until `fit_disk`); the server's own id, its
+        game's uid and gid (None: not privileged). A directory an earlier agent gave a group of
+        the old range (all games then ran as one uid) is handed to the server's own id at once."""
         directory = self.server_dir(server_id)
         directory.mkdir(exist_ok=True)
+        if self.disks is not None:
+            self.disks.ensure(server_id, directory, disk_mb)
         if not self.identity.privileged:
             os.chmod(directory, 0o700)
             return None
@@ -193,6 +228,38 @@ class Layout:
         """The server's id free again, once its directory is gone."""
         if self.identity.privileged and not self.server_dir(server_id).exists():
             self.ids.release(self.server_dir(server_id))
+
+    def disk_used_mb(self, server_id: str) -> float:
+        """What the server's directory holds: its filesystem's count, else a walk of it."""
+        directory = self.server_dir(server_id)
+        if self.disks is not None and self.disks.has(server_id) and mounted(directory):
+            return used_mb(directory)
+        return readings.disk_mb(directory)
+
+    def fit_disk(self, server_id: str, disk_mb: int) -> None:
+        """Before a start: the server's filesystem sized for `disk_mb`; DiskLimitExceeded when
+        what it holds is more."""
+        if self.disks is not None:
+            self.prepare_server(server_id, disk_mb)
+            self.disks.fit(server_id, self.server_dir(server_id), disk_mb)
+            return
+        used = readings.disk_mb(self.server_dir(server_id))
+        if used > disk_mb:
+            raise DiskLimitExceeded(used, disk_mb)
+
+    def swap(self, server_id: str, disk_mb: int) -> archives.Swap:
+        """How new content for the server (a restore, a move) is staged and swapped in."""
+        if self.disks is not None:
+            return ImageSwap(self.disks, server_id, disk_mb)
+        return archives.RENAMES
+
+    def remove_server(self, server_id: str) -> None:
+        """The server's directory gone, and its filesystem with it."""
+        directory = self.server_dir(server_id)
+        if self.disks is not None:
+            self.disks.remove(server_id, directory)
+        if directory.is_dir() and not directory.is_symlink():
+            shutil.rmtree(directory, ignore_errors=True)
 
     def prepare_run_dir(self, server_id: str) -> Path:
         run_dir = self.run_dir(server_id)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gshost_agent import __version__
+from gshost_agent import __version__, disks
 from gshost_agent.archives import recover_directories, remove_partials
 from gshost_agent.capacity import machine_capacity
 from gshost_agent.config import Config
@@ -110,6 +110,10 @@ class Node:
             off=config.sandbox_off,
         )
         self.sandboxing = with_seccomp(found, self.layout.run / SECCOMP_FILTER_FILE)
+        if self.sandboxing.sandboxed:
+            tools = {name: self.sandboxing.tool(name) for name in disks.TOOLS}
+            for done in self.layout.use_disks(tools):
+                logger.info("disks: %s", done)
         self.networks = _networks(self.sandboxing, config.network_pool)
         self.zygote = Zygote(self.layout.run / "zygote")
         self.outbox = Outbox(self.layout.outbox)
@@ -255,6 +259,7 @@ class Node:
             loop.create_task(deliver_forever(self.outbox, self.control)),
             loop.create_task(self._heartbeat_forever()),
             loop.create_task(self._sample_forever()),
+            loop.create_task(self._refill_disks()),
         ]
 
     def _recover_jobs(self) -> list[str]:
@@ -312,6 +317,17 @@ class Node:
                     logger.exception("%s: sampling failed", supervisor.server_id)
             self.layout.keep_reserve()  # again, once a game that filled the disk is gone
 
+    async def _refill_disks(self) -> None:
+        """The blank filesystems made ahead (as many as the networks), topped up every 10 s."""
+        while True:
+            try:
+                count = self.config.network_pool
+                if made := await asyncio.to_thread(self.layout.refill_disks, count):
+                    logger.info("made %s blank filesystems ahead", made)
+            except Exception:
+                logger.exception("cannot make blank filesystems ahead")
+            await asyncio.sleep(SAMPLE_SECONDS)
+
     async def stop_servers(self, *, grace: float, kill_wait: float) -> None:
         """Every game stopped as its template says; killed once `grace` is over."""
         running = [sup for sup in self.supervisors.values() if sup.running]
@@ -328,6 +344,7 @@ class Node:
                             await supervisor.kill()
                 await asyncio.wait(late, timeout=kill_wait)
         await self.zygote.close()  # no game left to keep: nothing of the node's stays
+        await asyncio.to_thread(self.layout.release_disks)  # mounted again by the next agent
 
     async def close(self, *, flush_seconds: float = 0.0) -> None:
         for task in self._tasks:

@@ -8,11 +8,14 @@ A sandboxed game runs, from the outside in:
   that, and root's helpers run from `/` with a fixed environment (`gshost_agent.keeper`);
 - under Debian's `bubblewrap`, run as that user: a user namespace mapping that uid to itself
   and allowing no new ones, PID, IPC, UTS and mount namespaces, a read-only system (`/usr`,
-  `/etc` and the links to them), its server directory the only place it writes that lasts, the
-  template's files read-only, and a private `/tmp` and `/dev/shm` (tmpfs, sized to its memory
-  limit, counted in its memory cgroup and gone when it stops). Nothing else of the node (the
-  agent's data, the control plane's checkout, other servers) exists in there. bubblewrap gives
-  the game the template's environment, and loads the seccomp filter (`gshost_agent.seccomp`);
+  `/etc` and the links to them), its server directory at `/server` (its cwd, a filesystem of
+  its own: `gshost_agent.disks`) the only place it writes that lasts, the template's files
+  read-only at `/game` (from the games' tmpfs), and a private `/tmp` and `/dev/shm` (tmpfs,
+  sized to its memory limit, counted in its memory cgroup and gone when it stops). Nothing
+  else of the node (the agent's data, the control plane's checkout, other servers) exists in
+  there, and no path of the agent's data directory shows in its `/proc/self/mountinfo`.
+  bubblewrap gives the game the template's environment, and loads the seccomp filter
+  (`gshost_agent.seccomp`);
 - in cgroups of its own (memory, pids, cpu), which the keeper makes and enters.
 
 Without these means (an agent that is not root, or the tools missing: scripts/ensure-sandbox.sh
@@ -28,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gshost_agent import seccomp
+from gshost_agent import disks, seccomp
 
 SANDBOXED = "sandboxed"
 UNSANDBOXED = "unsandboxed"
@@ -41,8 +44,9 @@ SYSTEM_DIRECTORIES = ("/usr", "/etc")
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # What the sandbox makes itself: nothing is created in or above these.
 GAME_TMP, GAME_SHM = "/tmp", "/dev/shm"  # noqa: S108 (the game's own, inside its sandbox)
-SANDBOX_MOUNTS = ("/", "/usr", "/etc", GAME_TMP, "/dev", "/proc")
 SECCOMP_FD_PLACEHOLDER = "{seccomp_fd}"
+# Where its own directory and its template's files are, inside: the same on every node.
+SERVER_DIR_INSIDE, GAME_FILES_INSIDE = "/server", "/game"
 # bubblewrap's two processes (its monitor and the namespace's init) count in the game's pids.
 SANDBOX_PROCESSES = 2
 
@@ -101,11 +105,15 @@ def detect(
         return Sandboxing(False, "missing " + ", ".join(missing), allow_unsandboxed)
     if not has_cgroups:
         return Sandboxing(False, "no writable cgroup hierarchy", allow_unsandboxed)
+    disk_tools = disks.find_tools()
+    if disk_tools is None:
+        reason = "no loop devices or e2fsprogs (a filesystem per server)"
+        return Sandboxing(False, reason, allow_unsandboxed)
     if not Path("/proc/self/ns/net").exists():
         return Sandboxing(False, "no network namespaces", allow_unsandboxed)
     if refused := user_namespaces_refused():
         return Sandboxing(False, refused, allow_unsandboxed)
-    tools = tuple((name, str(path)) for name, path in found.items())
+    tools = tuple((name, str(path)) for name, path in found.items()) + tuple(disk_tools.items())
     return Sandboxing(True, "", allow_unsandboxed, tools)
 
 
@@ -186,7 +194,7 @@ def sandboxed_command(sandboxing: Sandboxing, box: GameBox, argv: Iterable[str])
     command += ["--clearenv"]
     for name, value in sorted(box.environment.items()):
         command += ["--setenv", name, value]
-    command += ["--chdir", str(box.server_dir), "--"]
+    command += ["--chdir", SERVER_DIR_INSIDE, "--"]
     # The keeper has bubblewrap ignore stop signals (the game's to handle): reset them.
     command += [sandboxing.tool("env"), "--default-signal", "--", *argv]
     return command
@@ -210,26 +218,9 @@ def _file_system(box: GameBox) -> list[str]:
     command += ["--proc", "/proc", "--dev", "/dev"]
     command += ["--perms", "1777", "--size", tmpfs_bytes, "--tmpfs", GAME_TMP]
     command += ["--perms", "1777", "--size", tmpfs_bytes, "--tmpfs", GAME_SHM]
-    # bubblewrap runs as the server's user: what it makes is the game's own. Passable, not
-    # listable, and the sandbox's root read-only, so the game can change neither.
-    for parent in _parents_to_make(box.server_dir, box.game_files):
-        command += ["--perms", "0111", "--dir", str(parent)]
-    command += ["--bind", str(box.server_dir), str(box.server_dir)]
-    command += ["--ro-bind", str(box.game_files), str(box.game_files)]
+    # bubblewrap runs as the server's user: the sandbox's root read-only, so the game can change
+    # nothing of it (the mount points it makes for /server and /game included).
+    command += ["--bind", str(box.server_dir), SERVER_DIR_INSIDE]
+    command += ["--ro-bind", str(box.game_files), GAME_FILES_INSIDE]
     command += ["--remount-ro", "/"]
     return command
-
-
-def _parents_to_make(*paths: Path) -> list[Path]:
-    """The directories above `paths` that the sandbox must create, outermost first."""
-    made: list[Path] = []
-    for path in paths:
-        for parent in reversed(path.parents):
-            text = str(parent)
-            if text in SANDBOX_MOUNTS or any(
-                text.startswith(system + "/") for system in SYSTEM_DIRECTORIES
-            ):
-                continue
-            if parent not in made:
-                made.append(parent)
-    return made

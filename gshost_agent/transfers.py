@@ -74,7 +74,7 @@ class Transfers:
     def __init__(self, layout: Layout, catalog: GameCatalog) -> None:
         self.layout = layout
         self.catalog = catalog
-        self.root = layout.root / "transfers"
+        self.root = layout.transfers
         self.incoming: dict[str, Incoming] = {}
 
     def prepare(self) -> list[str]:
@@ -141,10 +141,11 @@ class Transfers:
             archived = await _write_body(body, partial)
             if not hmac.compare_digest(archived.sha256, sha256.lower()):
                 raise TransferError(422, "checksum_mismatch", "the archive's SHA-256 differs")
+            swap = self._swap(incoming)
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, _unpack, partial, staging, limit)
+            await loop.run_in_executor(None, _unpack, partial, staging, limit, swap)
         except BaseException:
-            _remove(staging)
+            self._swap(incoming).discard(staging)
             incoming.uploading = False
             raise
         finally:
@@ -165,11 +166,12 @@ class Transfers:
             raise TransferError(507, "insufficient_storage", DISK_FULL)
         incoming.uploading = True
         staging = self._staging(server_id)
+        swap = self._swap(incoming)
         try:
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, _fetch_into, url, expected, staging)
+            await loop.run_in_executor(None, _fetch_into, url, expected, staging, swap)
         except BaseException:
-            _remove(staging)
+            swap.discard(staging)
             incoming.uploading = False
             raise
         incoming.uploading, incoming.received = False, expected
@@ -181,19 +183,24 @@ class Transfers:
             raise TransferError(409, "invalid_state", "no received transfer of that server")
         if self.layout.server_dir(server_id).exists():
             raise TransferError(409, "invalid_state", "this node already has that server")
-        staging = self._staging(server_id)
-        gid = self.layout.prepare_server(server_id)
+        directory = self.layout.server_dir(server_id)
+        self._swap(incoming).swap_in(self._staging(server_id), directory)
+        gid = self.layout.prepare_server(server_id, incoming.disk_mb)
         run_dir = self.layout.prepare_run_dir(server_id)
         if gid is not None:
-            archives.own(staging, (gid, gid))  # the server's own uid and gid on this node
-        archives.swap_in(staging, self.layout.server_dir(server_id))
+            archives.own(directory, (gid, gid))  # the server's own uid and gid on this node
         write_json_atomically(run_dir / SERVER_FILE, {"game": incoming.game})
         del self.incoming[server_id]
 
+    def _swap(self, incoming: Incoming) -> archives.Swap:
+        return self.layout.swap(incoming.server_id, incoming.disk_mb)
+
     def discard(self, server_id: str) -> None:
         """Whatever this node expected or received of the server: forgotten."""
-        self.incoming.pop(server_id, None)
+        incoming = self.incoming.pop(server_id, None)
         _remove(self._partial(server_id))
+        if incoming is not None:
+            self._swap(incoming).discard(self._staging(server_id))
         _remove(self._staging(server_id))
 
     # The source's side ------------------------------------------------------------------------
@@ -225,11 +232,8 @@ class Transfers:
     def remove_copy(self, server_id: str) -> None:
         """The server's directory and run state on this node, gone (after it moved elsewhere).
         Its backups stay: they are archives the customer made, not the server's copy."""
-        for path in (
-            self.layout.server_dir(server_id),
-            self.layout.run_dir(server_id),
-            self.layout.samples / f"{server_id}.jsonl",
-        ):
+        self.layout.remove_server(server_id)
+        for path in (self.layout.run_dir(server_id), self.layout.samples / f"{server_id}.jsonl"):
             _remove(path)
 
 
@@ -263,9 +267,8 @@ def _write_all(descriptor: int, data: bytes | bytearray) -> None:
         view = view[os.write(descriptor, view) :]
 
 
-def _unpack(archive: Path, staging: Path, limit_bytes: int) -> None:
-    _remove(staging)
-    staging.mkdir(mode=0o700)
+def _unpack(archive: Path, staging: Path, limit_bytes: int, swap: archives.Swap) -> None:
+    swap.make(staging)
     try:
         archives.unpack(archive, staging, limit_bytes)
     except archives.TooBig as error:
@@ -341,9 +344,8 @@ async def _refusal(answer: aiohttp.ClientResponse) -> str:
     return f"the target refused the archive ({answer.status})"
 
 
-def _fetch_into(url: str, expected: archives.Archived, staging: Path) -> None:
-    _remove(staging)
-    staging.mkdir(mode=0o700)
+def _fetch_into(url: str, expected: archives.Archived, staging: Path, swap: archives.Swap) -> None:
+    swap.make(staging)
     try:
         download = bucket.Download(url)
     except bucket.UploadError as error:

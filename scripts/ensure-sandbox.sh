@@ -2,8 +2,9 @@
 # What a node needs to run every game in a sandbox, from Debian's packages: bubblewrap (mount,
 # PID and IPC namespaces), iproute2 (a network namespace and a veth pair per game), iptables
 # and ip6tables (the game's port forwarded from the node's address, and the rest sealed, IPv6
-# included), util-linux's setpriv and nsenter, and libseccomp2 (the agent builds each game's
-# seccomp filter with it).
+# included), util-linux's setpriv and nsenter, libseccomp2 (the agent builds each game's
+# seccomp filter with it) and a filesystem per server (e2fsprogs' mkfs.ext4, e2fsck,
+# resize2fs; mount's mount and umount).
 # Installed from apt when missing; anything else is told exactly what to install.
 set -euo pipefail
 
@@ -13,6 +14,8 @@ command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v ip >/dev/null || missing+=(iproute2)
 { command -v setpriv >/dev/null && command -v nsenter >/dev/null; } || missing+=(util-linux)
 ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2 ' || missing+=(libseccomp2)
+{ command -v mkfs.ext4 >/dev/null && command -v resize2fs >/dev/null; } || missing+=(e2fsprogs)
+command -v umount >/dev/null || missing+=(mount)
 ((${#missing[@]})) || exit 0
 
 if command -v apt-get >/dev/null && [[ $(id -u) == 0 ]]; then

@@ -434,6 +434,7 @@ class AgentFactory:
             psutil.wait_procs(agent.leftovers(), timeout=5)
             for server_id in agent.started:
                 wait_until(lambda server_id=server_id: _cgroup_removed(server_id), timeout=5)
+            unmount_under(agent.data_dir)
             shutil.rmtree(agent.data_dir, ignore_errors=True)
 
 
@@ -471,6 +472,22 @@ def module_agent(
     started.start()
     yield started
     factory.clean_up()
+
+
+def mounts_under(directory: Path) -> list[str]:
+    """The mount points under `directory` (servers' filesystems, the games' tmpfs)."""
+    marker = str(directory).rstrip("/") + "/"
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    return [line.split()[4] for line in lines if line.split()[4].startswith(marker)]
+
+
+def unmount_under(directory: Path) -> None:
+    """What an agent that was killed left mounted under its data directory, unmounted (deepest
+    first): the loop devices of its servers' filesystems are released with them."""
+    for point in sorted(mounts_under(directory), key=len, reverse=True):
+        done = subprocess.run(["umount", point], capture_output=True, check=False)
+        if done.returncode != 0:
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
 
 def _cgroup_removed(server_id: str) -> bool:

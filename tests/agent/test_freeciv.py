@@ -241,7 +241,7 @@ def test_it_runs_as_its_servers_own_user_and_keeps_its_files_in_its_directory(
     game = module_agent.game_process(server_id)
     assert game.uids().real != 0 and in_range(game.uids().real)
     directory = module_agent.data_dir / "servers" / server_id
-    assert game.cwd() == str(directory)
+    assert game.cwd() == "/server"  # its directory, where its sandbox has it
     # HOME is its own directory: its console history goes there.
     module_agent.console(server_id, "quit")
     wait_for_exit(game.pid)

@@ -4,6 +4,7 @@ the node itself, and each rule holds."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import socket
@@ -217,7 +218,7 @@ def test_a_game_runs_as_an_unprivileged_user_without_capabilities(agent, control
 def test_a_game_writes_only_its_own_directory(agent, control_plane):
     attacker = hostile(agent, control_plane)
     own = agent.data_dir / "servers" / attacker
-    assert probe(agent, attacker, f"put {own}/mine") == "written"
+    assert probe(agent, attacker, "put /server/mine") == "written"  # its directory, inside
     assert (own / "mine").read_text() == "secret\n"
     for path in ("/etc/gshost-test", "/usr/gshost-test", f"{agent.data_dir}/outbox/x"):
         assert probe(agent, attacker, f"put {path}").startswith("failed")
@@ -240,16 +241,11 @@ def test_its_network_is_removed_when_the_game_stops(agent, control_plane):
         assert listener.getsockname()[1] == port
 
 
-def test_a_game_over_its_disk_limit_is_stopped_and_does_not_start_again(agent, control_plane):
+def test_a_games_writes_past_its_disk_limit_fail_and_it_keeps_running(agent, control_plane):
     attacker = hostile(agent, control_plane, disk_mb=5)
-    own = agent.data_dir / "servers" / attacker
-    assert probe(agent, attacker, f"fill {own}/hoard.bin 12") == "filled"
-    report = control_plane.wait_for_report(attacker, "crashed", timeout=45)
-    assert report["reason"] == "disk_limit" and report["signal"] == 9
-    body = {"game": "hostile", "port": free_port(), "memory_mb": 256, "disk_mb": 5}
-    answer = agent.request("POST", f"/v1/servers/{attacker}/start", body)
-    assert answer.status_code == 409
-    assert answer.json()["error"]["code"] == "disk_limit_exceeded"
+    assert probe(agent, attacker, "fill /server/hoard.bin 12") == "failed OSError"
+    assert probe(agent, attacker, "ls /server").startswith("[")  # it still answers
+    assert agent.state_of(attacker) == "running"
 
 
 @pytest.fixture
@@ -275,8 +271,10 @@ def test_a_full_disk_loses_no_neighbours_crash_report(make_agent, control_plane,
     assert (small_disk / "reserve").stat().st_size == 16 << 20
     victim, _ = neighbour(agent, control_plane)
     attacker = hostile(agent, control_plane, memory_mb=512)
-    own = small_disk / "servers" / attacker
-    assert probe(agent, attacker, f"fill {own}/hoard.bin 200", timeout=60) == "failed OSError"
+    # Its own filesystem (a sparse image of its 10 GB plan) takes the writes: the node's
+    # 100 MiB fill up behind it once they are written back.
+    probe(agent, attacker, "fill /server/hoard.bin 200", timeout=60)
+    os.sync()
     assert shutil.disk_usage(small_disk).free < 1 << 20  # full
     assert agent.request("POST", f"/v1/servers/{victim}/kill").status_code == 202
     report = control_plane.wait_for_report(victim, "crashed")

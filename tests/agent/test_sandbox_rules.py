@@ -91,9 +91,10 @@ def test_the_templates_environment_is_set_by_bubblewrap_for_the_game_alone():
 
 def test_only_the_server_directory_is_writable():
     argv = command()
-    assert pairs(argv, "--bind") == [(str(BOX.server_dir), str(BOX.server_dir))]
+    assert pairs(argv, "--bind") == [(str(BOX.server_dir), "/server")]
     read_only = dict(pairs(argv, "--ro-bind"))
     assert {"/usr", "/etc", str(BOX.game_files)} <= set(read_only)
+    assert read_only[str(BOX.game_files)] == "/game"
     assert "/" not in read_only and "/var" not in read_only and "/root" not in read_only
 
 
@@ -110,17 +111,12 @@ def test_it_has_namespaces_of_its_own_and_dies_with_its_keeper():
         assert option in argv
 
 
-def test_the_directories_above_its_own_are_made_passable_not_listable():
+def test_inside_its_paths_are_fixed_and_name_nothing_of_the_agents_data():
     argv = command()
-    dirs = [argv[i + 1] for i, word in enumerate(argv) if word == "--dir"]
-    assert dirs == [
-        "/var",
-        "/var/lib",
-        "/var/lib/gshost-agent",
-        "/var/lib/gshost-agent/servers",
-        "/var/lib/gshost-agent/games",
-    ]
-    assert all(argv[argv.index(d) - 2 : argv.index(d) - 1] == ["0111"] for d in dirs)
+    destinations = [argv[i + 2] for i, word in enumerate(argv) if word in ("--bind", "--ro-bind")]
+    assert not [path for path in destinations if path.startswith("/var/lib/gshost-agent")]
+    assert "--dir" not in argv
+    assert argv[argv.index("--chdir") + 1] == "/server"
     assert argv[argv.index("--remount-ro") + 1] == "/"
 
 
