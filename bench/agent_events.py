@@ -257,7 +257,7 @@ def world(chain: Chain, ca_pem: str, agent_port: int) -> dict[str, Any]:
     from accounts.services import api_key_create, member_add, organization_create
     from audit.actors import Actor
     from audit.services import PanelContext
-    from servers.nodes import NodeInput, node_create
+    from servers.fleet.nodes import NodeInput, node_create
     from servers.services import server_create
     from webhooks.services import webhook_create
 
@@ -314,7 +314,7 @@ def main() -> None:
 
 def run(chain: Chain, ca_pem: str) -> None:
     from servers.models import Node, Server
-    from servers.simulated_host import host_crash
+    from servers.simulated.host import host_crash
 
     agent_port = free_port()
     made = world(chain, ca_pem, agent_port)

@@ -126,8 +126,8 @@ def make_fleet(count: int, prefix: str) -> list[StandInNode]:
     """`count` nodes registered through the service, `SERVERS` running servers each (written
     in bulk: the set-up is not what is measured)."""
     from accounts.models import Organization
+    from servers.fleet.nodes import NodeInput, node_create
     from servers.models import Server, ServerState
-    from servers.nodes import NodeInput, node_create
 
     organization, _ = Organization.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
     nodes = []

@@ -89,8 +89,8 @@ def main() -> None:
 
     from accounts.services import organization_create
     from audit.actors import Actor
+    from servers.fleet.nodes import NodeInput, node_create
     from servers.models import Node
-    from servers.nodes import NodeInput, node_create
     from servers.services import server_create
 
     call_command("migrate", verbosity=0)

@@ -307,7 +307,7 @@ WEBHOOKS_PER_ORGANIZATION = env.int("WEBHOOKS_PER_ORGANIZATION", default=20)
 SIMULATED_RUNTIME_DELAY_SECONDS = env.float("SIMULATED_RUNTIME_DELAY_SECONDS", default=2.0)
 # Dotted path of the servers.runtime.Runtime that acts on hosts; empty = the simulated one.
 SERVER_RUNTIME = (
-    env.str("SERVER_RUNTIME", default="") or "servers.simulated_runtime.SimulatedRuntime"
+    env.str("SERVER_RUNTIME", default="") or "servers.simulated.runtime.SimulatedRuntime"
 )
 
 LOGGING = {

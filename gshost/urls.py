@@ -28,7 +28,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("integrations/", include("accounts.integrations")),
     # Agents of the nodes report here (bearer node token; not the public API).
-    path("internal/nodes/", include("servers.node_urls")),
+    path("internal/nodes/", include("servers.agents.urls")),
     path("accounts/", include("accounts.panel.auth_urls")),
     path("panel/webhooks/", include("webhooks.panel.views")),
     path("panel/servers/", include("servers.panel.urls")),

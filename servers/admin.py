@@ -15,10 +15,21 @@ from audit.services import PanelContext
 from gshost.errors import DomainError
 from gshost.panel_errors import refusal_message
 from gshost.templatetags.measures import signal_name
-from servers.backup_storage import backup_delete
-from servers.capabilities import Capability
-from servers.games import offered_games
-from servers.mishaps import mishap_crash, mishap_fail_start
+from servers.agents.rebuild import server_rebuild_start
+from servers.agents.transfers import migration_to_node_start
+from servers.backups.storage import backup_delete
+from servers.fleet.moves import migration_begin, suggest_new_address
+from servers.fleet.nodes import node_rotate_token, node_set_drained
+from servers.fleet.placement import (
+    PLAN_BOUNDS,
+    NodeLoad,
+    Plan,
+    load_of,
+    nodes_with_usage,
+    placement_refusal,
+)
+from servers.game.capabilities import Capability
+from servers.game.registry import offered_games
 from servers.models import (
     Backup,
     ConfigEvent,
@@ -32,19 +43,8 @@ from servers.models import (
     ServerTransition,
     SettingChange,
 )
-from servers.node_rebuild import server_rebuild_start
-from servers.node_transfers import migration_to_node_start
-from servers.nodes import node_rotate_token, node_set_drained
-from servers.placement import (
-    PLAN_BOUNDS,
-    NodeLoad,
-    Plan,
-    load_of,
-    nodes_with_usage,
-    placement_refusal,
-)
 from servers.services import server_create
-from servers.transfers import migration_begin, suggest_new_address
+from servers.simulated.mishaps import mishap_crash, mishap_fail_start
 
 
 class ServerAdminForm(forms.ModelForm):

@@ -22,7 +22,7 @@ class ServersConfig(AppConfig):
             Definition(TICK_SCHEDULE_NAME, "servers.tasks.tick", Schedule.MINUTES, 1),
             Definition(
                 "servers.purge_minutes",
-                "servers.node_minutes.server_minutes_purge_expired",
+                "servers.agents.minutes.server_minutes_purge_expired",
                 Schedule.HOURLY,
             ),
         )

@@ -11,10 +11,8 @@ from django.db import transaction
 
 from accounts.models import User
 from audit.actors import Actor
-from servers.capabilities import Capability, is_supported
-from servers.jobs import backup_create, job_finish
-from servers.models import Node, Server
-from servers.nodes import (
+from servers.backups.jobs import backup_create, job_finish
+from servers.fleet.nodes import (
     NodeInput,
     clean_ca_pem,
     clean_url,
@@ -22,6 +20,8 @@ from servers.nodes import (
     node_create,
     node_rotate_token,
 )
+from servers.game.capabilities import Capability, is_supported
+from servers.models import Node, Server
 from servers.schedules import ScheduleInput, schedule_create
 
 DEMO_SCHEDULES: dict[str, tuple[ScheduleInput, ...]] = {

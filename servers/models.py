@@ -121,7 +121,7 @@ class Server(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_server_id)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="servers")
     name = models.CharField(max_length=100)
-    # A game some node offers: a template's name on agent nodes (servers.games).
+    # A game some node offers: a template's name on agent nodes (servers.game.registry).
     game = models.CharField(max_length=32, default="minecraft")
     state = models.CharField(
         max_length=20, choices=ServerState.choices, default=ServerState.STOPPED
@@ -133,7 +133,7 @@ class Server(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # When `state` last changed: a runtime times transitional states from it; uptime too.
     state_changed_at = models.DateTimeField(default=timezone.now)
-    # Capabilities staff turned off for this server's plan (names from servers.capabilities).
+    # Capabilities staff turned off for this server's plan (names from servers.game.capabilities).
     disabled_capabilities = models.JSONField(default=list, blank=True)
     # Game settings as strings, like a server.properties file: what the customer wants, and
     # what the host last reported running with. Keys missing from either take the default.

@@ -8,8 +8,8 @@ from typing import Any
 from django.utils import timezone
 
 from gshost.errors import InvalidInput
-from servers.config_events import config_events_for_status
-from servers.configuration import desired_settings
+from servers.game.config_events import config_events_for_status
+from servers.game.settings import desired_settings
 from servers.models import Server, ServerMigration
 from servers.runtime import ConsoleLines, MetricsSample, PlayerList, StatsSample, get_runtime
 

@@ -6,13 +6,13 @@ lock: a node that does not answer then holds up only its own caller, and a refus
 as an outcome (a start not taken is a failed start). A move to a new address is the simulated
 node's alone (`address_mover`). The host later reports what happened
 through the services (`server_transition`, `job_*`, `migration_complete`; agents through
-`servers.node_reports`), which own the state. Readings (players, stats, metrics, actual
+`servers.agents.reports`), which own the state. Readings (players, stats, metrics, actual
 settings, console lines) are answered at once.
 
 Each server's node decides its runtime (`get_runtime(server)`): the simulated node has
-`servers.simulated_runtime.SimulatedRuntime` (or the `SERVER_RUNTIME` setting), which finishes
+`servers.simulated.runtime.SimulatedRuntime` (or the `SERVER_RUNTIME` setting), which finishes
 every request after `SIMULATED_RUNTIME_DELAY_SECONDS` through the task queue and invents
-plausible, deterministic readings; an agent node has `servers.agent_runtime.AgentRuntime`,
+plausible, deterministic readings; an agent node has `servers.agents.runtime.AgentRuntime`,
 which asks the node's agent over HTTPS (docs/agent-protocol.md). This module names the boundary only
 and imports no implementation, so the services that call the runtime and the hosts that call
 the services form no loop.
@@ -30,8 +30,8 @@ from gshost import process_state
 from servers.errors import NotOnAgentNodes
 from servers.models import Job, Server, ServerMigration
 
-DEFAULT_RUNTIME = "servers.simulated_runtime.SimulatedRuntime"
-AGENT_RUNTIME = "servers.agent_runtime.AgentRuntime"
+DEFAULT_RUNTIME = "servers.simulated.runtime.SimulatedRuntime"
+AGENT_RUNTIME = "servers.agents.runtime.AgentRuntime"
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def simulated_runtime() -> Runtime:
 
 class AddressMover(Protocol):
     """A host that moves a server to a new address (the simulated node's). Agent nodes move
-    servers between nodes, data and all (`servers.node_transfers`), not to an address."""
+    servers between nodes, data and all (`servers.agents.transfers`), not to an address."""
 
     def migrate(self, migration: ServerMigration) -> None: ...
 

@@ -7,8 +7,8 @@ from typing import TypeVar
 from django.db.models import QuerySet
 
 from accounts.key_records import KeyRecord
-from servers.configuration import effective, max_players_key
 from servers.errors import JobNotFound, NotFoundOnServer, ServerNotFound
+from servers.game.settings import effective, max_players_key
 from servers.models import (
     Backup,
     BackupState,

@@ -18,7 +18,10 @@ from gshost.errors import DomainError
 from servers import events
 from servers.crash_restarts import AUTOMATIC_CAUSE, RESTART_DELAY, restart_due
 from servers.errors import InvalidCommand, InvalidState, NodeRefused, NodeUnavailable
-from servers.games import default_game, template
+from servers.fleet.moves import format_address
+from servers.fleet.nodes import allocate_port, node_require_reachable
+from servers.fleet.placement import Plan, place
+from servers.game.registry import default_game, template
 from servers.lifecycle import REQUESTS, CrashDetails, Move, Trigger, move
 from servers.models import (
     ConsoleCommand,
@@ -27,11 +30,8 @@ from servers.models import (
     ServerState,
     ServerTransition,
 )
-from servers.nodes import allocate_port, node_require_reachable
-from servers.placement import Plan, place
 from servers.runtime import get_runtime
 from servers.selectors import server_busy_job
-from servers.transfers import format_address
 from webhooks.events import Event
 
 logger = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def server_create(
 ) -> Server:
     """A new server of the organization with its plan; it starts `stopped`; `actor` audits it.
 
-    Without `node`, on the node the placement rule picks (`servers.placement`): online, not
+    Without `node`, on the node the placement rule picks (`servers.fleet.placement`): online, not
     drained, with the `tags`, offering the game, with a free port and room for the plan.
     Without `game`, the node's default game. A server on an agent node takes a free port of
     the node's range and the node's address. UnknownGame when no node offers the game;

@@ -6,10 +6,10 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from servers.backup_storage import backups_deleting_finish
-from servers.config_events import config_events_apply_due
-from servers.node_rebuild import server_rebuild_run
-from servers.node_transfers import migration_to_node_run, migrations_to_node_expire
+from servers.agents.rebuild import server_rebuild_run
+from servers.agents.transfers import migration_to_node_run, migrations_to_node_expire
+from servers.backups.storage import backups_deleting_finish
+from servers.game.config_events import config_events_apply_due
 from servers.runtime import runtime_sweep, simulated_runtime
 from servers.schedules import schedules_run_due
 from servers.services import crash_restarts_run_due
@@ -69,5 +69,5 @@ def migration_to_node(migration_id: int) -> None:
 
 
 def server_rebuild(migration_id: int) -> None:
-    """Rebuild a server from its latest backup in the bucket (servers.node_rebuild)."""
+    """Rebuild a server from its latest backup in the bucket (servers.agents.rebuild)."""
     server_rebuild_run(migration_id=migration_id)

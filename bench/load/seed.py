@@ -24,8 +24,8 @@ def main() -> int:
     from accounts.scopes import Scope
     from accounts.services import api_key_create, member_add, organization_create
     from audit.actors import Actor
+    from servers.fleet.nodes import NodeInput, node_create
     from servers.models import Server, ServerState
-    from servers.nodes import NodeInput, node_create
     from webhooks.services import webhook_create
 
     actor = Actor.system("bench.load")

@@ -16,7 +16,7 @@ from accounts.authentication import calling_key
 from audit.actors import Actor
 from gshost.api.pagination import NewestFirstCursorPagination
 from gshost.api.schema import ERROR_CODES
-from servers.capabilities import Capability, capability_require
+from servers.game.capabilities import Capability, capability_require
 from servers.models import Server
 from servers.selectors import server_get_for_key
 

@@ -15,7 +15,7 @@ from servers.api.serializers import (
     PowerInput,
 )
 from servers.api.servers import ServerSerializer
-from servers.capabilities import Capability, capabilities_of
+from servers.game.capabilities import Capability, capabilities_of
 from servers.services import PowerAction, server_power, server_send_command
 
 

@@ -16,8 +16,8 @@ from servers.api.serializers import (
     JobSerializer,
     MaintenanceInput,
 )
-from servers.capabilities import Capability, capability_require
-from servers.jobs import backup_create, backup_restore, maintenance_start
+from servers.backups.jobs import backup_create, backup_restore, maintenance_start
+from servers.game.capabilities import Capability, capability_require
 from servers.models import JobKind
 from servers.selectors import (
     backup_get_for_server,

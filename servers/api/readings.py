@@ -14,7 +14,7 @@ from servers.api.serializers import (
     PlayersSerializer,
     StatsSerializer,
 )
-from servers.capabilities import Capability
+from servers.game.capabilities import Capability
 from servers.readings import (
     WINDOW_PATTERN,
     metrics_read,

@@ -7,7 +7,7 @@ from rest_framework.response import Response
 from accounts.scopes import Scope
 from servers.api.base import ServerRouteViewSet
 from servers.api.serializers import ScheduleRunSerializer, ScheduleSerializer
-from servers.capabilities import Capability
+from servers.game.capabilities import Capability
 from servers.schedules import schedule_run_now
 from servers.selectors import schedule_get_for_server, schedule_list_for_server
 

@@ -12,7 +12,7 @@ from servers.api.serializers import (
     DriftSerializer,
     SettingChangeSerializer,
 )
-from servers.capabilities import Capability
+from servers.game.capabilities import Capability
 from servers.readings import config_events_status, settings_drift
 from servers.selectors import setting_changes_for_server
 

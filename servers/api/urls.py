@@ -20,7 +20,7 @@ urlpatterns = [
     path(
         f"{SERVER}/capabilities",
         ServerControlViewSet.as_view({"get": "capabilities"}),
-        name="servers.capabilities",
+        name="servers.game.capabilities",
     ),
     path(
         f"{SERVER}/players",
@@ -55,7 +55,7 @@ urlpatterns = [
     path(
         f"{SERVER}/config-events/status",
         ConfigEventsStatusViewSet.as_view({"get": "status"}),
-        name="servers.config_events.status",
+        name="servers.game.config_events.status",
     ),
     path(
         f"{SERVER}/schedules",

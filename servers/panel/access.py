@@ -16,7 +16,7 @@ from audit.services import PanelContext
 from gshost.api.errors import domain_status
 from gshost.errors import DomainError
 from gshost.panel_errors import refusal_message
-from servers.capabilities import Capability, capability_require
+from servers.game.capabilities import Capability, capability_require
 from servers.models import Server
 from servers.selectors import server_list_for_organization
 

@@ -16,15 +16,15 @@ from accounts.panel.access import ReadAndChange
 from accounts.scopes import Scope
 from gshost.errors import DomainError, InvalidInput
 from gshost.panel_errors import found_or_404
-from servers.capabilities import Capability
-from servers.config_events import (
+from servers.backups.jobs import backup_create, backup_restore, maintenance_start
+from servers.errors import NodeUnavailable
+from servers.game.capabilities import Capability
+from servers.game.config_events import (
     config_event_cancel,
     config_event_create,
     config_event_revert_now,
 )
-from servers.configuration import desired_settings, settings_update
-from servers.errors import NodeUnavailable
-from servers.jobs import backup_create, backup_restore, maintenance_start
+from servers.game.settings import desired_settings, settings_update
 from servers.models import JobKind, Server
 from servers.panel.access import (
     back_to,

@@ -4,7 +4,7 @@ from typing import Any
 
 from django import forms
 
-from servers.configuration import Kind, SettingSpec, specs_for
+from servers.game.settings import Kind, SettingSpec, specs_for
 from servers.models import ALERTABLE_STATUSES, JobKind
 from servers.schedules import MAX_ALERT_AFTER_MISSED, ScheduleInput
 from servers.services import MAX_COMMAND_LENGTH, PowerAction

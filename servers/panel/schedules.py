@@ -14,7 +14,7 @@ from accounts.panel.access import AllOf
 from accounts.scopes import Scope
 from gshost.errors import InvalidInput
 from gshost.panel_errors import found_or_404
-from servers.capabilities import Capability
+from servers.game.capabilities import Capability
 from servers.models import RunStatus, Schedule, ScheduleRun, Server
 from servers.panel.access import back_to, person, server_page
 from servers.panel.forms import ScheduleForm

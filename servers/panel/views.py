@@ -18,8 +18,8 @@ from accounts.panel.access import member_with_scope
 from accounts.scopes import Scope
 from gshost.errors import DomainError
 from gshost.ids import format_timestamp
-from servers.capabilities import Capability, is_enabled, is_supported
 from servers.errors import NodeUnavailable
+from servers.game.capabilities import Capability, is_enabled, is_supported
 from servers.lifecycle import REQUESTS, allowed_triggers
 from servers.models import Server
 from servers.panel.access import back_to, person, refused, server_page

@@ -25,8 +25,8 @@ import trustme
 from django.conf import settings
 from django.db import connection
 
+from servers.fleet.nodes import NodeInput, node_create
 from servers.models import Node
-from servers.nodes import NodeInput, node_create
 from tests.agent.lines import LineReader, free_port
 from tests.fleet.netns import Host, Network
 from tests.processes import stop_group

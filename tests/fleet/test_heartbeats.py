@@ -10,8 +10,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from servers.fleet.nodes import node_rotate_token
 from servers.models import Node, Server
-from servers.nodes import node_rotate_token
 
 HEARTBEAT = "/internal/nodes/heartbeat"
 REPORTS = "/internal/nodes/reports"
@@ -61,7 +61,7 @@ def test_a_report_with_a_token_rotated_after_it_was_remembered_is_refused(
 def test_what_the_node_runs_is_compared_with_ours_when_it_changes(
     agent_node: Node, node_token: str, demo_server: Server, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="servers.node_reports")
+    caplog.set_level(logging.INFO, logger="servers.agents.reports")
     for state in ("running", "running", "starting"):
         beat(node_token, {demo_server.id: state})
     said = [r.getMessage() for r in caplog.records if demo_server.id in r.getMessage()]

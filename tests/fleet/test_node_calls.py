@@ -1,5 +1,5 @@
 """Calls to nodes' agents: bounded in time, refused at once for a node that did not answer,
-and one slow node costs nothing to calls about other nodes (servers.node_calls)."""
+and one slow node costs nothing to calls about other nodes (servers.agents.calls)."""
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -9,8 +9,8 @@ import pytest
 import trustme
 from freezegun import freeze_time
 
-from servers import agent_runtime, node_calls
-from servers.agent_runtime import agent_call
+from servers.agents import calls, runtime
+from servers.agents.runtime import agent_call
 from servers.errors import NodeUnavailable
 from servers.models import Node
 from tests.fleet.holding import HoldingListener
@@ -23,9 +23,9 @@ STATS = "/v1/servers/srv_x/stats"
 @pytest.fixture(autouse=True)
 def short_deadlines(monkeypatch: pytest.MonkeyPatch) -> None:
     """The rules, with seconds the tests can afford (the real ones are 3, 10, 30 and 1)."""
-    monkeypatch.setattr(agent_runtime, "CONNECT_TIMEOUT_SECONDS", 0.3)
-    monkeypatch.setattr(agent_runtime, "DEADLINE_SECONDS", 0.5)
-    monkeypatch.setattr(node_calls, "SLOW_AFTER_SECONDS", 0.05)
+    monkeypatch.setattr(runtime, "CONNECT_TIMEOUT_SECONDS", 0.3)
+    monkeypatch.setattr(runtime, "DEADLINE_SECONDS", 0.5)
+    monkeypatch.setattr(calls, "SLOW_AFTER_SECONDS", 0.05)
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def unavailable(node: Node) -> NodeUnavailable:
 
 
 def test_the_real_deadline_is_3_s_to_connect_and_10_s_in_all() -> None:
-    assert (node_calls.CONNECT_TIMEOUT_SECONDS, node_calls.DEADLINE_SECONDS) == (3.0, 10.0)
+    assert (calls.CONNECT_TIMEOUT_SECONDS, calls.DEADLINE_SECONDS) == (3.0, 10.0)
 
 
 def test_a_call_to_a_node_that_never_answers_ends_at_the_deadline_as_503(
@@ -71,7 +71,7 @@ def test_after_the_fail_fast_window_the_node_is_tried_again(
 ) -> None:
     with freeze_time() as frozen:
         unavailable(held_node)
-        frozen.tick(node_calls.FAIL_FAST_SECONDS - 1)
+        frozen.tick(calls.FAIL_FAST_SECONDS - 1)
         beat(held_node)
         unavailable(held_node)
         assert holding_listener.connections == 1
@@ -120,7 +120,7 @@ def test_a_call_held_by_one_node_does_not_stop_calls_to_another(
     stand_in_agent: StandInAgent,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(agent_runtime, "DEADLINE_SECONDS", 30.0)
+    monkeypatch.setattr(runtime, "DEADLINE_SECONDS", 30.0)
     stand_in_agent.answer("GET", STATS, 200, {"fine": True})
     held = threading.Thread(target=unavailable, args=(held_node,))
     held.start()
@@ -153,7 +153,7 @@ def test_when_redis_cannot_be_reached_calls_go_on_with_the_process_own_marks(
 def test_calls_at_once_to_a_healthy_node_take_turns_and_all_get_through(
     agent_node: Node, stand_in_agent: StandInAgent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(node_calls, "SLOW_AFTER_SECONDS", 1.0)  # the real one
+    monkeypatch.setattr(calls, "SLOW_AFTER_SECONDS", 1.0)  # the real one
     stand_in_agent.answer("GET", STATS, 200, {"fine": True})
     start = threading.Barrier(4)
 

@@ -23,8 +23,8 @@ from accounts.services import api_key_create, member_add
 from audit.actors import Actor
 from audit.models import AuditRecord
 from audit.services import PanelContext
-from servers.config_events import config_event_create
-from servers.jobs import backup_create
+from servers.backups.jobs import backup_create
+from servers.game.config_events import config_event_create
 from servers.models import (
     Backup,
     ConfigEvent,

@@ -22,8 +22,8 @@ from typing import Any
 
 import requests
 
+from servers.fleet.nodes import NodeInput, node_create
 from servers.models import Node
-from servers.nodes import NodeInput, node_create
 from tests.agent.conftest import Agent, AgentFactory
 from tests.agent.lines import free_port
 from tests.processes import stop_group

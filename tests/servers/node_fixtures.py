@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from audit.actors import Actor
+from servers.fleet.nodes import NodeInput, node_create
 from servers.models import Node, Server
-from servers.nodes import NodeInput, node_create
 from servers.services import server_create
 from tests.servers.agent_standin import StandInAgent, stand_in_agent
 

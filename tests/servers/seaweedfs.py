@@ -156,7 +156,7 @@ def seaweedfs() -> Iterator[SeaweedFS]:
 @pytest.fixture
 def bucket(seaweedfs: SeaweedFS, settings: Any) -> Iterator[str]:
     """A fresh bucket, which the control plane's backups go to for this test."""
-    from servers.object_storage import reset_client
+    from servers.backups.object_storage import reset_client
 
     name = seaweedfs.new_bucket()
     for setting, value in seaweedfs.settings(name).items():

@@ -1,5 +1,5 @@
 """Jobs on agent nodes whose node stops reporting: the runtime sweep fails them once the node
-has been silent for ten minutes (servers.jobs.SILENT_NODE_DEADLINE)."""
+has been silent for ten minutes (servers.backups.jobs.SILENT_NODE_DEADLINE)."""
 
 import json
 from datetime import timedelta
@@ -9,7 +9,7 @@ from django.utils import timezone
 from freezegun import freeze_time
 
 from audit.actors import Actor
-from servers.jobs import backup_create
+from servers.backups.jobs import backup_create
 from servers.models import Backup, BackupState, Job, JobState
 from servers.runtime import runtime_sweep
 

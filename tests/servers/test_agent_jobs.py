@@ -7,8 +7,8 @@ import pytest
 from django.test import Client
 
 from audit.actors import Actor
-from servers.configuration import settings_update
-from servers.jobs import backup_create
+from servers.backups.jobs import backup_create
+from servers.game.settings import settings_update
 from servers.models import Backup, BackupState, Job, JobState, Node, Server
 from servers.services import server_create
 from tests.conftest import API, client_for, error_of
@@ -259,7 +259,7 @@ def test_a_late_progress_report_does_not_reopen_a_finished_job(demo_server, node
 
 
 def test_a_finished_reinstall_marks_the_settings_applied(demo_server, node_token, alice):
-    from servers.jobs import maintenance_start
+    from servers.backups.jobs import maintenance_start
     from servers.models import JobKind
 
     Server.objects.filter(id=demo_server.id).update(desired_settings={"motd": "Fresh"})

@@ -13,7 +13,7 @@ from django.test import Client
 from freezegun import freeze_time
 
 from audit.actors import Actor
-from servers.agent_runtime import AgentRuntime
+from servers.agents.runtime import AgentRuntime
 from servers.models import Node, RunStatus, Schedule, Server, ServerTransition
 from servers.schedules import schedule_run_now
 from servers.services import PowerAction, server_create, server_power
@@ -478,7 +478,7 @@ def test_an_agent_that_refuses_connections_says_nothing_was_done(key, acme, put_
 def test_a_stop_the_agent_answers_too_late_is_503_saying_it_may_still_happen(
     key, demo_server, stand_in_agent, put_in_state, monkeypatch
 ):
-    monkeypatch.setattr("servers.agent_runtime.DEADLINE_SECONDS", 0.5)
+    monkeypatch.setattr("servers.agents.runtime.DEADLINE_SECONDS", 0.5)
     answered = threading.Event()
     stand_in_agent.on_request = lambda request: answered.wait(10)
     put_in_state(demo_server, "running")

@@ -5,8 +5,8 @@ platform's own moves write none), as every other service does."""
 from audit.actors import Actor
 from audit.models import AuditRecord
 from audit.services import PanelContext
-from servers.backup_storage import backup_delete
-from servers.jobs import backup_create, job_finish
+from servers.backups.jobs import backup_create, job_finish
+from servers.backups.storage import backup_delete
 from servers.models import Backup
 from servers.services import server_create
 from tests.servers.node_fixtures import online

@@ -11,10 +11,10 @@ from django.utils import timezone
 
 from audit.actors import Actor
 from audit.models import AuditRecord
-from servers.backup_storage import backup_key
-from servers.jobs import backup_create, job_finish
+from servers.backups.jobs import backup_create, job_finish
+from servers.backups.object_storage import reset_client
+from servers.backups.storage import backup_key
 from servers.models import Backup, BackupState, MigrationState, Node, Server, ServerMigration
-from servers.object_storage import reset_client
 from servers.recovery import finish_overdue_work
 from tests.servers.node_fixtures import online
 from tests.servers.seaweedfs import SeaweedFS

@@ -6,8 +6,8 @@ import hashlib
 import requests
 
 from audit.actors import Actor
-from servers.backup_storage import backup_key, backup_part_urls, backup_upload_settle
-from servers.jobs import backup_create
+from servers.backups.jobs import backup_create
+from servers.backups.storage import backup_key, backup_part_urls, backup_upload_settle
 from servers.models import Backup, BackupState, Job, JobState
 from tests.servers.test_agent_jobs import finished, post_report
 

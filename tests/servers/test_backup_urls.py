@@ -12,16 +12,16 @@ from django.utils import timezone
 from freezegun import freeze_time
 
 from audit.actors import Actor
-from servers.backup_storage import backup_download_url, backup_key
-from servers.errors import NodeRefused
-from servers.jobs import backup_create, job_finish
-from servers.models import Backup, BackupLocation, BackupState, Server
-from servers.object_storage import (
+from servers.backups.jobs import backup_create, job_finish
+from servers.backups.object_storage import (
     GET_URL_SECONDS,
     PART_URL_SECONDS,
     part_urls,
     uploads_in_progress,
 )
+from servers.backups.storage import backup_download_url, backup_key
+from servers.errors import NodeRefused
+from servers.models import Backup, BackupLocation, BackupState, Server
 from servers.services import server_create
 from tests.servers.node_fixtures import beat, register
 from tests.servers.seaweedfs import SeaweedFS

@@ -17,9 +17,15 @@ import pytest
 from django.utils import timezone
 
 from audit.actors import Actor
-from servers.backup_storage import backup_key
+from servers.agents.rebuild import server_rebuild_begin, server_rebuild_run
+from servers.backups.jobs import (
+    SILENT_NODE_DEADLINE,
+    backup_create,
+    backup_restore,
+    jobs_fail_unreported,
+)
+from servers.backups.storage import backup_key
 from servers.errors import MigrationRefused
-from servers.jobs import SILENT_NODE_DEADLINE, backup_create, backup_restore, jobs_fail_unreported
 from servers.models import (
     Backup,
     BackupLocation,
@@ -32,7 +38,6 @@ from servers.models import (
     ServerMigration,
     ServerState,
 )
-from servers.node_rebuild import server_rebuild_begin, server_rebuild_run
 from tests.agent.conftest import certificates, games_dir
 from tests.agent.lines import wait_until
 from tests.servers.seaweedfs import SeaweedFS

@@ -2,7 +2,7 @@
 
 import pytest
 
-from servers.capabilities import Capability
+from servers.game.capabilities import Capability
 from servers.models import Server
 from tests.conftest import API, client_for, error_of
 

@@ -6,8 +6,8 @@ import threading
 import pytest
 from freezegun import freeze_time
 
-from servers.agent_runtime import AgentRuntime
-from servers.console_mirror import KEPT_LINES, console_mirror_refresh, mirror_of
+from servers.agents.console_mirror import KEPT_LINES, console_mirror_refresh, mirror_of
+from servers.agents.runtime import AgentRuntime
 from servers.runtime import ConsoleLine, ConsoleLines
 from tests.servers.agent_rig import wait_until
 

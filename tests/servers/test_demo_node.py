@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from servers.fleet.nodes import node_by_token
 from servers.models import Node, Server, ServerState
-from servers.nodes import node_by_token
 from tests.servers.agent_standin import StandInAgent
 from tests.servers.node_fixtures import beat
 

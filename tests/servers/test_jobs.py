@@ -7,8 +7,8 @@ from django.utils import timezone
 from freezegun import freeze_time
 
 from audit.actors import Actor
+from servers.backups.jobs import backup_create, maintenance_start
 from servers.errors import NotAMaintenanceAction
-from servers.jobs import backup_create, maintenance_start
 from servers.models import Backup, Job, JobKind, Server
 from servers.runtime import runtime_sweep
 from tests.conftest import API, client_for, error_of

@@ -9,13 +9,13 @@ from django.utils import timezone
 from freezegun import freeze_time
 
 from audit.actors import Actor
-from servers.errors import MigrationRefused
-from servers.models import MigrationState, Node, ServerMigration
-from servers.node_transfers import (
+from servers.agents.transfers import (
     migration_to_node_begin,
     migration_to_node_run,
     migrations_to_node_expire,
 )
+from servers.errors import MigrationRefused
+from servers.models import MigrationState, Node, ServerMigration
 from servers.readings import migration_status
 from servers.runtime import runtime_sweep
 from tests.servers.node_fixtures import beat, register

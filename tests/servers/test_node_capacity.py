@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from servers.games import games_of
+from servers.game.registry import games_of
 from servers.models import Node
 
 HEARTBEAT = "/internal/nodes/heartbeat"
@@ -94,7 +94,7 @@ def test_a_heartbeat_keeps_the_node_online_when_the_cache_is_down(
         tried.append(args)
         raise ConnectionRefusedError()
 
-    monkeypatch.setattr("servers.node_readings.cache.set", down)
+    monkeypatch.setattr("servers.agents.last_readings.cache.set", down)
     reading = {
         "sampled_at": "2026-11-27T10:00:00Z", "cpu_percent": 1, "memory_mb": 1,
         "memory_limit_mb": 1024, "disk_mb": 1, "players_online": 0, "uptime_seconds": 1,

@@ -1,4 +1,4 @@
-"""Moving a server between two real agents (`servers.node_transfers`), whose reports reach the
+"""Moving a server between two real agents (`servers.agents.transfers`), whose reports reach the
 control plane served by the test (live_server). Whatever fails, the server is wholly on the
 source or wholly on the target: its record, its files, and where it runs.
 
@@ -24,14 +24,14 @@ from django.core.management import CommandError, call_command
 
 from audit.actors import Actor
 from servers import tasks
-from servers.errors import MigrationRefused
-from servers.models import MigrationState, Node, Server, ServerState
-from servers.node_transfers import (
+from servers.agents.transfers import (
     migration_to_node_begin,
     migration_to_node_run,
     migration_to_node_start,
 )
-from servers.nodes import NodeInput, node_create
+from servers.errors import MigrationRefused
+from servers.fleet.nodes import NodeInput, node_create
+from servers.models import MigrationState, Node, Server, ServerState
 from servers.readings import migration_status
 from servers.services import PowerAction, server_create, server_power
 from tests.agent.conftest import (

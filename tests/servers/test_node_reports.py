@@ -9,8 +9,8 @@ from jsonschema import Draft202012Validator
 
 from audit.actors import Actor
 from audit.models import AuditRecord
+from servers.fleet.nodes import simulated_node
 from servers.models import Node, NodeState, Server, ServerTransition
-from servers.nodes import simulated_node
 from servers.services import server_create
 from tests.servers.conftest import Published, events_of
 from tests.servers.node_fixtures import register

@@ -13,8 +13,8 @@ from django.utils import timezone
 from freezegun import freeze_time
 
 from gshost.encryption import decrypt_secret
+from servers.fleet.nodes import node_by_token, simulated_node, token_hash
 from servers.models import Node, NodeState
-from servers.nodes import node_by_token, simulated_node, token_hash
 from tests.servers.node_fixtures import beat, register
 
 TOKEN = re.compile(r"gsn_[0-9A-Za-z]{43}")

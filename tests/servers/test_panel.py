@@ -8,7 +8,7 @@ from freezegun import freeze_time
 
 from audit.actors import Actor
 from audit.models import AuditRecord
-from servers.jobs import backup_create
+from servers.backups.jobs import backup_create
 from servers.models import ConfigEvent, Job, Schedule, ScheduleRun, Server, SettingChange
 from servers.runtime import runtime_sweep
 from servers.schedules import ScheduleInput, schedule_create

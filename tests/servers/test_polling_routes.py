@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from audit.actors import Actor
 from gshost.errors import InvalidInput
+from servers.fleet.moves import migration_begin
 from servers.readings import WINDOW_PATTERN, parse_window
-from servers.transfers import migration_begin
 from tests.conftest import API, client_for, error_of
 
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")

@@ -9,8 +9,8 @@ import pytest
 from django.db import transaction
 
 from gshost.errors import CalledInsideTransaction
-from servers import object_storage
-from servers.agent_runtime import agent_call
+from servers.agents.runtime import agent_call
+from servers.backups import object_storage
 from servers.models import Node
 from tests.servers.agent_standin import StandInAgent
 from tests.servers.seaweedfs import SeaweedFS

@@ -13,7 +13,7 @@ from servers import tasks
 from servers.models import Server
 from servers.runtime import runtime_sweep
 from servers.services import PowerAction, server_power
-from servers.simulated_runtime import SimulatedRuntime
+from servers.simulated.runtime import SimulatedRuntime
 from tests.servers.conftest import events_of
 
 ME = Actor.system("test")
@@ -86,7 +86,7 @@ def test_it_queues_its_follow_up_when_the_request_commits(
     acme_server, monkeypatch, django_capture_on_commit_callbacks
 ):
     queued = []
-    monkeypatch.setattr("servers.simulated_runtime.async_task", lambda *a: queued.append(a))
+    monkeypatch.setattr("servers.simulated.runtime.async_task", lambda *a: queued.append(a))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         power(acme_server, "start")
     assert queued == []

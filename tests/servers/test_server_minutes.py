@@ -12,8 +12,8 @@ from django_q.models import Schedule
 from freezegun import freeze_time
 
 from audit.actors import Actor
+from servers.agents.minutes import server_minutes_purge_expired
 from servers.models import Server, ServerMinute
-from servers.node_minutes import server_minutes_purge_expired
 from servers.services import server_create
 from tests.servers.node_fixtures import register
 
@@ -187,5 +187,5 @@ def test_the_purge_deletes_in_batches_until_nothing_expired_is_left(demo_server)
 @pytest.mark.django_db
 def test_migrate_schedules_the_minutes_purge_hourly():
     schedule = Schedule.objects.get(name="servers.purge_minutes")
-    assert schedule.func == "servers.node_minutes.server_minutes_purge_expired"
+    assert schedule.func == "servers.agents.minutes.server_minutes_purge_expired"
     assert schedule.schedule_type == Schedule.HOURLY

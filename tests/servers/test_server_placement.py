@@ -8,8 +8,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from servers.capabilities import Capability, is_supported
-from servers.configuration import desired_settings
+from servers.game.capabilities import Capability, is_supported
+from servers.game.settings import desired_settings
 from servers.models import Node, Server
 from tests.conftest import API, client_for
 from tests.servers.node_fixtures import online, register

@@ -9,13 +9,13 @@ from freezegun import freeze_time
 
 from audit.actors import Actor, ActorSource
 from servers import tasks
-from servers.config_events import (
+from servers.errors import InvalidConfigEvent, InvalidSetting
+from servers.game.config_events import (
     config_event_cancel,
     config_event_create,
     config_event_revert_now,
 )
-from servers.configuration import desired_settings, settings_update
-from servers.errors import InvalidConfigEvent, InvalidSetting
+from servers.game.settings import desired_settings, settings_update
 from servers.models import ConfigEvent, Server
 from servers.runtime import runtime_sweep
 from servers.services import PowerAction, server_power

@@ -10,9 +10,9 @@ from freezegun import freeze_time
 
 from audit.actors import Actor
 from servers.errors import InvalidState
+from servers.fleet.moves import migration_begin
 from servers.models import Server, ServerMigration
 from servers.runtime import runtime_sweep
-from servers.transfers import migration_begin
 from tests.servers.conftest import Published, events_of
 
 

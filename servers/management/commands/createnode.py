@@ -10,8 +10,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from audit.actors import Actor
 from gshost.errors import DomainError
+from servers.fleet.nodes import NodeInput, node_create
 from servers.models import DEFAULT_FIRST_PORT, DEFAULT_LAST_PORT
-from servers.nodes import NodeInput, node_create
 
 MAX_CA_FILE_BYTES = 1024 * 1024
 

@@ -16,8 +16,8 @@ from django.db import transaction
 from accounts.selectors import organization_get_by_slug
 from audit.actors import Actor
 from gshost.errors import DomainError
+from servers.fleet.placement import Plan
 from servers.models import Node, Server
-from servers.placement import Plan
 from servers.services import server_create
 
 DEFAULT_PLAN = Plan()

@@ -10,9 +10,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from audit.actors import Actor
 from gshost.errors import DomainError
-from servers.mishaps import mishap_crash, mishap_fail_start, mishap_migrate
+from servers.agents.transfers import migration_to_node_begin, migration_to_node_run
 from servers.models import MigrationState, Node, Server
-from servers.node_transfers import migration_to_node_begin, migration_to_node_run
+from servers.simulated.mishaps import mishap_crash, mishap_fail_start, mishap_migrate
 
 WHAT = ("crash", "fail-start", "migrate")
 

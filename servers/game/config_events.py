@@ -12,8 +12,8 @@ from django.utils import timezone
 from accounts.models import User
 from audit.actors import Actor
 from audit.services import PanelAction
-from servers.configuration import clean_values, desired_settings, settings_update
 from servers.errors import InvalidConfigEvent
+from servers.game.settings import clean_values, desired_settings, settings_update
 from servers.models import ConfigEvent, ConfigEventState, Server, SettingSource
 
 STATUS_WINDOW = timedelta(hours=24)  # settled events stay on the status route this long

@@ -60,7 +60,7 @@ def reset_client() -> None:
 
 
 process_state.register(
-    "servers.object_storage",
+    "servers.backups.object_storage",
     bound="one boto3 client (the BACKUP_S3_* settings), made on first use",
     reset=reset_client,
 )

@@ -18,9 +18,9 @@ from django.utils import timezone
 
 from gshost.purge import PURGE_BATCH_ROWS, delete_in_batches
 from gshost_agent.protocol import MAX_MINUTES_IN_READING
+from servers.agents.last_readings import Reading
 from servers.errors import InvalidNodeRequest
 from servers.models import ServerMinute
-from servers.node_readings import Reading
 from servers.runtime import MetricsSample
 
 MINUTES_KEPT = timedelta(hours=24)  # the longest metrics window

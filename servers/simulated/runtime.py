@@ -1,6 +1,6 @@
 """The simulated hosts behind the runtime boundary (`servers.runtime.Runtime`): requests are
-finished by `servers.simulated_host` after `SIMULATED_RUNTIME_DELAY_SECONDS`, readings are
-invented by `servers.simulation`. The default `SERVER_RUNTIME`."""
+finished by `servers.simulated.host` after `SIMULATED_RUNTIME_DELAY_SECONDS`, readings are
+invented by `servers.simulated.numbers`. The default `SERVER_RUNTIME`."""
 
 from datetime import datetime, timedelta
 
@@ -9,8 +9,7 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from gshost import handoff
-from servers import simulated_host, simulation
-from servers.configuration import settings_report_applied
+from servers.game.settings import settings_report_applied
 from servers.models import ConsoleCommand, Job, Server, ServerMigration, ServerState
 from servers.runtime import (
     CommandResult,
@@ -22,6 +21,7 @@ from servers.runtime import (
     StatsSample,
 )
 from servers.selectors import server_max_players, server_reported_settings, server_state_history
+from servers.simulated import host, numbers
 
 CONSOLE_LINES_AT_ONCE = 100
 
@@ -53,7 +53,7 @@ class SimulatedRuntime:
         self._follow_up()
 
     def run_job(self, job: Job) -> None:
-        simulated_host.host_stop_for_restore(job)
+        host.host_stop_for_restore(job)
         self._follow_up()
 
     def migrate(self, migration: ServerMigration) -> None:
@@ -66,7 +66,7 @@ class SimulatedRuntime:
 
     def kill(self, server: Server) -> None:
         """The game is killed: a crash, as `simulate crash` makes one (SIGKILL's exit code)."""
-        simulated_host.host_crash(server_id=server.id, exit_code=137, cause="kill")
+        host.host_crash(server_id=server.id, exit_code=137, cause="kill")
 
     def console_lines(self, server: Server, after: int) -> ConsoleLines:
         """The console history: each command, then its output, as numbered lines. A command
@@ -83,27 +83,27 @@ class SimulatedRuntime:
 
     def send_command(self, server: Server, command: str) -> CommandResult:
         names = [p.name for p in self.players(server, timezone.now()).players]
-        accepted, output = simulation.command_output(server.game, command, names)
+        accepted, output = numbers.command_output(server.game, command, names)
         return CommandResult(accepted, output)
 
     def players(self, server: Server, now: datetime) -> PlayerList:
         running_since = server.state_changed_at if server.state == ServerState.RUNNING else None
         maximum = server_max_players(server)
-        online = simulation.players_online(server.id, running_since, now, maximum)
+        online = numbers.players_online(server.id, running_since, now, maximum)
         players = [Player(p.name, p.joined_at) for p in online]
         return PlayerList(len(players), maximum, players)
 
     def stats(self, server: Server, now: datetime) -> StatsSample:
         players = self.players(server, now).count
-        use = simulation.usage(server.id, server.state, now, players)
+        use = numbers.usage(server.id, server.state, now, players)
         running = server.state == ServerState.RUNNING
         return StatsSample(
             state=server.state,
             sampled_at=now,
             cpu_percent=use.cpu_percent,
             memory_mb=use.memory_mb,
-            memory_limit_mb=simulation.MEMORY_LIMIT_MB,
-            disk_mb=simulation.disk_mb(server.id, now),
+            memory_limit_mb=numbers.MEMORY_LIMIT_MB,
+            disk_mb=numbers.disk_mb(server.id, now),
             network_in_kbps=use.network_in_kbps,
             network_out_kbps=use.network_out_kbps,
             players_online=players,
@@ -121,11 +121,11 @@ class SimulatedRuntime:
                 index += 1
             state = history[index][1]
             players = (
-                simulation.player_count_at(server.id, moment, maximum)
+                numbers.player_count_at(server.id, moment, maximum)
                 if state == ServerState.RUNNING
                 else 0
             )
-            use = simulation.usage(server.id, state, moment, players)
+            use = numbers.usage(server.id, state, moment, players)
             samples.append(MetricsSample(moment, *_usage_fields(use), players))
             moment += step
         return samples
@@ -134,8 +134,8 @@ class SimulatedRuntime:
         return server_reported_settings(server)
 
     def sweep(self, now: datetime) -> None:
-        simulated_host.finish_due_work(now, simulated_delay())
+        host.finish_due_work(now, simulated_delay())
 
 
-def _usage_fields(use: simulation.Usage) -> tuple[float, int, float, float]:
+def _usage_fields(use: numbers.Usage) -> tuple[float, int, float, float]:
     return use.cpu_percent, use.memory_mb, use.network_in_kbps, use.network_out_kbps

@@ -23,12 +23,15 @@ from django_q.tasks import async_task
 from audit.actors import Actor
 from gshost import handoff
 from gshost.errors import DomainError
-from servers import object_storage
-from servers.agent_runtime import agent_call
-from servers.backup_storage import backup_download_url
+from servers.agents.runtime import agent_call
+from servers.backups import object_storage
+from servers.backups.jobs import backup_create
+from servers.backups.storage import backup_download_url
 from servers.errors import AgentError, MigrationFailed, MigrationRefused, NodeUnavailable
-from servers.games import check_game_on_node
-from servers.jobs import backup_create
+from servers.fleet.moves import format_address, migration_complete, new_migration_row
+from servers.fleet.nodes import allocate_port, free_port_count
+from servers.fleet.placement import Plan, load_of, nodes_with_usage, room_shortage
+from servers.game.registry import check_game_on_node
 from servers.models import (
     Backup,
     Job,
@@ -40,10 +43,7 @@ from servers.models import (
     ServerMigration,
     ServerState,
 )
-from servers.nodes import allocate_port, free_port_count
-from servers.placement import Plan, load_of, nodes_with_usage, room_shortage
 from servers.services import PowerAction, server_power
-from servers.transfers import format_address, migration_complete, new_migration_row
 
 logger = logging.getLogger(__name__)
 

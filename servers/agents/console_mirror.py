@@ -23,9 +23,9 @@ from django.db import connections
 from django.utils import timezone
 
 from gshost import process_state
+from servers.agents.calls import DEADLINE_SECONDS
+from servers.agents.last_readings import CACHE_ERRORS
 from servers.errors import NodeUnavailable
-from servers.node_calls import DEADLINE_SECONDS
-from servers.node_readings import CACHE_ERRORS
 from servers.runtime import ConsoleLine, ConsoleLines
 
 logger = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ def _background_reset() -> None:
 
 
 process_state.register(
-    "servers.console_mirror",
+    "servers.agents.console_mirror",
     bound=f"a pool of at most {REFRESHES_AT_ONCE} threads, each fetch within the call's deadline",
     reset=_background_reset,
 )

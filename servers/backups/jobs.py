@@ -14,8 +14,14 @@ from django.utils import timezone
 
 from audit.actors import Actor
 from audit.services import PanelAction
-from servers.backup_storage import backup_key, backup_location_for, backup_upload_discard, in_bucket
+from servers.backups.storage import (
+    backup_key,
+    backup_location_for,
+    backup_upload_discard,
+    in_bucket,
+)
 from servers.errors import InvalidState, NodeUnavailable, NotAMaintenanceAction
+from servers.fleet.nodes import node_require_reachable
 from servers.models import (
     Backup,
     BackupState,
@@ -26,7 +32,6 @@ from servers.models import (
     Server,
     ServerState,
 )
-from servers.nodes import node_require_reachable
 from servers.runtime import get_runtime
 from servers.selectors import server_busy_job
 

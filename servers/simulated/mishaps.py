@@ -7,7 +7,7 @@ host only, refused on agent nodes."""
 from audit.actors import Actor
 from servers.models import Server, ServerMigration
 from servers.services import server_kill
-from servers.simulated_host import host_crash, host_fail_start, host_migrate
+from servers.simulated.host import host_crash, host_fail_start, host_migrate
 
 __all__ = ["mishap_crash", "mishap_fail_start", "mishap_migrate"]
 

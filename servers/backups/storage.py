@@ -20,10 +20,10 @@ from django.db import transaction
 from audit.actors import Actor
 from audit.services import PanelAction
 from gshost.errors import InvalidInput
-from servers import object_storage
+from servers.backups import object_storage
+from servers.backups.object_storage import MAX_PARTS
 from servers.errors import InvalidState, ObjectStorageError, UploadNotOpen
 from servers.models import Backup, BackupLocation, BackupState, Job, JobKind, JobState, Node, Server
-from servers.object_storage import MAX_PARTS
 
 logger = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ such a game gets what the agent does for any game (`template` is None for it).
 """
 
 from gshost_agent.templates import GameTemplate, UnknownGame, available_games, load_template
-from servers import simulation
 from servers.errors import GameNotOnNode
 from servers.models import Node
+from servers.simulated import numbers
 
-SIMULATED_GAMES: tuple[str, ...] = simulation.GAMES
+SIMULATED_GAMES: tuple[str, ...] = numbers.GAMES
 PREFERRED_GAME = "demo"  # a new server's game when none is asked for and its node offers it
 
 

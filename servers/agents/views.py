@@ -34,21 +34,21 @@ from gshost.api.errors import (
 )
 from gshost.errors import DomainError, Misuse
 from gshost_agent.protocol import JOB_REPORTS, ReportKind, ServerState, last_output
-from servers.backup_storage import MAX_URLS_PER_ASK, backup_part_urls
-from servers.capabilities import Capability
-from servers.errors import InvalidNodeRequest, NodeTokenChanged
-from servers.lifecycle import CrashDetails
-from servers.models import Node
-from servers.node_minutes import Minute, parse_minutes
-from servers.node_reports import (
+from servers.agents.minutes import Minute, parse_minutes
+from servers.agents.reports import (
     Capacity,
     JobReport,
     Report,
     node_heartbeat,
     node_report_apply,
 )
-from servers.nodes import node_by_token, token_hash
-from servers.object_storage import MAX_PARTS
+from servers.backups.object_storage import MAX_PARTS
+from servers.backups.storage import MAX_URLS_PER_ASK, backup_part_urls
+from servers.errors import InvalidNodeRequest, NodeTokenChanged
+from servers.fleet.nodes import node_by_token, token_hash
+from servers.game.capabilities import Capability
+from servers.lifecycle import CrashDetails
+from servers.models import Node
 
 MAX_BODY_BYTES = 64 * 1024
 CRASH_REASONS = ("exited", "disk_limit")  # a `crashed` report's reason
@@ -430,7 +430,7 @@ def _forget_nodes() -> None:
 
 
 process_state.register(
-    "servers.node_api",
+    "servers.agents.views",
     bound=f"at most {_KnownNodes.KEPT:,} nodes by their token's hash, each for "
     f"{_KnownNodes.SECONDS:.0f} s, and a digest of the servers each last listed",
     reset=_forget_nodes,
@@ -439,7 +439,7 @@ process_state.register(
 
 def _readings(body: dict[str, Any]) -> dict[str, Any]:
     """The readings as sent: checked only for their shape here (one cache write keeps them);
-    each is checked when it is read (`servers.node_readings`)."""
+    each is checked when it is read (`servers.agents.last_readings`)."""
     value = body.get("readings") or {}
     if not isinstance(value, dict) or len(value) > MAX_SERVERS_IN_HEARTBEAT:
         raise InvalidNodeRequest("readings", "readings maps server ids to objects.")

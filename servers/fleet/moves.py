@@ -1,6 +1,6 @@
 """Moving a server to another host. Its public address changes when the move completes, and
 server.migrated fires then with the old and new address. On the simulated node the host just
-finishes the move; between agent nodes the data travels too (`servers.node_transfers`)."""
+finishes the move; between agent nodes the data travels too (`servers.agents.transfers`)."""
 
 import ipaddress
 import random

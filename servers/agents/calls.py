@@ -84,7 +84,7 @@ class _LocalMarks:
 
 _local = _LocalMarks()
 process_state.register(
-    "servers.node_calls",
+    "servers.agents.calls",
     bound=f"marks of failing nodes and calls under way, at most {_LOCAL_KEPT:,} (expired "
     "ones dropped), used without Redis",
     reset=_local.clear,

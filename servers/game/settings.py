@@ -12,7 +12,7 @@ from audit.actors import Actor
 from audit.services import PanelAction
 from gshost import process_state
 from servers.errors import InvalidSetting
-from servers.games import template
+from servers.game.registry import template
 from servers.models import ConfigEvent, Server, SettingChange, SettingSource
 from servers.runtime import get_runtime
 
@@ -202,7 +202,7 @@ def _history_rows(
 
 
 process_state.register(
-    "servers.configuration",
+    "servers.game.settings",
     bound="the settings of each template game (gshost_agent/games/): a handful",
     reset=_template_specs.cache_clear,
 )

@@ -19,20 +19,8 @@ from django_q.tasks import async_task
 from audit.actors import Actor
 from gshost import handoff
 from gshost.errors import DomainError
-from servers.agent_runtime import AgentError, agent_call
-from servers.backup_storage import in_bucket
-from servers.errors import MigrationFailed, MigrationRefused, NodeAnswerLate, NodeUnavailable
-from servers.lifecycle import Trigger
-from servers.models import (
-    Backup,
-    BackupState,
-    Node,
-    NodeState,
-    Server,
-    ServerMigration,
-    ServerState,
-)
-from servers.node_transfers import (
+from servers.agents.runtime import AgentError, agent_call
+from servers.agents.transfers import (
     TRANSFER_VALID_SECONDS,
     _call,
     _call_quietly,
@@ -46,7 +34,19 @@ from servers.node_transfers import (
     fetch_onto,
     migration_row_to,
 )
-from servers.placement import Plan, node_loads, rank, refusal, shortage
+from servers.backups.storage import in_bucket
+from servers.errors import MigrationFailed, MigrationRefused, NodeAnswerLate, NodeUnavailable
+from servers.fleet.placement import Plan, node_loads, rank, refusal, shortage
+from servers.lifecycle import Trigger
+from servers.models import (
+    Backup,
+    BackupState,
+    Node,
+    NodeState,
+    Server,
+    ServerMigration,
+    ServerState,
+)
 from servers.services import server_transition
 
 

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from accounts.scopes import Scope
 from servers.errors import CapabilityNotSupported, FeatureNotEnabled
-from servers.games import template
+from servers.game.registry import template
 from servers.models import Server
 
 

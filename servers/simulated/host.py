@@ -11,10 +11,10 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from audit.actors import Actor
-from servers import simulation
-from servers.configuration import settings_report_applied
+from servers.backups.jobs import job_begin, job_finish, job_progress
 from servers.errors import InvalidState, NotOnAgentNodes
-from servers.jobs import job_begin, job_finish, job_progress
+from servers.fleet.moves import migrate_now, migration_complete, suggest_new_address
+from servers.game.settings import settings_report_applied
 from servers.lifecycle import Trigger
 from servers.models import (
     Job,
@@ -29,7 +29,7 @@ from servers.models import (
 )
 from servers.runtime import get_runtime
 from servers.services import server_transition
-from servers.transfers import migrate_now, migration_complete, suggest_new_address
+from servers.simulated import numbers
 
 COMPLETION = {
     ServerState.STARTING: Trigger.READY,
@@ -105,8 +105,8 @@ def _cause(job: Job) -> str:
 def _backup_size(job: Job, now: datetime) -> int | None:
     if job.kind != JobKind.BACKUP:
         return None
-    compressed = 0.55 + 0.1 * simulation.unit(job.id, "compression")
-    return int(simulation.disk_mb(job.server_id, now) * compressed * 1024 * 1024)
+    compressed = 0.55 + 0.1 * numbers.unit(job.id, "compression")
+    return int(numbers.disk_mb(job.server_id, now) * compressed * 1024 * 1024)
 
 
 def _finish_migrations(cutoff: datetime) -> None:

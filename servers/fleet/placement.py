@@ -26,9 +26,9 @@ from django.db.models.functions import Coalesce
 
 from gshost.errors import InvalidState
 from servers.errors import GameNotOnNode, InvalidPlan, NodeFull, NoNodeFits, UnknownGame
-from servers.games import games_of, offered_games
+from servers.fleet.nodes import simulated_node
+from servers.game.registry import games_of, offered_games
 from servers.models import Node, NodeState, Server
-from servers.nodes import simulated_node
 
 # Bounds of a plan's values: beyond them a value is a typo, not a plan. Within what an agent
 # takes in a start request (gshost_agent.api.PLAN_BOUNDS).

@@ -1,13 +1,13 @@
 """The runtime of agent nodes: requests are calls to the node's agent (docs/agent-protocol.md),
 made after the requesting service committed (never inside a transaction), players and stats
-are what the node's last heartbeat said (`servers.node_readings`), metrics the minutes its
-heartbeats carried (`servers.node_minutes`). What the processes then do comes back as reports
-(`servers.node_reports`).
+are what the node's last heartbeat said (`servers.agents.last_readings`), metrics the minutes its
+heartbeats carried (`servers.agents.minutes`). What the processes then do comes back as reports
+(`servers.agents.reports`).
 
 HTTPS only, verified against the node's CA (or the system's), with the node token as bearer,
 no proxies from the environment. A node without a heartbeat for 30 s, or whose agent does not
 answer, is `NodeUnavailable` (503 node_unavailable): nothing is queued. How long a call may
-take, and when a node is not even tried, is `servers.node_calls`.
+take, and when a node is not even tried, is `servers.agents.calls`.
 """
 
 import json
@@ -27,15 +27,24 @@ from urllib3.util import Timeout
 from gshost import process_state
 from gshost.errors import InvalidInput
 from gshost.handoff import require_outside_transaction
-from servers.backup_storage import (
+from servers.agents.calls import (
+    CONNECT_TIMEOUT_SECONDS,
+    DEADLINE_SECONDS,
+    node_call_begin,
+    node_call_end,
+    node_mark_failing,
+)
+from servers.agents.console_mirror import console_lines_mirrored
+from servers.agents.last_readings import Reading, reading_of, reported_settings_of
+from servers.agents.minutes import server_metrics
+from servers.backups.jobs import jobs_fail_unreported
+from servers.backups.storage import (
     backup_download_url,
     backup_key,
     backup_upload_begin,
     backup_upload_discard,
     in_bucket,
 )
-from servers.configuration import desired_settings, settings_report_applied
-from servers.console_mirror import console_lines_mirrored
 from servers.errors import (
     AgentError,
     DiskLimitExceeded,
@@ -44,18 +53,9 @@ from servers.errors import (
     NodeRefused,
     NodeUnavailable,
 )
-from servers.jobs import jobs_fail_unreported
+from servers.fleet.nodes import node_token
+from servers.game.settings import desired_settings, settings_report_applied
 from servers.models import Job, JobKind, Node, NodeState, Server, ServerState
-from servers.node_calls import (
-    CONNECT_TIMEOUT_SECONDS,
-    DEADLINE_SECONDS,
-    node_call_begin,
-    node_call_end,
-    node_mark_failing,
-)
-from servers.node_minutes import server_metrics
-from servers.node_readings import Reading, reading_of, reported_settings_of
-from servers.nodes import node_token
 from servers.runtime import (
     CommandResult,
     ConsoleLine,
@@ -105,7 +105,7 @@ def reset_sessions() -> None:
 
 
 process_state.register(
-    "servers.agent_runtime",
+    "servers.agents.runtime",
     bound=f"at most {SESSIONS_KEPT} HTTPS sessions, one per node CA, least recently used dropped",
     reset=reset_sessions,
 )
@@ -259,7 +259,7 @@ def _job_body(job: Job) -> dict[str, Any]:
 
 class AgentRuntime:
     """Servers on agent nodes. A migration there moves the server to another node, with its
-    data (`servers.node_transfers`), not to an address."""
+    data (`servers.agents.transfers`), not to an address."""
 
     def _post(self, server: Server, action: str, body: dict[str, Any] | None = None) -> None:
         try:
@@ -373,7 +373,7 @@ class AgentRuntime:
 
     def console_lines(self, server: Server, after: int) -> ConsoleLines:
         """The game's output as last fetched from its node, with that time (never a call: a
-        fetch starts in the background when it is a second old, servers.console_mirror)."""
+        fetch starts in the background when it is a second old, servers.agents.console_mirror)."""
         _require_online(server.node)
         return console_lines_mirrored(server.id, after, lambda since: self._console(server, since))
 

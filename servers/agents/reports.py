@@ -13,14 +13,14 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from gshost_agent.protocol import ReportKind
-from servers.backup_storage import backup_object_forget, backup_upload_settle
-from servers.configuration import settings_report_applied
+from servers.agents.last_readings import readings_keep
+from servers.agents.minutes import Minute, server_minutes_keep
+from servers.backups.jobs import job_begin, job_finish, job_progress
+from servers.backups.storage import backup_object_forget, backup_upload_settle
 from servers.errors import InvalidState, JobNotOnNode, NodeTokenChanged, ServerNotOnNode
-from servers.jobs import job_begin, job_finish, job_progress
+from servers.game.settings import settings_report_applied
 from servers.lifecycle import CrashDetails, Trigger
 from servers.models import Job, JobKind, Node, Server, ServerState
-from servers.node_minutes import Minute, server_minutes_keep
-from servers.node_readings import readings_keep
 from servers.services import server_transition
 
 logger = logging.getLogger(__name__)
