@@ -20,9 +20,5 @@ class ServersConfig(AppConfig):
         schedule_after_migrate(
             self,
             Definition(TICK_SCHEDULE_NAME, "servers.tasks.tick", Schedule.MINUTES, 1),
-            Definition(
-                "servers.purge_minutes",
-                "servers.agents.minutes.server_minutes_purge_expired",
-                Schedule.HOURLY,
-            ),
+            Definition("servers.purge_minutes", "servers.tasks.purge_minutes", Schedule.HOURLY),
         )

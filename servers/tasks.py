@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from servers.agents.minutes import server_minutes_purge_expired
 from servers.agents.rebuild import server_rebuild_run
 from servers.agents.transfers import migration_to_node_run, migrations_to_node_expire
 from servers.backups.storage import backups_deleting_finish
@@ -71,3 +72,8 @@ def migration_to_node(migration_id: int) -> None:
 def server_rebuild(migration_id: int) -> None:
     """Rebuild a server from its latest backup in the bucket (servers.agents.rebuild)."""
     server_rebuild_run(migration_id=migration_id)
+
+
+def purge_minutes() -> None:
+    """Every hour: the minutes agent nodes sent, once older than 24 h, are deleted."""
+    server_minutes_purge_expired()

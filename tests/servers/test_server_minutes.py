@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils.module_loading import import_string
 from django_q.models import Schedule
 from freezegun import freeze_time
 
@@ -187,5 +188,15 @@ def test_the_purge_deletes_in_batches_until_nothing_expired_is_left(demo_server)
 @pytest.mark.django_db
 def test_migrate_schedules_the_minutes_purge_hourly():
     schedule = Schedule.objects.get(name="servers.purge_minutes")
-    assert schedule.func == "servers.agents.minutes.server_minutes_purge_expired"
+    assert schedule.func == "servers.tasks.purge_minutes"
     assert schedule.schedule_type == Schedule.HOURLY
+
+
+def test_the_scheduled_purge_task_deletes_expired_minutes(demo_server):
+    schedule = Schedule.objects.get(name="servers.purge_minutes")
+    old = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)
+    ServerMinute.objects.create(server=demo_server, at=old, cpu_percent=1.0, memory_mb=1.0,
+                                players_online=0)  # fmt: skip
+    with freeze_time("2026-11-26 10:00:00"):
+        import_string(schedule.func)()
+    assert not ServerMinute.objects.exists()
