@@ -10,9 +10,10 @@ such a game gets what the agent does for any game (`template` is None for it).
 from gshost_agent.templates import GameTemplate, UnknownGame, available_games, load_template
 from servers.errors import GameNotOnNode
 from servers.models import Node
-from servers.simulated import numbers
 
-SIMULATED_GAMES: tuple[str, ...] = numbers.GAMES
+# The games the simulated node runs: its own stand-ins for templates (agent nodes' games are
+# their templates, listed in their heartbeats).
+SIMULATED_GAMES: tuple[str, ...] = ("minecraft", "custom")
 PREFERRED_GAME = "demo"  # a new server's game when none is asked for and its node offers it
 
 

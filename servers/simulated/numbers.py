@@ -11,9 +11,6 @@ from datetime import UTC, datetime, timedelta
 SESSION_BLOCK_SECONDS = 10_800  # each regular plays at most one session per three hours
 STATS_BUCKET_SECONDS = 5  # a realtime sample changes every five seconds
 MEMORY_LIMIT_MB = 4096
-# The games the simulated node runs: its own stand-ins for templates (agent nodes' games are
-# their templates, listed in their heartbeats).
-GAMES = ("minecraft", "custom")
 
 PLAYER_NAMES = (
     "Steve_Builds", "AlexTheMiner", "CreeperHugger", "RedstoneRita", "NetherNate",
