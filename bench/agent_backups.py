@@ -57,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.agent.control_plane import ControlPlane  # noqa: E402
 from tests.agent.lines import free_port  # noqa: E402
+from tests.processes import unmount_under  # noqa: E402
 
 WORLD_MB = int(os.environ.get("BENCH_BACKUP_MB", "1024"))
 S3_ROUNDS = int(os.environ.get("BENCH_S3_ROUNDS", "3"))
@@ -168,6 +169,7 @@ def main() -> None:
         run(agent, world, work)
     finally:
         agent.end()
+        unmount_under(work)  # the servers' filesystems of agents it killed
         shutil.rmtree(work, ignore_errors=True)
 
 

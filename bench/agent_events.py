@@ -59,6 +59,7 @@ from bench.delivery_rig import (
     start_worker,
 )
 from bench.web_rig import gunicorn_start
+from tests.processes import unmount_under
 
 CRASHES = int(os.environ.get("BENCH_CRASHES", "60"))
 STATS_CALLS = int(os.environ.get("BENCH_STATS_CALLS", "600"))
@@ -309,6 +310,7 @@ def main() -> None:
     finally:
         if chain is not None:
             chain.stop()
+        unmount_under(work)  # the servers' filesystems of agents it killed
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -27,6 +27,8 @@ from pathlib import Path
 
 from agent_backups import TOKEN, Agent, make_world
 
+from tests.processes import unmount_under
+
 WORLD_MB = int(os.environ.get("BENCH_MIGRATION_MB", "200"))
 SERVER_ID = "srv_benchmigration000001"
 
@@ -97,6 +99,7 @@ def main() -> None:
     finally:
         source.end()
         target.end()
+        unmount_under(work)  # the servers' filesystems of agents it killed
         shutil.rmtree(work, ignore_errors=True)
 
 

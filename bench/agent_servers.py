@@ -47,6 +47,7 @@ from gshost_agent.disks import Disks, find_tools  # noqa: E402
 from gshost_agent.server_state import DEFAULT_DISK_MB  # noqa: E402
 from tests.agent.control_plane import ControlPlane  # noqa: E402
 from tests.agent.lines import free_port  # noqa: E402
+from tests.processes import unmount_under  # noqa: E402
 
 SERVERS = int(os.environ.get("BENCH_SERVERS", "50"))
 REST_SECONDS = int(os.environ.get("BENCH_REST_SECONDS", "20"))
@@ -272,6 +273,7 @@ def main() -> None:
         ]
     finally:
         plane.down()
+        unmount_under(work)  # the servers' filesystems of agents it killed
         shutil.rmtree(work, ignore_errors=True)
     print(
         f"{SERVERS} demo servers; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"

@@ -47,6 +47,7 @@ import requests
 
 from bench.delivery_rig import ENV, prepare_database, setup_django
 from bench.web_rig import gunicorn_start, gunicorn_stop
+from tests.processes import unmount_under
 
 NODES = int(os.environ.get("BENCH_NODES", "500"))
 SERVERS = int(os.environ.get("BENCH_SERVERS", "40"))
@@ -312,6 +313,7 @@ def main() -> None:
         print(f"servers' minutes stored: {ServerMinute.objects.count():,}")
     finally:
         web.stop()
+        unmount_under(work)  # the servers' filesystems of agents it killed
         shutil.rmtree(work, ignore_errors=True)
     print(f"load after: {os.getloadavg()[0]:.2f} (1 min)")
 

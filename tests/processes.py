@@ -96,3 +96,19 @@ def stop_group(leader: subprocess.Popen[bytes], timeout: float = 30) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(leader.pid, signal.SIGKILL)
         leader.wait()
+
+
+def mounts_under(directory: Path) -> list[str]:
+    """The mount points under `directory` (servers' filesystems, the games' tmpfs)."""
+    marker = str(directory).rstrip("/") + "/"
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    return [line.split()[4] for line in lines if line.split()[4].startswith(marker)]
+
+
+def unmount_under(directory: Path) -> None:
+    """What an agent that was killed left mounted under its data directory, unmounted (deepest
+    first): the loop devices of its servers' filesystems are released with them."""
+    for point in sorted(mounts_under(directory), key=len, reverse=True):
+        done = subprocess.run(["umount", point], capture_output=True, check=False)
+        if done.returncode != 0:
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False)

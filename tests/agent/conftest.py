@@ -33,6 +33,7 @@ from gshost_agent import sandbox
 from gshost_agent.netns import Networks, Registry
 from tests.agent.control_plane import TOKEN, ControlPlane
 from tests.agent.lines import LineReader, free_port, wait_until
+from tests.processes import unmount_under
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE62 = string.digits + string.ascii_letters
@@ -472,22 +473,6 @@ def module_agent(
     started.start()
     yield started
     factory.clean_up()
-
-
-def mounts_under(directory: Path) -> list[str]:
-    """The mount points under `directory` (servers' filesystems, the games' tmpfs)."""
-    marker = str(directory).rstrip("/") + "/"
-    lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    return [line.split()[4] for line in lines if line.split()[4].startswith(marker)]
-
-
-def unmount_under(directory: Path) -> None:
-    """What an agent that was killed left mounted under its data directory, unmounted (deepest
-    first): the loop devices of its servers' filesystems are released with them."""
-    for point in sorted(mounts_under(directory), key=len, reverse=True):
-        done = subprocess.run(["umount", point], capture_output=True, check=False)
-        if done.returncode != 0:
-            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
 
 def _cgroup_removed(server_id: str) -> bool:

@@ -29,7 +29,7 @@ from servers.fleet.nodes import NodeInput, node_create
 from servers.models import Node
 from tests.agent.lines import LineReader, free_port
 from tests.fleet.netns import Host, Network
-from tests.processes import stop_group
+from tests.processes import stop_group, unmount_under
 
 ROOT = Path(__file__).resolve().parents[2]
 GUNICORN = Path(sys.executable).parent / "gunicorn"
@@ -192,6 +192,7 @@ class FleetAgent:
                     process.kill()
         for server in self.node.servers.values_list("id", flat=True):
             _remove_cgroup(server)
+        unmount_under(self.data_dir)  # its servers' filesystems, which a killed agent leaves
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import command_line, descendants, process, processes
+from tests.processes import command_line, descendants, process, processes, unmount_under
 
 # make run is SQLite and the ORM broker whatever the suite runs on: once, in the SQLite pass.
 pytestmark = pytest.mark.skipif(
@@ -226,6 +226,7 @@ def checkout_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Check
     try:
         yield checkout
     finally:
+        unmount_under(agent_data)  # what an agent that was killed left mounted
         shutil.rmtree(agent_data, ignore_errors=True)
 
 

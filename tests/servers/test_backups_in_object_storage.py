@@ -40,6 +40,7 @@ from servers.models import (
 )
 from tests.agent.conftest import certificates, games_dir
 from tests.agent.lines import wait_until
+from tests.processes import unmount_under
 from tests.servers.seaweedfs import SeaweedFS
 from tests.servers.test_node_migration import Pair, demo_on, migrate, pair, state_of
 from tests.webhooks.worker_cluster import ON_POSTGRES
@@ -205,6 +206,7 @@ def test_a_backup_whose_node_goes_silent_is_failed_and_its_upload_aborted(
 def gone(pair: Pair, name: str, node: Node) -> None:
     """The node's disk is lost and its agent with it: no heartbeat for a minute."""
     pair.agents[name].end(signal.SIGKILL)
+    unmount_under(pair.agents[name].data_dir / "servers")  # each server is a filesystem
     shutil.rmtree(pair.agents[name].data_dir / "servers")
     Node.objects.filter(id=node.id).update(last_heartbeat_at=timezone.now() - timedelta(minutes=1))
 

@@ -18,6 +18,7 @@ from django.test import Client
 from servers.models import Node, Server, ServerState
 from tests.agent.conftest import certificates, games_dir
 from tests.agent.lines import wait_until
+from tests.processes import unmount_under
 from tests.servers.seaweedfs import SeaweedFS
 from tests.servers.test_backups_in_object_storage import back_up, pytestmark, world
 from tests.servers.test_node_migration import Pair, demo_on, pair, state_of
@@ -86,6 +87,7 @@ def worker(bucket: str, seaweedfs: SeaweedFS, tmp_path: Path) -> Iterator[Any]:
 def stopped_and_wiped(pair: Pair, name: str) -> None:
     """The node is gone: its agent stopped, its data removed (its heartbeats stop)."""
     pair.agents[name].end(signal.SIGTERM)
+    unmount_under(pair.agents[name].data_dir / "servers")  # each server is a filesystem
     shutil.rmtree(pair.agents[name].data_dir / "servers")
 
 
