@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from gshost_agent.disks import Disks, find_tools
-from tests.agent.conftest import Agent, ControlPlane, mounts_under, new_server_id
+from tests.agent.conftest import Agent, ControlPlane, new_server_id
 from tests.agent.lines import wait_until
 from tests.agent.test_data_jobs import backup, finished_report, server_dir, started_job
 from tests.agent.test_transfers import commit, new_token, send, tree
+from tests.processes import mounts_under
 
 TEMPLATE = """
 name = "diskhog"
