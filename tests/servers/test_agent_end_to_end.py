@@ -200,7 +200,10 @@ def test_a_power_start_through_the_api_runs_a_real_game_and_server_started_arriv
     pid = agent.game_process(server.id).pid
     command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     assert b"--port" in command and str(server.port).encode() in command
-    assert Path(f"/proc/{pid}/cwd").resolve() == agent.data_dir / "servers" / server.id
+    # Its cwd is its server's directory (`/server` inside its sandbox): the same file.
+    cwd = Path(f"/proc/{pid}/cwd").stat()
+    directory = (agent.data_dir / "servers" / server.id).stat()
+    assert (cwd.st_dev, cwd.st_ino) == (directory.st_dev, directory.st_ino)
     with socket.create_connection(("127.0.0.1", server.port), timeout=5):
         pass  # the game listens on the port the control plane gave it
     assert api.get(f"/servers/{server.id}").json()["state"] == "running"
