@@ -123,9 +123,6 @@ class Node:
         self.jobs = JobThreads(JOB_THREADS, control=self.control)
         self.transfers = Transfers(self.layout, self.catalog)
         self.unsent_minutes = UnsentMinutes()
-        # Set by a game's ready: its first readings go at once, not up to 10 s after its
-        # running state (the control plane shows none until a heartbeat brings them).
-        self._beat_now = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
     def report(
@@ -150,8 +147,6 @@ class Node:
         body |= details
         seq = self.outbox.add(body, exit_key=exit_key)
         logger.info("%s: %s (report %s)", server_id, kind, seq)
-        if kind == ReportKind.READY:
-            self._beat_now.set()
 
     def supervisor(self, server_id: str) -> Supervisor:
         """The server's supervisor, made (stopped) on first use."""
@@ -302,9 +297,7 @@ class Node:
                     logger.warning("heartbeat answered %s", status)
             except Exception as error:  # no answer: the next one will tell
                 logger.warning("heartbeat not delivered (%s)", type(error).__name__)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._beat_now.wait(), HEARTBEAT_SECONDS)
-            self._beat_now.clear()
+            await asyncio.sleep(HEARTBEAT_SECONDS)
 
     async def _sample_forever(self) -> None:
         while True:
