@@ -8,7 +8,7 @@ import re
 import socket
 import threading
 import time
-from typing import IO
+from typing import IO, Any
 
 
 class LineReader:
@@ -52,3 +52,19 @@ def wait_until(condition, timeout: float = 10.0, interval: float = 0.05):  # typ
             return result
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout} s")
+
+
+def probe(agent: Any, server_id: str, command: str, timeout: float = 20.0) -> str:
+    """What a hostile test game answered to `command` (its console line `<probe>: <result>`)."""
+    after = agent.request("GET", f"/v1/servers/{server_id}/console").json()["last"]
+    assert agent.console(server_id, command).status_code == 200
+    name = command.split()[0]
+
+    def answered() -> str | None:
+        path = f"/v1/servers/{server_id}/console?after={after}"
+        for line in agent.request("GET", path).json()["lines"]:
+            if line["text"].startswith(f"{name}: "):
+                return str(line["text"]).removeprefix(f"{name}: ")
+        return None
+
+    return str(wait_until(answered, timeout, interval=0.1))

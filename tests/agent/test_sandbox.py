@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from tests.agent.conftest import Agent, ControlPlane
-from tests.agent.lines import free_port, wait_until
+from tests.agent.lines import free_port, probe, wait_until
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
 
@@ -27,22 +27,6 @@ CGROUP_V1 = Path("/sys/fs/cgroup")
 def sandboxing_node(agent: Agent) -> None:
     if not agent.request("GET", "/v1/node").json()["isolation"].startswith("sandboxed"):
         pytest.skip("this machine cannot sandbox games (scripts/ensure-sandbox.sh)")
-
-
-def probe(agent: Agent, server_id: str, command: str, timeout: float = 20.0) -> str:
-    """What the hostile game answered to `command` (its line `<probe>: <result>`)."""
-    after = agent.request("GET", f"/v1/servers/{server_id}/console").json()["last"]
-    assert agent.console(server_id, command).status_code == 200
-    name = command.split()[0]
-
-    def answered() -> str | None:
-        path = f"/v1/servers/{server_id}/console?after={after}"
-        for line in agent.request("GET", path).json()["lines"]:
-            if line["text"].startswith(f"{name}: "):
-                return str(line["text"]).removeprefix(f"{name}: ")
-        return None
-
-    return str(wait_until(answered, timeout, interval=0.1))
 
 
 def hostile(agent: Agent, plane: ControlPlane, **plan: int) -> str:

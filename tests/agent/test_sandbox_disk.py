@@ -14,7 +14,7 @@ import pytest
 
 from gshost_agent.disks import Disks, find_tools
 from tests.agent.conftest import Agent, ControlPlane, new_server_id
-from tests.agent.lines import wait_until
+from tests.agent.lines import probe, wait_until
 from tests.agent.test_data_jobs import backup, finished_report, server_dir, started_job
 from tests.agent.test_transfers import commit, new_token, send, tree
 from tests.processes import mounts_under
@@ -100,21 +100,6 @@ def agent(make_agent: Any) -> Agent:
     return started
 
 
-def probe(agent: Agent, server_id: str, command: str, timeout: float = 120.0) -> str:
-    after = agent.request("GET", f"/v1/servers/{server_id}/console").json()["last"]
-    assert agent.console(server_id, command).status_code == 200
-    name = command.split()[0]
-
-    def answered() -> str | None:
-        path = f"/v1/servers/{server_id}/console?after={after}"
-        for line in agent.request("GET", path).json()["lines"]:
-            if line["text"].startswith(f"{name}: "):
-                return str(line["text"]).removeprefix(f"{name}: ")
-        return None
-
-    return str(wait_until(answered, timeout, interval=0.2))
-
-
 def diskhog_running(agent: Agent, plane: ControlPlane, **plan: Any) -> str:
     server_id, _ = agent.start_server("diskhog", **plan)
     plane.wait_for_report(server_id, "ready")
@@ -144,7 +129,7 @@ def test_a_deleted_file_kept_open_stops_at_the_limit_and_the_node_keeps_its_disk
     server_id = diskhog_running(agent, control_plane, disk_mb=64)
     free_before = node_free_mb(agent)
 
-    answer = probe(agent, server_id, "hold ghost.bin 400")
+    answer = probe(agent, server_id, "hold ghost.bin 400", timeout=120)
 
     assert answer.endswith("No space left on device"), answer
     assert 56 <= megabytes(answer) <= 64
@@ -155,7 +140,7 @@ def test_a_deleted_file_kept_open_stops_at_the_limit_and_the_node_keeps_its_disk
 def test_120000_small_files_are_all_counted_and_the_limit_still_holds(agent, control_plane):
     server_id = diskhog_running(agent, control_plane, disk_mb=1024)
 
-    assert probe(agent, server_id, "many . 120000") == "120000"
+    assert probe(agent, server_id, "many . 120000", timeout=120) == "120000"
     answer = probe(agent, server_id, "fill deep/hoard.bin 1100", timeout=240)
 
     assert 1000 <= disk_reading(agent, server_id) <= 1024 * 1.1  # all counted
@@ -166,11 +151,11 @@ def test_120000_small_files_are_all_counted_and_the_limit_still_holds(agent, con
 def test_the_games_mountinfo_names_nothing_of_the_agents_data_directory(agent, control_plane):
     server_id = diskhog_running(agent, control_plane)
 
-    mountinfo = probe(agent, server_id, "mountinfo")
+    mountinfo = probe(agent, server_id, "mountinfo", timeout=120)
 
     assert " /server " in mountinfo and " /game " in mountinfo
     assert str(agent.data_dir) not in mountinfo
-    assert probe(agent, server_id, "where") == "/server"
+    assert probe(agent, server_id, "where", timeout=120) == "/server"
 
 
 def stopped_diskhog(agent: Agent, plane: ControlPlane, **plan: Any) -> str:
@@ -231,7 +216,7 @@ def test_a_bigger_plan_at_the_next_start_grows_the_filesystem(agent, control_pla
 
     assert 256 <= filesystem_mb(directory) < 270
     assert (directory / "world.txt").read_text() == "kept across the growth\n"
-    answer = probe(agent, server_id, "fill /server/more.bin 200")
+    answer = probe(agent, server_id, "fill /server/more.bin 200", timeout=120)
     assert answer == "200 MB"
 
 

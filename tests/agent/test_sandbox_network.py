@@ -16,7 +16,7 @@ from gshost_agent.netns import Slot
 from gshost_agent.server_state import Intent
 from tests.agent.conftest import AgentFactory
 from tests.agent.control_plane import TOKEN, ControlPlane
-from tests.agent.lines import free_port, wait_until
+from tests.agent.lines import free_port, probe
 from tests.agent.node_namespace import NodeAgent, NodeNetwork, data_dir
 
 
@@ -84,22 +84,6 @@ def agent(node, plane, authority, tls, certificates, games_dir) -> Iterator[Node
     assert started.request("GET", "/v1/node").json()["isolation"].startswith("sandboxed")
     yield started
     factory.clean_up()
-
-
-def probe(agent: NodeAgent, server_id: str, command: str) -> str:
-    """What the hostile game answered to `command` (its line `<probe>: <result>`)."""
-    after = agent.request("GET", f"/v1/servers/{server_id}/console").json()["last"]
-    assert agent.console(server_id, command).status_code == 200
-    name = command.split()[0]
-
-    def answered() -> str | None:
-        path = f"/v1/servers/{server_id}/console?after={after}"
-        for line in agent.request("GET", path).json()["lines"]:
-            if line["text"].startswith(f"{name}: "):
-                return str(line["text"]).removeprefix(f"{name}: ")
-        return None
-
-    return str(wait_until(answered, 20, interval=0.1))
 
 
 def hostile(agent: NodeAgent, plane: ControlPlane) -> tuple[str, int]:
