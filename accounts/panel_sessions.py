@@ -4,8 +4,9 @@ Every sign-in writes a `PanelSession` row beside the session Django keeps in its
 Account -> Sessions lists the rows. Ending sessions always goes through `person_sessions_end`:
 it deletes the sessions from the store (the browser holding one is signed out on its next
 request), deletes their rows, audits each, and after commit calls every hook registered with
-`on_sessions_ended`. Whatever else holds a person's credentials open (a console socket, an SFTP
-connection) registers a hook there and closes what it holds.
+`on_sessions_ended`. A credential change (a password, a factor removed) also withdraws the
+person's access on the nodes (`gshost.withdrawals`), which ends their console sockets and SFTP
+sessions.
 """
 
 import logging
@@ -27,6 +28,7 @@ from accounts.models import PanelSession, User
 from accounts.person_audit import audit_person_action
 from audit.services import PanelAction, PanelContext
 from gshost.api.client_ip import client_ip
+from gshost.withdrawals import withdraw_access
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +160,8 @@ def person_sessions_end(
             audit_person_action(user=user, context=context, action=PanelAction.SESSION_END)
         PanelSession.objects.filter(session_key__in=ended).delete()
         news = SessionsEnded(user.pk, reason, ended, keep_session_key)
+        if news.credentials_changed:
+            withdraw_access(reason=str(reason), person_ids=[user.pk])
         if ended or news.credentials_changed:
             transaction.on_commit(lambda: _tell_hooks(news))
     return len(ended)

@@ -22,6 +22,10 @@ class Scope(StrEnum):
     WEBHOOKS_READ = "webhooks:read"
     WEBHOOKS_WRITE = "webhooks:write"
     WEBHOOKS_MANAGE = "webhooks:manage"
+    FILES_READ = "files:read"
+    FILES_WRITE = "files:write"
+    FILES_DELETE = "files:delete"
+    FILES_SFTP = "files:sftp"
 
 
 CATALOGUE: frozenset[str] = frozenset(scope.value for scope in Scope)

@@ -1,8 +1,11 @@
+from dataclasses import dataclass
+
 from django.db.models import QuerySet
 
 from accounts.errors import KeyNotFound
-from accounts.models import ApiKey, Membership, Organization, Role
+from accounts.models import ApiKey, Membership, Organization, Role, User
 from accounts.scopes import Scope
+from accounts.ssh_keys import ssh_key_of_person
 
 
 def organization_get_by_slug(slug: str) -> Organization | None:
@@ -45,3 +48,28 @@ def memberships_of(user_id: int) -> QuerySet[Membership]:
 def owner_emails(organization_id: str) -> list[str]:
     owners = Membership.objects.filter(organization_id=organization_id, role=Role.OWNER)
     return sorted(set(owners.values_list("user__email", flat=True)))
+
+
+@dataclass(frozen=True)
+class SignedInPerson:
+    user: User
+    ssh_key_id: int | None  # the SSH key they proved, or None for their password
+
+
+def person_by_credential(
+    *, email: str, password: str | None = None, public_key: str | None = None
+) -> SignedInPerson | None:
+    """The active person of `email` whose panel password this is, or who added this SSH
+    public key; None otherwise. An unknown email costs a password hash all the same."""
+    user = User.objects.filter(email__iexact=email).first()
+    if password is not None:
+        if user is None:
+            User().set_password(password)  # as long as a check, so timing tells nothing
+            return None
+        if not (user.check_password(password) and user.is_active):
+            return None
+        return SignedInPerson(user, None)
+    if user is None or public_key is None or not user.is_active:
+        return None
+    key = ssh_key_of_person(user=user, public_key=public_key)
+    return SignedInPerson(user, key.id) if key is not None else None

@@ -32,13 +32,15 @@ from accounts.models import (
     Organization,
     RevocationReason,
     Role,
+    SshKey,
     User,
 )
 from accounts.scopes import Scope
 from accounts.selectors import api_key_get, owner_emails
 from audit.actors import Actor
 from audit.services import PanelAction
-from servers.selectors import server_ids_in_organization
+from gshost.withdrawals import withdraw_access
+from servers.selectors import server_ids_in_organization, server_list_for_organization
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +75,7 @@ def member_add(
         elif password:
             user.set_password(password)
             user.save(update_fields=["password"])
+        before = Membership.objects.filter(user=user, organization=organization).first()
         membership, _ = Membership.objects.update_or_create(
             user=user,
             organization=organization,
@@ -81,7 +84,38 @@ def member_add(
                 "scopes": [] if owner else scope_catalogue.normalize(member_scopes),
             },
         )
+        if before is not None and before.held_scopes - membership.held_scopes:
+            _withdraw_membership(membership, "member scopes narrowed")
     return membership
+
+
+def membership_save(*, membership: Membership) -> None:
+    """Save a membership (staff, in the admin); a scope taken away withdraws the person's
+    open console sockets on the organization's servers."""
+    with transaction.atomic():
+        before = Membership.objects.filter(pk=membership.pk).first() if membership.pk else None
+        membership.save()
+        narrowed = before is not None and before.held_scopes - membership.held_scopes
+        moved = before is not None and before.organization_id != membership.organization_id
+        if moved and before is not None:
+            _withdraw_membership(before, "membership removed")
+        elif narrowed:
+            _withdraw_membership(membership, "member scopes narrowed")
+
+
+def member_remove(*, membership: Membership) -> None:
+    """The person leaves the organization: their open console sockets on its servers end."""
+    with transaction.atomic():
+        _withdraw_membership(membership, "membership removed")
+        membership.delete()
+
+
+def _withdraw_membership(membership: Membership, reason: str) -> None:
+    """Inside the write's transaction: the person's access to the organization's servers."""
+    servers = server_list_for_organization(membership.organization_id)
+    server_ids = list(servers.values_list("id", flat=True))
+    if server_ids:  # none named would mean every server of the person's
+        withdraw_access(reason=reason, server_ids=server_ids, person_ids=[membership.user_id])
 
 
 def _validate_expiry(days: int | None) -> None:
@@ -254,6 +288,8 @@ def api_key_rotate(
             created_by=membership.user,
         )
         actor.audit(organization_id=old.organization_id, action=PanelAction.KEY_ROTATE)
+        if grace_hours == 0:  # the old key is expired at once: so are its open sockets
+            withdraw_access(reason="key rotated", key_ids=[old.key_id])
     _forget_in_this_process(old.key_id)
     return new
 
@@ -298,6 +334,7 @@ def _revoke(
         changed = revocable.filter(pk=key.pk).update(revoked_at=timezone.now(), **marks)
         if changed:
             actor.audit(organization_id=key.organization_id, action=action, key_id=key.key_id)
+            withdraw_access(reason="key revoked", key_ids=[key.key_id])
     _forget_in_this_process(key.key_id)
     return bool(changed)
 
@@ -327,3 +364,8 @@ def email_owners(organization_id: str, subject: str, body: str) -> bool:
         logger.exception("Could not email the owners of %s", organization_id)
         return False
     return True
+
+
+def ssh_key_note_used(*, ssh_key_id: int) -> None:
+    """An SFTP login proved the key: Account -> SSH keys shows when it was last used."""
+    SshKey.objects.filter(id=ssh_key_id).update(last_used_at=timezone.now())

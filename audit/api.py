@@ -1,3 +1,4 @@
+import json
 import re
 from typing import Any
 
@@ -21,6 +22,8 @@ def audit_record_json(record: AuditRecord) -> dict[str, Any]:
     actor: dict[str, str]
     if record.actor_type == ActorType.API_KEY:
         actor = {"type": "api_key", "key_id": record.actor_key_id}
+    elif record.actor_type == ActorType.INTEGRATION:  # a billing system's integration key
+        actor = {"type": "integration", "key_id": record.actor_key_id}
     elif record.actor_type == ActorType.SYSTEM:  # the platform, acting on this key
         actor = {"type": "system", "key_id": record.actor_key_id}
     else:
@@ -40,6 +43,7 @@ def audit_record_json(record: AuditRecord) -> dict[str, Any]:
         "user_agent": record.user_agent,
         "request_id": record.request_id or None,
         "url": record.url or None,
+        "details": json.loads(record.details) if record.details else None,
     }
 
 
@@ -74,7 +78,8 @@ class AuditRecordSerializer(serializers.Serializer[AuditRecord]):
     occurred_at = TimestampField()
     source = serializers.ChoiceField(choices=["api", "panel", "system"])  # type: ignore[assignment]
     actor = serializers.DictField(
-        help_text='{"type": "api_key", "key_id"}, {"type": "user", "email"}, or '
+        help_text='{"type": "api_key", "key_id"}, {"type": "user", "email"}, '
+        '{"type": "integration", "key_id"} for a billing system\'s integration key, or '
         '{"type": "system", "key_id"} when the platform acted on that key'
     )
     method = serializers.CharField()
@@ -88,6 +93,9 @@ class AuditRecordSerializer(serializers.Serializer[AuditRecord]):
     request_id = serializers.CharField(allow_null=True)
     url = serializers.CharField(
         allow_null=True, help_text="key.leak_revoked: where the leaked key was found."
+    )
+    details = serializers.DictField(
+        allow_null=True, help_text="files.*: the paths (and URL) the action was about."
     )
 
 

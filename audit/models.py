@@ -17,12 +17,14 @@ class Source(models.TextChoices):
     API = "api", "API"
     PANEL = "panel", "Panel"
     SYSTEM = "system", "System"
+    SFTP = "sftp", "SFTP"
 
 
 class ActorType(models.TextChoices):
     API_KEY = "api_key", "API key"
     USER = "user", "User"
     SYSTEM = "system", "System"
+    INTEGRATION = "integration", "Integration"
 
 
 class AuditRecord(models.Model):
@@ -43,7 +45,7 @@ class AuditRecord(models.Model):
     )
     occurred_at = models.DateTimeField(default=timezone.now)
     source = models.CharField(max_length=10, choices=Source.choices)
-    actor_type = models.CharField(max_length=10, choices=ActorType.choices)
+    actor_type = models.CharField(max_length=20, choices=ActorType.choices)
     actor_key_id = models.CharField(max_length=8, blank=True, default="")
     actor_email = models.CharField(max_length=254, blank=True, default="")
     method = models.CharField(max_length=10, blank=True, default="")
@@ -57,6 +59,9 @@ class AuditRecord(models.Model):
     request_id = models.CharField(max_length=128, blank=True, default="")
     # Where a leaked key was found (key.leak_revoked); empty for every other action.
     url = models.CharField(max_length=2000, blank=True, default="")
+    # What the action was about beyond its route, as JSON text (a file action's paths);
+    # text, not a JSON column, so the buffer's COPY writes it as it is.
+    details = models.TextField(blank=True, default="")
 
     class Meta:
         indexes = [

@@ -1,5 +1,7 @@
 """What gets recorded: API calls made with an organization's key, and panel actions."""
 
+import json
+
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
@@ -11,6 +13,9 @@ from gshost.api.client_ip import client_ip
 
 
 def _action(request: HttpRequest) -> str:
+    noted = getattr(request, "audit_action", None)
+    if isinstance(noted, str):
+        return noted
     match = request.resolver_match
     if match is None or not match.url_name:
         return "unknown"
@@ -49,5 +54,40 @@ def record_api_call(request: HttpRequest, response: HttpResponse) -> None:
             "ip": client_ip(request),
             "user_agent": _storable(request.META.get("HTTP_USER_AGENT", "")[:500]),
             "request_id": getattr(request, "request_id", ""),
+            "details": _details(request),
         }
     )
+
+
+def record_integration_call(
+    request: HttpRequest, response: HttpResponse, *, organization_id: str, key_id: str
+) -> None:
+    """An Application API call about this organization, in its audit trail: the actor is the
+    billing system's integration key."""
+    match = request.resolver_match
+    server_id = str(match.kwargs.get("server_id", "")) if match is not None else ""
+    audit_buffer.add(
+        {
+            "organization_id": organization_id,
+            "occurred_at": timezone.now(),
+            "source": Source.API,
+            "actor_type": ActorType.INTEGRATION,
+            "actor_key_id": key_id,
+            "method": request.method or "",
+            "path": _storable(request.path[:500]),
+            "action": _action(request),
+            "status_code": response.status_code,
+            "error_code": getattr(request, "api_error_code", ""),
+            "server_id": _storable(getattr(request, "audit_server_id", server_id)[:40]),
+            "ip": client_ip(request),
+            "user_agent": _storable(request.META.get("HTTP_USER_AGENT", "")[:500]),
+            "request_id": getattr(request, "request_id", ""),
+            "details": _details(request),
+        }
+    )
+
+
+def _details(request: HttpRequest) -> str:
+    """What the view noted of the call beyond its route (`note_audit_details`), as JSON."""
+    details = getattr(request, "audit_details", None)
+    return _storable(json.dumps(details, ensure_ascii=False)[:4000]) if details else ""

@@ -82,6 +82,12 @@ class InvalidInput(DomainError):
     code = "invalid_request"
 
 
+class TooLarge(DomainError):
+    """What was asked is too big for this route (the message says what to use instead)."""
+
+    code = "payload_too_large"
+
+
 class Misuse(DomainError):
     """Code called something where it must never be called: a bug to fix, not a refusal of
     the caller's request (the API answers 500 internal_error and logs it)."""

@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "servers",
     "audit",
     "webhooks",
+    "application",
     "gshost",
 ]
 
@@ -101,6 +102,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "gshost.api.middleware.PublicApiMiddleware",
+    "application.middleware.ApplicationApiMiddleware",
     "gshost.panel_middleware.PanelSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "gshost.panel_middleware.PanelCsrfViewMiddleware",  # see gshost.checks
@@ -256,7 +258,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": "/api/public/v1",
     "COMPONENT_SPLIT_REQUEST": True,
-    # The eight event names are one enum, whether a field holds one (`event`) or a list.
+    # The Application API has a schema of its own (/api/application/v1/schema/).
+    "PREPROCESSING_HOOKS": ["gshost.api.schema.public_routes_only"],
+    # The event names are one enum, whether a field holds one (`event`) or a list.
     "ENUM_NAME_OVERRIDES": {"EventEnum": "webhooks.api.views.EVENT_CHOICES"},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -267,6 +271,8 @@ SPECTACULAR_SETTINGS = {
 # Rate limits, fixed one-minute windows.
 API_RATE_DEFAULT = _rate("API_RATE_DEFAULT", "300/min")
 API_RATE_REALTIME = _rate("API_RATE_REALTIME", "600/min")
+# The Application API (billing systems' integration keys), per key and route.
+API_RATE_APPLICATION = _rate("API_RATE_APPLICATION", "240/min")
 AUTH_FAILURE_RATE = _rate("AUTH_FAILURE_RATE", "30/min")
 # Reports of leaked keys (POST /api/public/v1/keys/report-leaked) per client IP.
 LEAK_REPORT_RATE = _rate("LEAK_REPORT_RATE", "10/min")
@@ -388,6 +394,15 @@ LOGGING["loggers"]["axes"] = {"level": "WARNING"}  # type: ignore[index]
 # --- Webhook notices, endpoint health, metrics and probes ---
 # Absolute base of links in emails (failure notices): the address people reach the panel at.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="http://127.0.0.1:8000")
+
+# --- The live console (docs/console.md) ---
+# Browsers may open a node's console websocket from PANEL_URL's origin and from PANEL_ORIGINS;
+# the agents are told both in every heartbeat's answer.
+PANEL_URL = env.str("PANEL_URL", default=PUBLIC_BASE_URL)
+PANEL_ORIGINS = env.list("PANEL_ORIGINS", default=[])
+# Console tokens are signed with Ed25519 keys derived from these secrets (default SECRET_KEY):
+# the first signs, all are published to the agents (rotation: docs/console.md).
+CONSOLE_TOKEN_SECRETS = env.list("CONSOLE_TOKEN_SECRETS", default=[])
 WEBHOOK_FAILURE_NOTICE_HOURS = env.float("WEBHOOK_FAILURE_NOTICE_HOURS", default=24.0)
 # /metrics answers only these networks (others get 404); METRICS_ENABLED=false turns metrics off.
 METRICS_ENABLED = env.bool("METRICS_ENABLED", default=True)

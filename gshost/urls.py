@@ -1,7 +1,8 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
+from application.api.urls import UnknownRouteView as UnknownApplicationRoute
 from gshost.api.urls import bare_prefix, catch_all
 from gshost.api.urls import urlpatterns as api_patterns
 from gshost.api.views import HealthView
@@ -22,6 +23,9 @@ urlpatterns = [
     ),
     path("api/public/v1/", include(catch_all)),
     *bare_prefix,
+    # The Application API (billing systems, integration keys): a surface of its own.
+    path("api/application/v1/", include("application.api.urls")),
+    re_path(r"^api/application/v1$", UnknownApplicationRoute.as_view()),
     path("", RedirectView.as_view(url="/panel/keys/", permanent=False)),
     # Staff sign in through the panel's sign-in (password, then a second factor).
     path("admin/login/", include("accounts.panel.admin_login_urls")),
@@ -29,6 +33,8 @@ urlpatterns = [
     path("integrations/", include("accounts.integrations")),
     # Agents of the nodes report here (bearer node token; not the public API).
     path("internal/nodes/", include("servers.agents.urls")),
+    path("accounts/login/", include("application.panel")),
+    path("api/node/v1/", include("servers.agents.node_urls")),
     path("accounts/", include("accounts.panel.auth_urls")),
     path("panel/webhooks/", include("webhooks.panel.views")),
     path("panel/servers/", include("servers.panel.urls")),

@@ -18,31 +18,40 @@ from typing import Any
 from aiohttp import web
 
 from gshost_agent.archives import Archived
-from gshost_agent.data_jobs import SHA256, InvalidJob, job_request
+from gshost_agent.console_socket import console_socket_view
+from gshost_agent.files import routes as file_routes
 from gshost_agent.keepers import KeeperGone
 from gshost_agent.netns import NetworkError, PortTaken
-from gshost_agent.node import SERVER_ID, Node
-from gshost_agent.protocol import format_time
-from gshost_agent.sandbox import SandboxUnavailable
-from gshost_agent.server_state import (
-    DEFAULT_CPU_PERCENT,
-    DEFAULT_DISK_MB,
-    DEFAULT_PROCESSES,
-    DiskLimitExceeded,
-    InvalidCommand,
-    InvalidState,
+from gshost_agent.node import Node
+from gshost_agent.protocol import (
+    BACKUP_ID,
+    CONSOLE_SOCKET_PATH,
+    NODE_ROUTE,
+    SERVER_ID,
+    SERVER_ROUTE,
+    TRANSFER_ROUTE,
+    ArchiveReceipt,
+    JobRequest,
+    ProtocolError,
     StartRequest,
+    TransferExpected,
+    TransferFetch,
+    TransferSend,
+    format_time,
 )
+from gshost_agent.sandbox import SandboxUnavailable
+from gshost_agent.server_state import DiskLimitExceeded, InvalidCommand, InvalidState
 from gshost_agent.settings_files import InvalidSettings
 from gshost_agent.supervisor import Supervisor
 from gshost_agent.templates import UnknownGame
 from gshost_agent.transfers import ARCHIVE_SHA256_HEADER, TransferError
+from gshost_agent.withdrawals import WithdrawalInvalid
 
 logger = logging.getLogger("gshost_agent.api")
 
 BODY_LIMIT = 64 * 1024
 TRANSFER_UPLOAD = "transfer-upload"
-TOKEN_LENGTHS = range(32, 201)
+CONSOLE_SOCKET = "console-socket"
 NODE: web.AppKey[Node] = web.AppKey("node", Node)
 TOKEN: web.AppKey[str] = web.AppKey("token", str)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -67,6 +76,8 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         if error.status == 401:
             answer.headers["WWW-Authenticate"] = 'Bearer realm="gshost-agent"'
         return answer
+    except ProtocolError as error:  # a body that is not the message the route takes
+        return error_answer(400, "invalid_request", error.message)
     except web.HTTPException as error:
         code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
         return error_answer(
@@ -79,17 +90,20 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 @web.middleware
 async def authentication(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.match_info.route.name == TRANSFER_UPLOAD:
-        return await handler(request)  # another node's upload, with a transfer token of its own
+    name = request.match_info.route.name
+    if name in (TRANSFER_UPLOAD, CONSOLE_SOCKET) or name in file_routes.LINK_ROUTES:
+        # Another node's upload, with a transfer token of its own; a console websocket, with a
+        # console token in its first frame (console_socket.py); a customer's single-use file link.
+        return await handler(request)
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     expected = request.app[TOKEN]
     # surrogateescape: a header of undecodable bytes is a wrong token, not an error.
     given_bytes = given.encode("utf-8", "surrogateescape")
     if scheme != "Bearer" or not hmac.compare_digest(given_bytes, expected.encode()):
         raise ApiError(401, "unauthorized", "a valid node token is required")
-    length = request.content_length
-    if length is not None and length > BODY_LIMIT:
-        raise ApiError(413, "payload_too_large", f"bodies are limited to {BODY_LIMIT} bytes")
+    length, limit = request.content_length, file_routes.body_limit(name, BODY_LIMIT)
+    if length is not None and limit is not None and length > limit:
+        raise ApiError(413, "payload_too_large", f"bodies are limited to {limit} bytes")
     return await handler(request)
 
 
@@ -97,10 +111,12 @@ def make_app(node: Node, token: str) -> web.Application:
     app = web.Application(middlewares=[errors, authentication], client_max_size=BODY_LIMIT)
     app[NODE] = node
     app[TOKEN] = token
-    server = "/v1/servers/{server_id}"
+    app[file_routes.SPACES] = node.files
+    app.on_response_prepare.append(file_routes.links_open_to_any_page)
+    server, transfer = SERVER_ROUTE, TRANSFER_ROUTE
     app.add_routes(
         [
-            web.get("/v1/node", node_view),
+            web.get(NODE_ROUTE, node_view),
             web.post(f"{server}/start", start_view),
             web.post(f"{server}/stop", stop_view),
             web.post(f"{server}/restart", restart_view),
@@ -115,11 +131,15 @@ def make_app(node: Node, token: str) -> web.Application:
             web.post(f"{server}/jobs", job_view),
             web.post(f"{server}/transfer", send_view),
             web.delete(server, forget_view),
-            web.post("/v1/transfers/{server_id}", expect_view),
-            web.put("/v1/transfers/{server_id}/archive", receive_view, name=TRANSFER_UPLOAD),
-            web.post("/v1/transfers/{server_id}/fetch", fetch_view),
-            web.post("/v1/transfers/{server_id}/commit", commit_view),
-            web.delete("/v1/transfers/{server_id}", discard_view),
+            web.delete(f"{server}/backups/{{backup_id}}", backup_remove_view),
+            web.post(transfer, expect_view),
+            web.put(f"{transfer}/archive", receive_view, name=TRANSFER_UPLOAD),
+            web.post(f"{transfer}/fetch", fetch_view),
+            web.post("/v1/withdrawals", withdrawals_view),
+            web.get(CONSOLE_SOCKET_PATH, console_view, name=CONSOLE_SOCKET),
+            web.post(f"{transfer}/commit", commit_view),
+            web.delete(transfer, discard_view),
+            *file_routes.routes(server),
         ]
     )
     return app
@@ -148,32 +168,6 @@ async def json_body(request: web.Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_request", "the body must be a JSON object")
     return body
-
-
-# A plan's numbers: (default, least, most).
-PLAN_BOUNDS = {
-    "memory_mb": (1024, 32, 1 << 20),
-    "disk_mb": (DEFAULT_DISK_MB, 1, 1 << 24),
-    "cpu_percent": (DEFAULT_CPU_PERCENT, 1, 100 * 1024),
-    "processes": (DEFAULT_PROCESSES, 1, 1 << 22),
-}
-
-
-def start_request(body: dict[str, Any]) -> StartRequest:
-    game, port, settings = body.get("game"), body.get("port"), body.get("settings", {})
-    if not isinstance(game, str):
-        raise ApiError(400, "invalid_request", "game: a game name is required")
-    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
-        raise ApiError(400, "invalid_request", "port: an integer from 1 to 65535")
-    if not isinstance(settings, dict):
-        raise ApiError(400, "invalid_request", "settings: an object")
-    plan = {}
-    for name, (default, least, most) in PLAN_BOUNDS.items():
-        value = body.get(name, default)
-        if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
-            raise ApiError(400, "invalid_request", f"{name}: an integer from {least} to {most}")
-        plan[name] = value
-    return StartRequest(game=game, port=port, settings=settings, **plan)
 
 
 async def power(action: Awaitable[None], answer_state: str) -> web.Response:
@@ -226,7 +220,7 @@ async def restart_view(request: web.Request) -> web.Response:
 async def supervisor_and_start(request: web.Request) -> tuple[Supervisor, StartRequest]:
     """The named server's supervisor and the start its body asks for (start and restart)."""
     server_id = server_id_of(request)
-    start = start_request(await json_body(request))
+    start = StartRequest.from_json(await json_body(request))
     return request.app[NODE].supervisor(server_id), start
 
 
@@ -256,10 +250,30 @@ async def console_write_view(request: web.Request) -> web.Response:
     return web.json_response({"accepted": True})
 
 
+async def console_view(request: web.Request) -> web.StreamResponse:
+    """The console websocket: the Origin is checked before the upgrade (403)."""
+    server_id = server_id_of(request)
+    node = request.app[NODE]
+    if not node.console_access.origin_allowed(request.headers.get("Origin")):
+        raise ApiError(403, "origin_not_allowed", "this origin may not open the console")
+    if not web.WebSocketResponse().can_prepare(request).ok:
+        raise ApiError(400, "invalid_request", "a websocket upgrade is required")
+    return await console_socket_view(request, node.consoles, server_id)
+
+
+async def withdrawals_view(request: web.Request) -> web.Response:
+    """Access withdrawn by the control plane: covered sockets close, their tokens are refused."""
+    try:
+        request.app[NODE].withdraw(await json_body(request))
+    except WithdrawalInvalid as error:
+        raise ApiError(400, "invalid_request", str(error)) from error
+    return web.json_response({"taken": True})
+
+
 async def console_read_view(request: web.Request) -> web.Response:
     supervisor = known_server(request)
     after = query_number(request, "after", "0", 0, 1 << 62)
-    return web.json_response(supervisor.console_after(after))
+    return web.json_response(supervisor.console_after(after).to_json())
 
 
 async def players_view(request: web.Request) -> web.Response:
@@ -267,7 +281,7 @@ async def players_view(request: web.Request) -> web.Response:
 
 
 async def stats_view(request: web.Request) -> web.Response:
-    return web.json_response(known_server(request).stats())
+    return web.json_response(known_server(request).stats().to_json())
 
 
 async def metrics_view(request: web.Request) -> web.Response:
@@ -278,7 +292,7 @@ async def metrics_view(request: web.Request) -> web.Response:
     step = query_number(request, "step", "60", 1, 86400)
     if end < start:
         raise ApiError(400, "invalid_request", "start must not be after end")
-    samples = supervisor.samples.between(start, end, step)
+    samples = supervisor.readings.samples.between(start, end, step)
     return web.json_response(
         {
             "samples": [
@@ -342,10 +356,7 @@ async def settings_write_view(request: web.Request) -> web.Response:
 
 async def job_view(request: web.Request) -> web.Response:
     server_id = server_id_of(request)
-    try:
-        job = job_request(await json_body(request))
-    except InvalidJob as error:
-        raise ApiError(400, "invalid_request", str(error)) from error
+    job = JobRequest.from_json(await json_body(request))
     supervisor = request.app[NODE].supervisor(server_id)
     try:
         await supervisor.run_job(job)
@@ -361,31 +372,17 @@ async def job_view(request: web.Request) -> web.Response:
 # Transfers of a server's data between nodes (gshost_agent.transfers) --------------------------
 
 
-def transfer_token(body: dict[str, Any]) -> str:
-    token = body.get("token")
-    if not isinstance(token, str) or len(token) not in TOKEN_LENGTHS:
-        raise ApiError(400, "invalid_request", "token: the transfer token (32 to 200 characters)")
-    return token
-
-
 def refused(error: TransferError) -> ApiError:
     return ApiError(error.status, error.code, error.message)
 
 
 async def expect_view(request: web.Request) -> web.Response:
     server_id = server_id_of(request)
-    body = await json_body(request)
-    token, game, seconds = transfer_token(body), body.get("game"), body.get("valid_seconds")
-    if not isinstance(game, str):
-        raise ApiError(400, "invalid_request", "game: a game name is required")
-    if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < 1:
-        raise ApiError(400, "invalid_request", "valid_seconds: a number of seconds")
-    disk_mb = body.get("disk_mb", DEFAULT_DISK_MB)
-    _, least, most = PLAN_BOUNDS["disk_mb"]
-    if not isinstance(disk_mb, int) or isinstance(disk_mb, bool) or not least <= disk_mb <= most:
-        raise ApiError(400, "invalid_request", f"disk_mb: an integer from {least} to {most}")
+    expected = TransferExpected.from_json(await json_body(request))
     try:
-        request.app[NODE].transfers.expect(server_id, token, game, seconds, disk_mb)
+        request.app[NODE].transfers.expect(
+            server_id, expected.token, expected.game, expected.valid_seconds, expected.disk_mb
+        )
     except TransferError as error:
         raise refused(error) from error
     except UnknownGame as error:
@@ -407,26 +404,19 @@ async def receive_view(request: web.Request) -> web.Response:
         archived = await transfers.receive(incoming, request.content, length, sha256)
     except TransferError as error:
         raise refused(error) from error
-    return web.json_response({"size_bytes": archived.size_bytes, "sha256": archived.sha256})
+    return web.json_response(ArchiveReceipt(archived.size_bytes, archived.sha256).to_json())
 
 
 async def fetch_view(request: web.Request) -> web.Response:
     """An expected server's archive, fetched from the bucket instead of sent by a node."""
     server_id = server_id_of(request)
-    body = await json_body(request)
-    url, sha256, size = body.get("url"), body.get("sha256"), body.get("size_bytes")
-    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
-        raise ApiError(400, "invalid_request", "url: the archive's presigned http(s) URL")
-    if not isinstance(sha256, str) or not SHA256.match(sha256):
-        raise ApiError(400, "invalid_request", "sha256: the archive's SHA-256 (64 hex digits)")
-    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size < 2**63:
-        raise ApiError(400, "invalid_request", "size_bytes: the archive's size in bytes")
-    expected = Archived(size_bytes=size, sha256=sha256)
+    fetch = TransferFetch.from_json(await json_body(request))
+    expected = Archived(size_bytes=fetch.size_bytes, sha256=fetch.sha256)
     try:
-        await request.app[NODE].transfers.fetch(server_id, url, expected)
+        await request.app[NODE].transfers.fetch(server_id, fetch.url, expected)
     except TransferError as error:
         raise refused(error) from error
-    return web.json_response({"size_bytes": size, "sha256": sha256})
+    return web.json_response(ArchiveReceipt(fetch.size_bytes, fetch.sha256).to_json())
 
 
 async def commit_view(request: web.Request) -> web.Response:
@@ -446,24 +436,36 @@ async def discard_view(request: web.Request) -> web.Response:
 
 async def send_view(request: web.Request) -> web.Response:
     supervisor = known_server(request)
-    body = await json_body(request)
-    token, target_url, ca_pem = transfer_token(body), body.get("target_url"), body.get("target_ca")
-    if not isinstance(target_url, str) or not target_url.startswith("https://"):
-        raise ApiError(400, "invalid_request", "target_url: the target agent's https:// URL")
-    if not isinstance(ca_pem, str):
-        raise ApiError(400, "invalid_request", "target_ca: PEM text, or empty for the system's")
+    send = TransferSend.from_json(await json_body(request))
+    transfers = request.app[NODE].transfers
     try:
-        sent = await supervisor.send_to(request.app[NODE].transfers, target_url, ca_pem, token)
+        sent = await supervisor.send_to(transfers, send.target_url, send.target_ca, send.token)
     except TransferError as error:
         raise refused(error) from error
     except InvalidState as error:
         raise ApiError(409, "invalid_state", str(error)) from error
-    return web.json_response({"size_bytes": sent.size_bytes, "sha256": sent.sha256})
+    return web.json_response(ArchiveReceipt(sent.size_bytes, sent.sha256).to_json())
+
+
+async def backup_remove_view(request: web.Request) -> web.Response:
+    server_id = server_id_of(request)
+    backup_id = request.match_info["backup_id"]
+    if not BACKUP_ID.fullmatch(backup_id):
+        raise ApiError(404, "not_found", "no such backup")
+    try:
+        removed = request.app[NODE].remove_backup(server_id, backup_id)
+    except InvalidState as error:
+        raise ApiError(409, "invalid_state", str(error)) from error
+    return web.json_response({"removed": removed})
 
 
 async def forget_view(request: web.Request) -> web.Response:
+    server_id = server_id_of(request)
+    backups = request.query.get("backups", "keep")
+    if backups not in ("keep", "remove"):
+        raise ApiError(400, "invalid_request", "backups: keep (the default) or remove")
     try:
-        request.app[NODE].forget(server_id_of(request))
+        request.app[NODE].forget(server_id, backups=backups == "remove")
     except InvalidState as error:
         raise ApiError(409, "invalid_state", str(error)) from error
     return web.json_response({"removed": True})

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 DEFAULT_DATA_DIR = "/var/lib/gshost-agent"
 DEFAULT_BIND = "0.0.0.0:8444"
 DEFAULT_GAME_USER = "gshost-game"
+DEFAULT_SFTP_PORT = 2022
 
 
 class ConfigError(ValueError):
@@ -36,6 +37,10 @@ class Config:
     allow_unsandboxed: bool = False  # a developer's machine that cannot sandbox games
     sandbox_off: bool = False  # AGENT_SANDBOX=off: never sandbox (with allow_unsandboxed only)
     network_pool: int = 8  # games' networks, and blank filesystems, kept made ahead
+    sftp_port: int = DEFAULT_SFTP_PORT  # AGENT_SFTP_PORT, on the API's address; 0: no SFTP
+    # Networks a customer's pull may reach although they are not public (a test's own web
+    # server on loopback); empty in production.
+    pull_allowed_networks: tuple[str, ...] = ()
 
     def __repr__(self) -> str:  # the token never reaches a log through a repr
         return f"Config(control_url={self.control_url!r}, data_dir={str(self.data_dir)!r})"
@@ -59,6 +64,8 @@ def config_from_environment(environ: Mapping[str, str] = os.environ) -> Config:
         allow_unsandboxed=_boolean(environ, "AGENT_ALLOW_UNSANDBOXED"),
         sandbox_off=_sandbox_off(environ.get("AGENT_SANDBOX", "")),
         network_pool=_network_pool(environ.get("AGENT_NETWORK_POOL", "8")),
+        sftp_port=_sftp_port(environ.get("AGENT_SFTP_PORT", str(DEFAULT_SFTP_PORT))),
+        pull_allowed_networks=_networks(environ.get("AGENT_PULL_ALLOWED_NETWORKS", "")),
     )
 
 
@@ -156,3 +163,20 @@ def _games_dir(value: str) -> Path | None:
     if not path.is_dir():
         raise ConfigError("AGENT_GAMES_DIR", f"no directory at {path}")
     return path
+
+
+def _sftp_port(value: str) -> int:
+    value = value.strip()
+    if not (value.isascii() and value.isdigit() and len(value) <= 5 and int(value) < 65536):
+        raise ConfigError("AGENT_SFTP_PORT", f"a port from 0 (no SFTP) to 65535, not {value!r}")
+    return int(value)
+
+
+def _networks(value: str) -> tuple[str, ...]:
+    found = []
+    for text in filter(None, (part.strip() for part in value.split(","))):
+        try:
+            found.append(str(ipaddress.ip_network(text, strict=False)))
+        except ValueError as error:
+            raise ConfigError("AGENT_PULL_ALLOWED_NETWORKS", f"not a network: {text!r}") from error
+    return tuple(found)

@@ -26,7 +26,7 @@ LINE_LIMIT = 4096  # bytes: a longer line is cut, one that never ends comes in p
 FLOOD_BYTES_PER_SECOND = 1 << 20
 # Lines kept are handed on (written to the log, sent to followers) at most this often, in one
 # batch: a game printing a line at a time costs a write per batch, not per line.
-BATCH_SECONDS = 0.05
+BATCH_SECONDS = 0.02
 FOLLOWER_BACKLOG = 5000  # lines a follower has not taken yet; past that it is dropped
 
 

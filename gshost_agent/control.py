@@ -6,6 +6,7 @@ loopback host (the configuration refuses anything else); no proxy from the envir
 
 from __future__ import annotations
 
+import json
 import ssl
 from typing import Any
 
@@ -14,6 +15,17 @@ import aiohttp
 from gshost_agent import __version__
 from gshost_agent.bucket import UploadError
 from gshost_agent.config import Config
+from gshost_agent.protocol import (
+    BACKUP_PARTS_ROUTE,
+    CONSOLE_COMMAND_ROUTE,
+    HEARTBEAT_ROUTE,
+    REPORTS_ROUTE,
+    Heartbeat,
+    HeartbeatAnswer,
+    PartUrls,
+    PartUrlsRequest,
+    ProtocolError,
+)
 
 TIMEOUT = aiohttp.ClientTimeout(total=10, connect=5)
 
@@ -52,24 +64,61 @@ class ControlClient:
             return answer.status
 
     async def post_report(self, body: dict[str, Any]) -> int:
-        return await self.post("/internal/nodes/reports", body)
+        """A report as its outbox keeps it (`Report.to_json()`)."""
+        return await self.post(REPORTS_ROUTE, body)
 
-    async def heartbeat(self, body: dict[str, Any]) -> int:
-        return await self.post("/internal/nodes/heartbeat", body)
+    async def post_for_answer(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """The status and the JSON answer (None where it is not JSON)."""
+        async with self.session().post(
+            self.base_url + path, json=body, allow_redirects=False
+        ) as answer:
+            raw = await answer.read()
+        try:
+            return answer.status, json.loads(raw) if raw else None
+        except ValueError:
+            return answer.status, None
+
+    async def heartbeat(self, heartbeat: Heartbeat) -> tuple[int, HeartbeatAnswer | None]:
+        """The answer's status, and the answer of a 200 (None when it is not one)."""
+        async with self.session().post(
+            self.base_url + HEARTBEAT_ROUTE, json=heartbeat.to_json(), allow_redirects=False
+        ) as answer:
+            raw = await answer.read()
+        if answer.status != 200:
+            return answer.status, None
+        try:
+            return answer.status, HeartbeatAnswer.from_json(json.loads(raw))
+        except ValueError:  # ProtocolError too
+            return answer.status, None
+
+    async def console_command(self, body: dict[str, Any]) -> tuple[int, Any]:
+        """A command typed into a console socket, for the control plane to send (or refuse)."""
+        return await self.post_for_answer(CONSOLE_COMMAND_ROUTE, body)
+
+    async def sftp_auth(self, body: dict[str, Any]) -> tuple[int, Any]:
+        """The control plane's answer to an SFTP login: its status and JSON body (None when
+        the body is not JSON)."""
+        async with self.session().post(
+            self.base_url + "/api/node/v1/sftp-auth", json=body, allow_redirects=False
+        ) as answer:
+            try:
+                return answer.status, await answer.json(content_type=None)
+            except ValueError:
+                return answer.status, None
 
     async def backup_part_urls(self, backup_id: str, first: int, count: int) -> list[str]:
         """Presigned URLs of parts `first`.. of the backup's upload (UploadError if refused)."""
-        body = {"backup_id": backup_id, "first": first, "count": count}
+        asked = PartUrlsRequest(backup_id=backup_id, first=first, count=count)
         try:
             async with self.session().post(
-                self.base_url + "/internal/nodes/backup-parts", json=body, allow_redirects=False
+                self.base_url + BACKUP_PARTS_ROUTE, json=asked.to_json(), allow_redirects=False
             ) as answer:
                 status = answer.status
                 given = await answer.json(content_type=None) if status == 200 else None
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:
             why = f"the control plane gave no part URLs ({type(error).__name__})"
             raise UploadError(why) from error
-        urls = given.get("urls") if isinstance(given, dict) else None
-        if not isinstance(urls, list) or not all(isinstance(url, str) for url in urls):
-            raise UploadError(f"the control plane gave no part URLs ({status})")
-        return urls
+        try:
+            return list(PartUrls.from_json(given).urls)
+        except ProtocolError:
+            raise UploadError(f"the control plane gave no part URLs ({status})") from None

@@ -11,23 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from gshost_agent import archives, bucket
 from gshost_agent.keeper import write_json_atomically
 from gshost_agent.layout import GameIdentity, Layout
-from gshost_agent.protocol import ReportKind, ServerState
+from gshost_agent.protocol import OBJECT_STORAGE, JobKind, JobRequest, ReportKind, ServerState
 from gshost_agent.server_state import DEFAULT_DISK_MB, Busy, Intent, InvalidState, Reporter
 from gshost_agent.settings_files import read_settings, settings_for, write_settings
 from gshost_agent.templates import GameCatalog, GameTemplate
@@ -36,46 +34,8 @@ logger = logging.getLogger("gshost_agent.jobs")
 
 JOB_FILE = "job.json"
 SERVER_FILE = "server.json"  # the game of a server that has data here but never ran
-JOB_ID = re.compile(r"^job_[0-9A-Za-z]{8,40}$")
-BACKUP_ID = re.compile(r"^bkp_[0-9A-Za-z]{8,40}$")
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
 INTERRUPTED = "the agent stopped during the job"
-OBJECT_STORAGE = "object_storage"
 PART_URLS_SECONDS = 30.0
-LONGEST_URL = 8192
-
-
-class JobKind(enum.StrEnum):
-    BACKUP = "backup"
-    RESTORE = "restore"
-    WIPE = "wipe"
-    REINSTALL = "reinstall"
-
-
-class InvalidJob(ValueError):
-    pass
-
-
-@dataclass(frozen=True)
-class JobRequest:
-    job_id: str
-    kind: JobKind
-    game: str
-    backup_id: str = ""
-    sha256: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
-    storage: str = ""  # "object_storage": a backup streamed to the bucket
-    download_url: str = ""  # a restore from the bucket: its presigned GET
-    size_bytes: int = 0  # ... and the archive's size
-    disk_mb: int | None = None  # a restore's bound; without it, the plan the server last ran
-
-    @property
-    def needs_stopped(self) -> bool:
-        return self.kind != JobKind.BACKUP
-
-    def stops_game(self, state: ServerState) -> bool:
-        """A restore of a running game stops it first and starts it again after."""
-        return self.kind == JobKind.RESTORE and state == ServerState.RUNNING
 
 
 class Game(Protocol):
@@ -106,59 +66,6 @@ class JobThreads:
     def close(self) -> None:
         self.ending.set()
         self.executor.shutdown(wait=False, cancel_futures=True)
-
-
-def job_request(body: dict[str, Any]) -> JobRequest:
-    """The request of a POST …/jobs body; InvalidJob names what is wrong."""
-    job_id, kind, game = body.get("job_id"), body.get("kind"), body.get("game")
-    if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
-        raise InvalidJob("job_id: a job id (job_…)")
-    if not isinstance(kind, str) or kind not in set(JobKind):
-        raise InvalidJob(f"kind: one of {', '.join(JobKind)}")
-    if not isinstance(game, str):
-        raise InvalidJob("game: a game name is required")
-    request = JobRequest(job_id=job_id, kind=JobKind(kind), game=game)
-    if request.kind in (JobKind.BACKUP, JobKind.RESTORE):
-        backup_id = body.get("backup_id")
-        if not isinstance(backup_id, str) or not BACKUP_ID.fullmatch(backup_id):
-            raise InvalidJob("backup_id: a backup id (bkp_…)")
-        request = JobRequest(job_id=job_id, kind=request.kind, game=game, backup_id=backup_id)
-    if request.kind == JobKind.BACKUP:
-        storage = body.get("storage", "")
-        if storage not in ("", OBJECT_STORAGE):
-            raise InvalidJob(f"storage: {OBJECT_STORAGE}, or none (on this node)")
-        request = replace(request, storage=storage)
-    if request.kind == JobKind.RESTORE:
-        sha256 = body.get("sha256")
-        if not isinstance(sha256, str) or not SHA256.fullmatch(sha256):
-            raise InvalidJob("sha256: the archive's SHA-256 (64 lowercase hex digits)")
-        disk_mb = body.get("disk_mb")
-        if disk_mb is not None and (
-            not isinstance(disk_mb, int) or isinstance(disk_mb, bool) or not 1 <= disk_mb < 1 << 24
-        ):
-            raise InvalidJob("disk_mb: the server's disk limit in MB")
-        request = replace(request, sha256=sha256, disk_mb=disk_mb, **_download(body))
-    if request.kind == JobKind.REINSTALL:
-        settings = body.get("settings", {})
-        if not isinstance(settings, dict):
-            raise InvalidJob("settings: an object")
-        request = JobRequest(job_id=job_id, kind=request.kind, game=game, settings=settings)
-    return request
-
-
-def _download(body: dict[str, Any]) -> dict[str, Any]:
-    """A restore from the bucket: its presigned GET and the archive's size; none, from here."""
-    url = body.get("download_url")
-    if url is None:
-        return {}
-    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
-        raise InvalidJob("download_url: an http(s) URL")
-    if len(url) > LONGEST_URL:
-        raise InvalidJob(f"download_url: at most {LONGEST_URL} characters")
-    size = body.get("size_bytes")
-    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size < 2**63:
-        raise InvalidJob("size_bytes: the archive's size in bytes")
-    return {"download_url": url, "size_bytes": size}
 
 
 def save_job(run_dir: Path, request: JobRequest, start_again: bool = False) -> None:
@@ -310,13 +217,16 @@ class JobWork:
                 path.unlink()
 
     def reinstall(self) -> None:
-        """A fresh directory with the template's settings file only, swapped in whole."""
+        """A fresh directory, swapped in whole: with the template's settings file only, or
+        `empty` (the game's next start writes its settings file)."""
         settings = settings_for(self.template, self.request.settings)
         staging = self.directory.with_name(f".{self.server_id}{archives.STAGING}")
         swap = self.swap
         swap.make(staging)
         try:
-            write_settings(staging, self.template, settings, self.owner[1] if self.owner else None)
+            if not self.request.empty:
+                gid = self.owner[1] if self.owner else None
+                write_settings(staging, self.template, settings, gid)
         except BaseException:
             swap.discard(staging)
             raise

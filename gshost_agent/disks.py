@@ -213,6 +213,10 @@ class Disks:
     def _at_rest(self) -> bool:
         return time.monotonic() - self.taken_at > REFILL_QUIET_SECONDS
 
+    def rest_in(self) -> float:
+        """Seconds until the node is at rest (no blank taken for REFILL_QUIET_SECONDS)."""
+        return max(0.0, self.taken_at + REFILL_QUIET_SECONDS - time.monotonic())
+
     def _take_blank(self, name: str, mount_point: Path, disk_mb: int) -> bool:
         """A blank filesystem of `disk_mb` from the pool, now the server's; False: none."""
         self.taken_at = time.monotonic()

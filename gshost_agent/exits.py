@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gshost_agent.protocol import ReportKind, last_output
+from gshost_agent.protocol import ReportKind, last_output, parse_moment
 from gshost_agent.server_state import Intent, StopReason
 
 
@@ -25,10 +25,11 @@ def exit_kind(intent: Intent) -> ReportKind | None:
 
 
 def exit_details(record: dict[str, Any], intent: Intent | None = None) -> dict[str, Any]:
-    """The report's fields from the keeper's exit record, bounded as the wire allows; a crash
-    the agent caused because the game's directory went over its disk limit says so
-    (`"reason": "disk_limit"`)."""
-    details = {"at": record["at"]} if isinstance(record.get("at"), str) else {}
+    """The report's members (`gshost_agent.protocol.Report`) from the keeper's exit record,
+    bounded as the wire allows; a crash the agent caused because the game's directory went
+    over its disk limit says so (`"reason": "disk_limit"`)."""
+    at = parse_moment(record.get("at"))
+    details: dict[str, Any] = {} if at is None else {"at": at}
     if intent is not None and intent.disk_limit:
         details["reason"] = "disk_limit"
     return details | {

@@ -197,6 +197,10 @@ class Layout:
         start takes one instead of making its own. How many were made."""
         return self.disks.refill(count, DEFAULT_DISK_MB) if self.disks is not None else 0
 
+    def disks_rest_in(self) -> float:
+        """Seconds until blank filesystems may be made (`refill_disks`); 0: now."""
+        return self.disks.rest_in() if self.disks is not None else 0.0
+
     def release_disks(self) -> None:
         """Every server's filesystem and the games' tmpfs unmounted (the agent ends with its
         games)."""
@@ -236,16 +240,18 @@ class Layout:
             return used_mb(directory)
         return readings.disk_mb(directory)
 
-    def fit_disk(self, server_id: str, disk_mb: int) -> None:
-        """Before a start: the server's filesystem sized for `disk_mb`; DiskLimitExceeded when
-        what it holds is more."""
+    def fit_disk(self, server_id: str, disk_mb: int) -> int | None:
+        """Before a start: the server's directory prepared (`prepare_server`: its own id is
+        what this returns) and its filesystem sized for `disk_mb`; DiskLimitExceeded when what
+        it holds is more."""
+        server_id_number = self.prepare_server(server_id, disk_mb)
         if self.disks is not None:
-            self.prepare_server(server_id, disk_mb)
             self.disks.fit(server_id, self.server_dir(server_id), disk_mb)
-            return
+            return server_id_number
         used = readings.disk_mb(self.server_dir(server_id))
         if used > disk_mb:
             raise DiskLimitExceeded(used, disk_mb)
+        return server_id_number
 
     def swap(self, server_id: str, disk_mb: int) -> archives.Swap:
         """How new content for the server (a restore, a move) is staged and swapped in."""
@@ -258,6 +264,12 @@ class Layout:
         directory = self.server_dir(server_id)
         if self.disks is not None:
             self.disks.remove(server_id, directory)
+        if directory.is_dir() and not directory.is_symlink():
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def remove_backups(self, server_id: str) -> None:
+        """The server's backup archives on this node gone (the server is deleted)."""
+        directory = self.backups / server_id
         if directory.is_dir() and not directory.is_symlink():
             shutil.rmtree(directory, ignore_errors=True)
 

@@ -26,7 +26,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,11 @@ NETNS_DIR = Path("/run/netns")
 # A slot claimed this long ago whose keeper never came is a crashed start's: swept.
 CLAIM_GRACE_SECONDS = 120.0
 POOL_SIZE = 8  # networks an agent keeps made ahead (AGENT_NETWORK_POOL)
+# The pool is topped up once no start has taken a network for this long, as the blank
+# filesystems are (disks.REFILL_QUIET_SECONDS): never during a burst of starts, whose games'
+# own start would wait behind `ip` for the node's cores, and whose stops then put their
+# networks back in the pool instead of removing them.
+REFILL_QUIET_SECONDS = 60.0
 COMMAND_TIMEOUT_SECONDS = 20.0
 
 
@@ -112,14 +117,31 @@ class Registry:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        self.slots.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.root, 0o700)
-        descriptor = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        """The machine's lock of the slots. Agents take it on their event loop, so it is held
+        only for file operations, never across a command."""
+        descriptor = self._lock_file("lock")
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX)
             yield
         finally:
             os.close(descriptor)
+
+    @contextlib.asynccontextmanager
+    async def rules_locked(self) -> AsyncIterator[None]:
+        """The lock of the agent's node network's rules, waited for off the event loop: agents
+        of one node network check and add its rules one at a time (else both add them)."""
+        network = "".join(filter(str.isdigit, node_network()))
+        descriptor = self._lock_file(f"rules-{network}.lock")
+        try:
+            await asyncio.to_thread(fcntl.flock, descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)
+
+    def _lock_file(self, name: str) -> int:
+        self.slots.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)
+        return os.open(self.root / name, os.O_RDWR | os.O_CREAT, 0o600)
 
     def entries(self) -> dict[int, dict[str, Any]]:
         found = {}
@@ -167,6 +189,21 @@ class Registry:
         with self.locked():
             self._write(slot, {"pooled_by": agent_pid, "port": None, "claimed_at": time.time()})
 
+    def mark_sweeping(self, slot: Slot, agent_pid: int, entry: dict[str, Any]) -> None:
+        """`slot` being removed by the agent `agent_pid` (call with the lock held); what it
+        forwards (`entry`'s port, on its node) stays taken until its rules are gone."""
+        kept: dict[str, Any] = {key: entry[key] for key in ("port", "node_network") if key in entry}
+        self._write(slot, {**kept, "swept_by": agent_pid, "claimed_at": time.time()})
+
+    def hold_unclaimed(self, slot: Slot, agent_pid: int) -> bool:
+        """`slot` marked as being swept by `agent_pid` if no entry holds it (what is left of
+        it may then be removed, and `release` frees it); False when it is claimed."""
+        with self.locked():
+            if slot.number in self.entries():
+                return False
+            self.mark_sweeping(slot, agent_pid, {})
+            return True
+
     def note_keeper(self, slot: Slot, keeper_pid: int) -> None:
         path = self.slots / f"{slot.number}.json"
         with contextlib.suppress(OSError, ValueError):
@@ -187,10 +224,12 @@ def node_network() -> str:
 
 
 def stale(entry: dict[str, Any]) -> bool:
-    """A slot nobody holds: its keeper is gone, or it never came, or (a pooled one) the agent
-    that made it is gone."""
+    """A slot nobody holds: its keeper is gone, or it never came, or (a pooled one, or one
+    being swept) the agent that holds it is gone."""
     if "pooled_by" in entry:
         return not _alive(entry["pooled_by"])
+    if "swept_by" in entry:
+        return not _alive(entry["swept_by"])
     keeper_pid = entry.get("keeper_pid")
     if keeper_pid is None:
         return float(entry.get("claimed_at", 0)) < time.time() - CLAIM_GRACE_SECONDS
@@ -265,6 +304,10 @@ class Networks:
         self.pool_size = pool_size
         self._pool: list[Slot] = []
         self._refilling: asyncio.Task[None] | None = None
+        self._refill_at = 0.0  # time.monotonic(): not before
+        # Forwarding to remove, gathered while an iptables-restore runs (stops at once).
+        self._unforwarding: list[tuple[list[str], asyncio.Future[None]]] = []
+        self._unforwarder: asyncio.Task[None] | None = None
         self._removing: set[asyncio.Task[None]] = set()
 
     async def prepare(self) -> None:
@@ -281,7 +324,7 @@ class Networks:
         self._ready = True
 
     async def _prepare_rules(self) -> None:
-        with self.registry.locked():
+        async with self.registry.rules_locked():
             for table in ("nat", "filter"):
                 present = await run(self.iptables, "-w", "-t", table, "-S", check=False)
                 restore = netrules.restore_v4(table, present)
@@ -317,16 +360,21 @@ class Networks:
         except BaseException:
             await self.close(slot, port, keep=False)
             raise
-        self.refill()
+        self.refill(after=REFILL_QUIET_SECONDS)
         return slot
 
-    def refill(self) -> None:
-        """Networks made ahead again, up to the pool's size, in the background."""
+    def refill(self, *, after: float = 0.0) -> None:
+        """Networks made ahead again, up to the pool's size, in the background: once `after`
+        seconds have passed without another call asking for later."""
+        self._refill_at = time.monotonic() + after
         if self.pool_size and (self._refilling is None or self._refilling.done()):
             self._refilling = asyncio.get_running_loop().create_task(self._refill())
 
     async def _refill(self) -> None:
         while len(self._pool) < self.pool_size:
+            if (wait := self._refill_at - time.monotonic()) > 0:
+                await asyncio.sleep(wait)  # and again if a start since asked for later
+                continue
             async with self._lock:
                 slot = self.registry.claim({"pooled_by": os.getpid()}, None)
             try:
@@ -388,13 +436,7 @@ class Networks:
         """The game's forwarding gone; its network kept for a next game (`keep`, while the
         pool is not full), else gone too (what of it exists) and its slot free."""
         if port is not None:
-            rules = "\n".join(f"-D {rule}" for rule in forwarding_rules(slot, port))
-            restore = f"*nat\n{rules}\nCOMMIT\n"
-            try:
-                await run(self.iptables_restore, "-w", "--noflush", stdin=restore)
-            except NetworkError:  # some are gone already: the others one by one
-                for rule in forwarding_rules(slot, port):
-                    await run(self.iptables, "-w", "-t", "nat", "-D", *rule.split(), check=False)
+            await self._unforward(forwarding_rules(slot, port))
         if not keep:
             await self._remove(slot)
             return
@@ -407,6 +449,41 @@ class Networks:
         task = asyncio.get_running_loop().create_task(self._remove(slot))
         self._removing.add(task)
         task.add_done_callback(self._removing.discard)
+
+    async def _unforward(self, rules: list[str]) -> None:
+        """The rules deleted; those of stops under way together go in one iptables-restore
+        (each takes the machine's xtables lock and rewrites the table: one per stop made a
+        burst of stops wait in line)."""
+        done = asyncio.get_running_loop().create_future()
+        self._unforwarding.append((rules, done))
+        if self._unforwarder is None or self._unforwarder.done():
+            self._unforwarder = asyncio.get_running_loop().create_task(self._unforward_all())
+        await done
+
+    async def _unforward_all(self) -> None:
+        while self._unforwarding:
+            batch, self._unforwarding = self._unforwarding, []
+            deleted = [rule for rules, _ in batch for rule in rules]
+            outcome: BaseException | None = None
+            try:
+                await self._delete(deleted)
+            except Exception as error:  # a helper that hung: each stop says so
+                outcome = error
+            for _, done in batch:
+                if done.done():
+                    continue
+                if outcome is None:
+                    done.set_result(None)
+                else:
+                    done.set_exception(outcome)
+
+    async def _delete(self, rules: list[str]) -> None:
+        restore = "*nat\n" + "".join(f"-D {rule}\n" for rule in rules) + "COMMIT\n"
+        try:
+            await run(self.iptables_restore, "-w", "--noflush", stdin=restore)
+        except NetworkError:  # some are gone already: the others one by one
+            for rule in rules:
+                await run(self.iptables, "-w", "-t", "nat", "-D", *rule.split(), check=False)
 
     async def _remove(self, slot: Slot) -> None:
         """The slot's pair and namespace gone (the pair first: a namespace that a dying process
@@ -430,6 +507,11 @@ class Networks:
         with self.registry.locked():
             entries = self.registry.entries()
             live = {number for number, entry in entries.items() if not stale(entry)}
+            # Marked as this agent's to remove, under the lock: another agent sweeping at the
+            # same time leaves them be, so it never removes a slot claimed anew once this one
+            # has freed it.
+            for number in set(entries) - live:
+                self.registry.mark_sweeping(Slot(number), os.getpid(), entries[number])
         for number, entry in entries.items():
             if number not in live:
                 port = entry.get("port")
@@ -440,10 +522,10 @@ class Networks:
             name = line.split(" ", 1)[0]
             digits = name.removeprefix(PREFIX)
             if name.startswith(PREFIX) and digits.isdigit() and int(digits) not in live:
-                with self.registry.locked():
-                    if int(digits) in self.registry.entries():
-                        continue  # claimed meanwhile
+                slot = Slot(int(digits))
+                if self.registry.hold_unclaimed(slot, os.getpid()):  # else claimed meanwhile
                     await run(self.ip, "netns", "delete", name, check=False)
+                    self.registry.release(slot)
         present = await run(self.iptables, "-w", "-t", "nat", "-S", "GSHOST-DNAT", check=False)
         for line in present.splitlines():
             rule = line.removeprefix("-A ")
@@ -451,8 +533,8 @@ class Networks:
             if rule == line or not address:
                 continue
             number = (int(ipaddress.IPv4Address(address)) - int(NETWORK.network_address)) // 4
-            with self.registry.locked():
-                if number in self.registry.entries():
-                    continue
+            slot = Slot(number)
+            if self.registry.hold_unclaimed(slot, os.getpid()):
                 await run(self.iptables, "-w", "-t", "nat", "-D", *rule.split(), check=False)
+                self.registry.release(slot)
         return swept

@@ -7,8 +7,8 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,38 +16,53 @@ from gshost_agent import __version__, disks
 from gshost_agent.archives import recover_directories, remove_partials
 from gshost_agent.capacity import machine_capacity
 from gshost_agent.config import Config
+from gshost_agent.console_socket import ConsoleAccess, Consoles
 from gshost_agent.control import ControlClient
 from gshost_agent.data_jobs import (
     INTERRUPTED,
     JobThreads,
+    backup_path,
     finished,
     forget_job,
     interrupted_job,
     interrupted_job_stopped_game,
 )
+from gshost_agent.files.spaces import FileSpaces
 from gshost_agent.keepers import Zygote
+from gshost_agent.launcher import Launcher
 from gshost_agent.layout import Layout, game_identity
 from gshost_agent.netns import Networks, Registry
 from gshost_agent.outbox import Outbox, deliver_forever, flush
 from gshost_agent.protocol import (
     HEARTBEAT_PLAYERS_LIMIT,
-    PROCESS_REPORTS,
+    SERVER_ID,
+    Capacity,
+    Heartbeat,
+    HeartbeatAnswer,
+    Reading,
+    Report,
     ReportKind,
     ServerState,
-    format_time,
+    SftpEndpoint,
+    moment_of,
 )
 from gshost_agent.readings import SAMPLE_SECONDS, PendingMinutes, UnsentMinutes
 from gshost_agent.sandbox import Sandboxing, detect, with_seccomp
 from gshost_agent.seccomp import FILTER_FILE as SECCOMP_FILTER_FILE
 from gshost_agent.server_state import InvalidState, MemoryRoot
+from gshost_agent.sftp.service import SftpService
 from gshost_agent.supervisor import Supervisor
 from gshost_agent.templates import GameCatalog
 from gshost_agent.transfers import Transfers
+from gshost_agent.withdrawals import Withdrawal, WithdrawalInvalid, Withdrawals
 
 logger = logging.getLogger("gshost_agent.node")
 
-SERVER_ID = re.compile(r"^srv_[0-9A-Za-z]{16,40}$")
 HEARTBEAT_SECONDS = 10
+# A heartbeat sent early (a game became ready) goes at most this often: a burst of starts
+# sends one a second, not one per game.
+EARLY_HEARTBEAT_GAP_SECONDS = 1.0
+WITHDRAWALS_TAKEN_KEPT = 1000  # the control plane keeps a withdrawal for a node 10 minutes
 JOB_THREADS = 2  # backups and restores at once; more wait their turn (disk-bound anyway)
 CGROUP_V1 = Path("/sys/fs/cgroup/memory")
 CGROUP_V2 = Path("/sys/fs/cgroup")
@@ -116,14 +131,41 @@ class Node:
                 logger.info("disks: %s", done)
         self.networks = _networks(self.sandboxing, config.network_pool)
         self.zygote = Zygote(self.layout.run / "zygote")
+        self.launcher = Launcher(
+            layout=self.layout,
+            memory_root=self.memory_root,
+            sandboxing=self.sandboxing,
+            networks=self.networks,
+            zygote=self.zygote,
+        )
         self.outbox = Outbox(self.layout.outbox)
         self.control = ControlClient(config)
         self.catalog = GameCatalog(config.games_dir)
         self.supervisors: dict[str, Supervisor] = {}
         self.jobs = JobThreads(JOB_THREADS, control=self.control)
         self.transfers = Transfers(self.layout, self.catalog)
+        # Withdrawn access: one record per process, which console sockets, SFTP sessions and
+        # file links subscribe to; the ids the control plane gave them, to say they were taken.
+        self.withdrawals = Withdrawals()
+        self.files = FileSpaces(
+            self.layout, self.catalog, config.pull_allowed_networks, withdrawals=self.withdrawals
+        )
         self.unsent_minutes = UnsentMinutes()
+        self._withdrawals_taken: dict[int, None] = {}
+        self.console_access = ConsoleAccess(self.withdrawals)
+        self.consoles = Consoles(self.console_access, self.supervisor, self.control.console_command)
+        self.sftp = SftpService(
+            host=config.bind_host,
+            port=config.sftp_port,
+            key_directory=self.layout.root / "sftp",
+            files=self.files,
+            withdrawals=self.withdrawals,
+            ask=self.control.sftp_auth,
+        )
         self._tasks: list[asyncio.Task[None]] = []
+        # Set when a game becomes ready: the next heartbeat goes at once, so the control plane
+        # shows its readings within moments, not at the next period.
+        self._beat_soon = asyncio.Event()
 
     def report(
         self,
@@ -133,20 +175,39 @@ class Node:
         *,
         exit_key: str | None = None,
     ) -> None:
+        """`details` are the report's members (`gshost_agent.protocol.Report`) but its server,
+        kind and time (now, unless they say when)."""
         if exit_key and self.outbox.exit_reported(server_id, exit_key):
             logger.info("%s: %s already reported", server_id, kind)
             return
-        body: dict[str, Any] = {
-            "server_id": server_id,
-            "kind": str(kind),
-            "at": format_time(),
-        }
-        if kind in PROCESS_REPORTS:
-            body |= {"pid": None, "exit_code": None, "signal": None, "oom": False}
-            body["last_output"] = []
-        body |= details
-        seq = self.outbox.add(body, exit_key=exit_key)
+        report = Report(server_id=server_id, kind=kind, **({"at": moment_of()} | details))
+        seq = self.outbox.add(report, exit_key=exit_key)
         logger.info("%s: %s (report %s)", server_id, kind, seq)
+        if kind == ReportKind.READY:
+            self._beat_soon.set()
+
+    def withdraw(self, message: dict[str, Any]) -> None:
+        """A withdrawal of access the control plane sent (pushed, or in a heartbeat's answer),
+        taken once per id (WithdrawalInvalid for one that is not well formed)."""
+        number = message.get("id")
+        if isinstance(number, int) and number in self._withdrawals_taken:
+            return
+        self.withdrawals.add(Withdrawal.from_json(message))
+        if isinstance(number, int) and not isinstance(number, bool):
+            self._withdrawals_taken[number] = None
+            while len(self._withdrawals_taken) > WITHDRAWALS_TAKEN_KEPT:
+                del self._withdrawals_taken[next(iter(self._withdrawals_taken))]
+
+    def _take_answer(self, answer: HeartbeatAnswer | None) -> None:
+        """What a heartbeat's answer carries: the console's keys and origins, withdrawals."""
+        if answer is None:  # not a heartbeat's answer
+            return
+        self.console_access.update(answer)
+        for message in answer.withdrawals or ():
+            try:
+                self.withdraw(message)
+            except WithdrawalInvalid as error:
+                logger.warning("a withdrawal that is not one was ignored: %s", error)
 
     def supervisor(self, server_id: str) -> Supervisor:
         """The server's supervisor, made (stopped) on first use."""
@@ -155,13 +216,10 @@ class Node:
                 server_id=server_id,
                 layout=self.layout,
                 identity=self.identity,
-                memory_root=self.memory_root,
-                sandboxing=self.sandboxing,
-                networks=self.networks,
-                zygote=self.zygote,
                 report=self.report,
                 catalog=self.catalog,
                 jobs=self.jobs,
+                launcher=self.launcher,
             )
         return self.supervisors[server_id]
 
@@ -171,53 +229,83 @@ class Node:
             return self.supervisor(server_id)
         return None
 
-    def forget(self, server_id: str) -> None:
-        """A stopped server whose data moved to another node: no trace of it stays here."""
+    def forget(self, server_id: str, *, backups: bool = False) -> None:
+        """A stopped server whose data moved to another node, or that is deleted (`backups`:
+        its backups on this node go too): no trace of it stays here. Refused while its game
+        runs, it is being sent, or a job works on its data."""
         supervisor = self.known(server_id)
-        if supervisor is not None and (supervisor.running or supervisor.transferring):
+        if supervisor is not None and (
+            supervisor.running or supervisor.transferring or supervisor.data.job is not None
+        ):
             raise InvalidState(supervisor.state)
         self.supervisors.pop(server_id, None)
         self.transfers.remove_copy(server_id)
+        if backups:
+            self.layout.remove_backups(server_id)
         self.layout.release_server(server_id)
 
-    def states(self) -> dict[str, str]:
-        return {server_id: str(sup.state) for server_id, sup in sorted(self.supervisors.items())}
+    def remove_backup(self, server_id: str, backup_id: str) -> bool:
+        """One backup's archive on this node gone (the control plane deleted the backup);
+        False when there was none. Refused while a job works on the server's data: a restore
+        may be reading it."""
+        supervisor = self.known(server_id)
+        if supervisor is not None and supervisor.data.job is not None:
+            raise InvalidState(supervisor.state)
+        try:
+            backup_path(self.layout, server_id, backup_id).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def states(self) -> dict[str, ServerState]:
+        return {server_id: sup.state for server_id, sup in sorted(self.supervisors.items())}
 
     def games(self) -> list[str]:
         return list(self.catalog.names())
 
-    async def _readings_now(self) -> tuple[dict[str, dict[str, Any]], PendingMinutes]:
-        """Each running game asked for its players first (as `GET …/players` does), then the
-        readings, read off the event loop (a server's disk use walks its directory), each with
-        its completed minutes not acknowledged yet. Those are read on the event loop, which
-        takes the samples: none is added while they are read, and every sample of a completed
-        minute is in."""
+    async def _readings_now(
+        self, *, ask_players: bool = True
+    ) -> tuple[dict[str, Reading], PendingMinutes]:
+        """Each running game asked for its players first (as `GET …/players` does; not for a
+        heartbeat sent early, which would put a question in every console), then the readings,
+        read off the event loop (a server's disk use walks its directory), each with its
+        completed minutes not acknowledged yet. Those are read on the event loop, which takes
+        the samples: none is added while they are read, and every sample of a completed minute
+        is in."""
         running = [sup for sup in self.supervisors.values() if sup.state == ServerState.RUNNING]
-        if running:
+        if running and ask_players:
             await asyncio.gather(*(sup.players() for sup in running), return_exceptions=True)
         readings = await asyncio.to_thread(self.readings)
-        stores = {server_id: sup.samples for server_id, sup in sorted(self.supervisors.items())}
+        stores = {
+            server_id: sup.readings.samples for server_id, sup in sorted(self.supervisors.items())
+        }
         pending = self.unsent_minutes.pending(stores, time.time())
         for server_id, minutes in pending.minutes.items():
-            readings.setdefault(server_id, {})["minutes"] = minutes
+            found = readings.get(server_id, Reading())
+            readings[server_id] = replace(found, minutes=tuple(minutes))
         return readings, pending
 
-    def readings(self) -> dict[str, dict[str, Any]]:
+    def readings(self) -> dict[str, Reading]:
         """For the heartbeat: each server's settings file as it is on disk, and the latest
         stats and players of every server that is not stopped (the control plane shows
         these, and never calls the node to show them)."""
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, Reading] = {}
         for server_id, supervisor in sorted(self.supervisors.items()):
-            entry: dict[str, Any] = {}
+            settings = None
             try:
-                entry["settings"] = supervisor.settings()
+                settings = supervisor.settings()
             except Exception:  # no template (yet): the file cannot be read as settings
                 logger.debug("%s: no settings to report", server_id)
-            if supervisor.state != ServerState.STOPPED:
-                players = supervisor.roster.listing()[:HEARTBEAT_PLAYERS_LIMIT]
-                entry |= supervisor.stats()
-                entry |= {"players": players, "max_players": supervisor.max_players()}
-            found[server_id] = entry
+            if supervisor.state == ServerState.STOPPED:
+                found[server_id] = Reading(settings=settings)
+                continue
+            players = supervisor.readings.roster.listing()[:HEARTBEAT_PLAYERS_LIMIT]
+            found[server_id] = Reading(
+                settings=settings,
+                stats=supervisor.stats(),
+                players=tuple(players),
+                max_players=supervisor.max_players(),
+            )
         return found
 
     async def start(self) -> None:
@@ -249,6 +337,7 @@ class Node:
                 await self.supervisor(server_id).start_after_job()
             except Exception:
                 logger.exception("%s: cannot start the game again", server_id)
+        await self.sftp.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(deliver_forever(self.outbox, self.control)),
@@ -277,27 +366,41 @@ class Node:
         return stopped_games
 
     async def _heartbeat_forever(self) -> None:
+        early = False
         while True:
-            readings, minutes = await self._readings_now()
-            body = {
-                "agent_version": __version__,
-                "outbox_id": self.outbox.outbox_id,
-                "isolation": self.sandboxing.describe(),
-                "servers": self.states(),
-                "games": self.games(),  # the templates: the control plane's game registry
-                "game_capabilities": self.catalog.capabilities(),
-                "capacity": machine_capacity(self.config.data_dir),
-                "readings": readings,
-            }
+            readings, minutes = await self._readings_now(ask_players=not early)
+            heartbeat = Heartbeat(
+                agent_version=__version__,
+                outbox_id=self.outbox.outbox_id,
+                isolation=self.sandboxing.describe(),
+                servers=self.states(),
+                games=tuple(self.games()),  # the templates: the control plane's game registry
+                game_capabilities={
+                    game: tuple(listed) for game, listed in self.catalog.capabilities().items()
+                },
+                capacity=Capacity(**machine_capacity(self.config.data_dir)),
+                readings={server_id: found.to_json() for server_id, found in readings.items()},
+                sftp=SftpEndpoint(
+                    port=self.sftp.listening_port, fingerprint=self.sftp.fingerprint or ""
+                ),
+                withdrawals_taken=tuple(self._withdrawals_taken),
+            )
             try:
-                status = await self.control.heartbeat(body)
+                status, answer = await self.control.heartbeat(heartbeat)
                 if status == 200:
                     self.unsent_minutes.acknowledge(minutes)
+                    self._take_answer(answer)
                 else:
                     logger.warning("heartbeat answered %s", status)
             except Exception as error:  # no answer: the next one will tell
                 logger.warning("heartbeat not delivered (%s)", type(error).__name__)
-            await asyncio.sleep(HEARTBEAT_SECONDS)
+            sent_at = time.monotonic()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._beat_soon.wait(), HEARTBEAT_SECONDS)
+            early = self._beat_soon.is_set()
+            if early:
+                await asyncio.sleep(sent_at + EARLY_HEARTBEAT_GAP_SECONDS - time.monotonic())
+            self._beat_soon.clear()
 
     async def _sample_forever(self) -> None:
         while True:
@@ -311,7 +414,8 @@ class Node:
             self.layout.keep_reserve()  # again, once a game that filled the disk is gone
 
     async def _refill_disks(self) -> None:
-        """The blank filesystems made ahead (as many as the networks), topped up every 10 s."""
+        """The blank filesystems made ahead (as many as the networks), topped up every 10 s,
+        or as soon as the node comes to rest within that."""
         while True:
             try:
                 count = self.config.network_pool
@@ -319,7 +423,7 @@ class Node:
                     logger.info("made %s blank filesystems ahead", made)
             except Exception:
                 logger.exception("cannot make blank filesystems ahead")
-            await asyncio.sleep(SAMPLE_SECONDS)
+            await asyncio.sleep(min(self.layout.disks_rest_in() or SAMPLE_SECONDS, SAMPLE_SECONDS))
 
     async def stop_servers(self, *, grace: float, kill_wait: float) -> None:
         """Every game stopped as its template says; killed once `grace` is over."""
@@ -340,6 +444,7 @@ class Node:
         await asyncio.to_thread(self.layout.release_disks)  # mounted again by the next agent
 
     async def close(self, *, flush_seconds: float = 0.0) -> None:
+        await self.sftp.close()
         for task in self._tasks:
             task.cancel()
         self.jobs.close()

@@ -12,10 +12,12 @@ import contextlib
 import json
 import logging
 import secrets
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from gshost_agent.keeper import write_json_atomically
+from gshost_agent.protocol import Report
 
 logger = logging.getLogger("gshost_agent.outbox")
 
@@ -58,15 +60,15 @@ class Outbox:
                         exits[entry["report"]["server_id"]] = entry["exit_key"]
         return last_seq, exits
 
-    def add(self, report: dict[str, Any], *, exit_key: str | None = None) -> int:
+    def add(self, report: Report, *, exit_key: str | None = None) -> int:
         """Keeps `report` durably under the next sequence number, which it returns. `exit_key`
         names the exit it reports (see `exit_reported`)."""
         seq = self.last_seq + 1
-        body = {"outbox_id": self.outbox_id, "seq": seq, **report}
+        body = replace(report, outbox_id=self.outbox_id, seq=seq).to_json()
         entry = {"report": body, "exit_key": exit_key}
         write_json_atomically(self.directory / f"{seq:012d}.json", entry)
         if exit_key:
-            self.exits[str(report["server_id"])] = exit_key
+            self.exits[report.server_id] = exit_key
         # The counter outlives the reports: a sequence number is never used twice.
         write_json_atomically(self.directory / STATE, {"last_seq": seq, "exits": self.exits})
         self.last_seq = seq

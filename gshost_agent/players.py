@@ -7,15 +7,16 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from datetime import datetime
 
-from gshost_agent.protocol import format_time
+from gshost_agent.protocol import Player, moment_of
 from gshost_agent.templates import PlayersSpec
 
 
 class PlayerRoster:
     def __init__(self, spec: PlayersSpec | None) -> None:
         self.spec = spec
-        self.players: dict[str, str] = {}  # name -> joined_at
+        self.players: dict[str, datetime] = {}  # name -> joined_at
         self.answered = asyncio.Event()
         self.answered_at = -1e9  # time.monotonic() of the game's last answer
         self._rows: list[str] | None = None  # a list answer in rows, being read
@@ -37,7 +38,7 @@ class PlayerRoster:
         if self._rows is not None and self._take_row(text):
             return
         if self._join and (found := self._join.search(text)):
-            self.players.setdefault(found["name"], format_time())
+            self.players.setdefault(found["name"], moment_of())
         elif self._leave and (found := self._leave.search(text)):
             self.players.pop(found["name"], None)
         elif self._pattern and (found := self._pattern.search(text)):
@@ -63,10 +64,10 @@ class PlayerRoster:
         return False
 
     def _replace(self, names: list[str]) -> None:
-        now = format_time()
+        now = moment_of()
         self.players = {name: self.players.get(name, now) for name in names if name}
         self.answered.set()
         self.answered_at = time.monotonic()
 
-    def listing(self) -> list[dict[str, str]]:
-        return [{"name": name, "joined_at": at} for name, at in self.players.items()]
+    def listing(self) -> list[Player]:
+        return [Player(name, joined_at) for name, joined_at in self.players.items()]

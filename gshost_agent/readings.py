@@ -7,20 +7,62 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 
-from gshost_agent.protocol import MAX_MINUTES_IN_READING, MINUTE_SECONDS, format_time
+from gshost_agent.protocol import MAX_MINUTES_IN_READING, MINUTE_SECONDS, Minute, moment_of
 
 SAMPLE_SECONDS = 10
 KEEP_SECONDS = 24 * 3600
 KEPT_SAMPLES = KEEP_SECONDS // SAMPLE_SECONDS
 DISK_WALK_LIMIT = 100_000  # entries; a directory beyond that is reported as far as counted
+
+
+CHILDREN_FRESH_SECONDS = 1.0
+
+
+class _Children:
+    """The machine's processes by parent, read at most once a second and shared by every
+    server's tree: finding a tree's members walks all of /proc, so a read per server made the
+    node's cost at rest grow with servers times processes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read_at = -CHILDREN_FRESH_SECONDS
+        self._by_parent: dict[int, list[int]] = {}
+
+    def descendants(self, pid: int) -> list[int]:
+        with self._lock:
+            if time.monotonic() - self._read_at >= CHILDREN_FRESH_SECONDS:
+                self._by_parent, self._read_at = _by_parent(), time.monotonic()
+            by_parent = self._by_parent
+        found, pending = [], [pid]
+        while pending:
+            children = by_parent.get(pending.pop(), [])
+            found.extend(children)
+            pending.extend(children)
+        return found
+
+
+CHILDREN = _Children()
+
+
+def _by_parent() -> dict[int, list[int]]:
+    found: dict[int, list[int]] = {}
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry.name}/stat", "rb") as file:
+                    fields = file.read().rpartition(b")")[2].split()
+                found.setdefault(int(fields[1]), []).append(int(entry.name))
+    return found
 
 
 class ProcessTree:
@@ -34,18 +76,19 @@ class ProcessTree:
         """(cpu_percent, memory_mb) of the process and every descendant; zeros once gone."""
         try:
             root = self._process(self.pid)
-            members = [root, *root.children(recursive=True)]
+            if not root.is_running():
+                return 0.0, 0.0
         except psutil.Error:
             return 0.0, 0.0
         cpu = 0.0
         memory = 0
         alive = set()
-        for member in members:
+        for pid in [self.pid, *CHILDREN.descendants(self.pid)]:
             with contextlib.suppress(psutil.Error):
-                process = self._process(member.pid)
+                process = self._process(pid)
                 cpu += process.cpu_percent(None)
                 memory += process.memory_info().rss
-                alive.add(member.pid)
+                alive.add(pid)
         self._known = {pid: process for pid, process in self._known.items() if pid in alive}
         return round(cpu, 1), round(memory / (1 << 20), 1)
 
@@ -143,7 +186,7 @@ class PendingMinutes:
 
     until: float  # the start of the minute under way when they were read: all before it are done
     servers: tuple[str, ...]  # every server read, with or without minutes to send
-    minutes: dict[str, list[dict[str, Any]]]
+    minutes: dict[str, list[Minute]]
 
 
 class UnsentMinutes:
@@ -158,7 +201,7 @@ class UnsentMinutes:
     def pending(self, stores: dict[str, SampleStore], now: float) -> PendingMinutes:
         until = now // MINUTE_SECONDS * MINUTE_SECONDS
         earliest = until - MAX_MINUTES_IN_READING * MINUTE_SECONDS
-        minutes: dict[str, list[dict[str, Any]]] = {}
+        minutes: dict[str, list[Minute]] = {}
         for server_id, store in stores.items():
             since = max(self._acknowledged_until.get(server_id, earliest), earliest)
             if since >= until:
@@ -175,10 +218,5 @@ class UnsentMinutes:
         self._acknowledged_until = dict.fromkeys(pending.servers, pending.until)
 
 
-def _minute(mean: Sample) -> dict[str, Any]:
-    return {
-        "at": format_time(mean.at),
-        "cpu_percent": mean.cpu_percent,
-        "memory_mb": mean.memory_mb,
-        "players_online": mean.players_online,
-    }
+def _minute(mean: Sample) -> Minute:
+    return Minute(moment_of(mean.at), mean.cpu_percent, mean.memory_mb, mean.players_online)

@@ -1,17 +1,23 @@
 """What the agent meant to happen to a server (the intent), what a start asks for, and the
-refusals the supervisor, the node and the API share. The states and report kinds are the
-protocol's (`gshost_agent.protocol`)."""
+refusals the supervisor, the node and the API share. The states, report kinds and start
+requests are the protocol's (`gshost_agent.protocol`)."""
 
 from __future__ import annotations
 
 import enum
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from gshost_agent import keeper
-from gshost_agent.protocol import COMMAND_LIMIT, ReportKind, ServerState
+from gshost_agent.protocol import (
+    COMMAND_LIMIT,
+    DEFAULT_PLAN,
+    ReportKind,
+    ServerState,
+    StartRequest,
+)
 
 INTENT = "intent.json"
 
@@ -63,20 +69,7 @@ class Reporter(Protocol):
     ) -> None: ...
 
 
-DEFAULT_DISK_MB = 10240
-DEFAULT_CPU_PERCENT = 100
-DEFAULT_PROCESSES = 256
-
-
-@dataclass(frozen=True)
-class StartRequest:
-    game: str
-    port: int
-    memory_mb: int
-    settings: dict[str, Any] = field(default_factory=dict)
-    disk_mb: int = DEFAULT_DISK_MB
-    cpu_percent: int = DEFAULT_CPU_PERCENT
-    processes: int = DEFAULT_PROCESSES
+DEFAULT_DISK_MB = DEFAULT_PLAN.disk_mb
 
 
 @dataclass

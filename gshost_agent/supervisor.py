@@ -1,5 +1,6 @@
-"""One object per game server owning its state, its keeper, its console and its readings (in
-the manner of Wings' server/power.go and crash.go).
+"""One object per game server owning its state, its power and its exits (in the manner of
+Wings' server/power.go and crash.go); its console is a `ConsoleHistory`, its readings a
+`GameReadings`, and a launch goes through the node's `Launcher`.
 
 What the agent wanted when a game ends decides what the exit was: the intent (`intent.json` in
 the server's run directory) says whether a stop was asked for and whether the game was ready,
@@ -17,41 +18,35 @@ import re
 import signal
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gshost_agent.archives import Archived
-from gshost_agent.data_jobs import JobRequest, JobThreads, ServerData
+from gshost_agent.console_history import ConsoleHistory, LineListener
+from gshost_agent.data_jobs import JobThreads, ServerData
 from gshost_agent.exits import exit_details, exit_key, exit_kind
-from gshost_agent.keepers import KeeperGone, KeeperHandle, Zygote
-from gshost_agent.layout import GameIdentity, Layout, game_python
-from gshost_agent.netns import Networks, Slot
-from gshost_agent.players import PlayerRoster
+from gshost_agent.game_readings import GameReadings, max_players
+from gshost_agent.keepers import KeeperGone, KeeperHandle
+from gshost_agent.launcher import Launch, Launcher
+from gshost_agent.layout import GameIdentity, Layout
 from gshost_agent.protocol import (
     LAST_OUTPUT_LINES,
+    ConsoleOutput,
+    JobRequest,
     ReportKind,
     ServerState,
-    format_time,
+    StartRequest,
+    Stats,
     last_output,
     parse_time,
 )
-from gshost_agent.readings import ProcessTree, Sample, SampleStore
-from gshost_agent.sandbox import (
-    GAME_FILES_INSIDE,
-    SANDBOX_PROCESSES,
-    GameBox,
-    Sandboxing,
-    sandboxed_command,
-    seccomp_argument,
-)
+from gshost_agent.readings import SampleStore
 from gshost_agent.server_state import (
     Busy,
     Intent,
     InvalidState,
-    MemoryRoot,
     Reporter,
-    StartRequest,
     StopReason,
     console_command_checked,
 )
@@ -61,15 +56,8 @@ from gshost_agent.transfers import Transfers
 
 logger = logging.getLogger("gshost_agent.supervisor")
 
-HELD_LINES = 1000
-PLAYERS_ANSWER_SECONDS = 2.0
-# A game's answer this recent is not asked again: every question is a line in its console.
-PLAYERS_FRESH_SECONDS = 5.0
-
-# How a start gets its keeper (run directory, spec, zygote): `KeeperHandle.spawn`; and how a
-# new agent reaches the keeper an earlier one left (run directory): `KeeperHandle`. The unit
-# tests pass fakes.
-KeeperSpawner = Callable[[Path, dict[str, Any], Zygote | None], Awaitable[KeeperHandle]]
+# How a new agent reaches the keeper an earlier one left (run directory): `KeeperHandle`. The
+# unit tests pass a fake.
 KeeperAttacher = Callable[[Path], KeeperHandle]
 
 
@@ -80,14 +68,10 @@ class Supervisor:
         server_id: str,
         layout: Layout,
         identity: GameIdentity,
-        memory_root: MemoryRoot | None,
         report: Reporter,
         catalog: GameCatalog,
         jobs: JobThreads,
-        sandboxing: Sandboxing | None = None,
-        networks: Networks | None = None,
-        zygote: Zygote | None = None,
-        spawn_keeper: KeeperSpawner = KeeperHandle.spawn,
+        launcher: Launcher,
         attach_keeper: KeeperAttacher = KeeperHandle,
     ) -> None:
         self.server_id = server_id
@@ -102,26 +86,20 @@ class Supervisor:
         self.catalog = catalog
         self.layout = layout
         self.identity = identity
-        self.memory_root = memory_root
-        self.sandboxing = sandboxing or Sandboxing(False, "not asked for", allow_unsandboxed=True)
-        self.networks = networks
-        self.zygote = zygote
-        self.spawn_keeper = spawn_keeper
+        self.launcher = launcher
         self.attach_keeper = attach_keeper
         self.report = report
         self.run_dir = layout.run_dir(server_id)
-        self.state = ServerState.STOPPED
+        self.console_history = ConsoleHistory()
+        # Told each change of state, on the event loop, as it happens: the server's live
+        # console sockets (console_socket.py), as `console_listeners` are told each line.
+        self.state_listeners: list[Callable[[ServerState], None]] = []
+        self._state = ServerState.STOPPED
         self.intent: Intent | None = None
         self.template: GameTemplate | None = None
         self.keeper: KeeperHandle | None = None
         self.pid: int | None = None
-        self.started_at: float | None = None
-        self.lines: deque[tuple[int, str, bool]] = deque(maxlen=HELD_LINES)  # n, text, daemon
-        self.last_n = 0
-        self._keeper_n = 0  # the keeper numbers from 1 at each start
-        self.roster = PlayerRoster(None)
-        self.tree: ProcessTree | None = None
-        self.samples = SampleStore(layout.samples / f"{server_id}.jsonl")
+        self.readings = GameReadings(SampleStore(layout.samples / f"{server_id}.jsonl"))
         self.ended = asyncio.Event()
         self._watch: asyncio.Task[None] | None = None
         self._timer: asyncio.Task[None] | None = None
@@ -129,8 +107,31 @@ class Supervisor:
         self.transferring = False  # its data is being sent to another node: nothing starts
 
     @property
+    def state(self) -> ServerState:
+        return self._state
+
+    @state.setter
+    def state(self, state: ServerState) -> None:
+        changed, self._state = state != self._state, state
+        if changed:
+            for listener in list(self.state_listeners):
+                listener(state)
+
+    @property
     def running(self) -> bool:
         return self.state != ServerState.STOPPED
+
+    @property
+    def console_listeners(self) -> list[LineListener]:
+        return self.console_history.listeners
+
+    @property
+    def lines(self) -> deque[tuple[int, str, bool]]:
+        return self.console_history.lines
+
+    @property
+    def last_n(self) -> int:
+        return self.console_history.last_n
 
     # Power ----------------------------------------------------------------------------------
 
@@ -139,7 +140,7 @@ class Supervisor:
             if self.running:
                 raise InvalidState(self.state)
             self._refuse_while_busy()
-            self.sandboxing.check_can_start()
+            self.launcher.sandboxing.check_can_start()
             template = self.catalog.get(request.game)
             settings_for(template, request.settings)  # refused before anything is touched
             try:
@@ -247,130 +248,34 @@ class Supervisor:
     async def _launch(self, request: StartRequest, state: ServerState) -> None:
         template = self.catalog.get(request.game)
         settings = settings_for(template, request.settings)
-        # Its filesystem sized for this plan (DiskLimitExceeded: it holds more), off the loop.
-        await asyncio.to_thread(self.layout.fit_disk, self.server_id, request.disk_mb)
+        # Its directory, and its filesystem sized for this plan (DiskLimitExceeded: it holds
+        # more), off the loop.
+        uid = await asyncio.to_thread(self.layout.fit_disk, self.server_id, request.disk_mb)
         self.state = state
         self.template = template
-        self.lines.clear()
-        self.roster = PlayerRoster(template.players)
+        self.readings.run_begins(template)
         self.ended.clear()
         self.keeper = None
-        gid = self.layout.prepare_server(self.server_id, request.disk_mb)
         directory = self.layout.server_dir(self.server_id)
-        write_settings(directory, template, settings, gid)
+        write_settings(directory, template, settings, uid)
         run_dir = self.layout.prepare_run_dir(self.server_id)
-        self.intent = Intent(request=request, line_base=self.last_n)
-        self._keeper_n = 0
-        self.intent.save(run_dir)
-        game_files = self.layout.install_game_files(template)
-        argv = self._command(template, request, game_files)
-        root = self.memory_root
-        spec: dict[str, Any] = {
-            "server_id": self.server_id,
-            "argv": argv,
-            "env": dict(template.environment),  # unsandboxed: the game's own exec
-            "cwd": str(directory),
-            "uid": gid,  # the server's own id (None: the agent's user)
-            "gid": gid,
-            "memory_mb": request.memory_mb,
-            "cgroup": str(root.path / self.server_id) if root else "",
-            "cgroup_version": root.version if root else 0,
-        }
-        if self.sandboxing.sandboxed and root is not None:
-            spec |= {
-                "sandboxed": True,
-                "cgroup_pids": str(root.pids / self.server_id) if root.pids else "",
-                "cgroup_cpu": str(root.cpu / self.server_id) if root.cpu else "",
-                "processes": request.processes + SANDBOX_PROCESSES,
-                "cpu_percent": request.cpu_percent,
-            }
-            sandboxed = await self._sandbox(request, argv, directory, game_files, gid)
-            spec |= self._helpers_spec(sandboxed)
-        try:
-            self.keeper = await self.spawn_keeper(run_dir, spec, self.zygote)
-        except BaseException:
-            await self._close_network()
-            raise
-        if self.intent.network is not None and self.networks is not None:
-            keeper_pid = (self.keeper.game() or {}).get("keeper_pid")
-            if isinstance(keeper_pid, int):
-                self.networks.registry.note_keeper(Slot(self.intent.network[0]), keeper_pid)
+        self.intent = Intent(request=request, line_base=self.console_history.run_begins())
+        launch = Launch(self.server_id, request, template, self.intent, directory, run_dir, uid)
+        self.keeper = await self.launcher.launch(launch)
         self._attach()
 
-    async def _sandbox(
-        self,
-        request: StartRequest,
-        argv: list[str],
-        directory: Path,
-        game_files: Path,
-        gid: int | None,
-    ) -> list[str]:
-        """The game's network made, and `argv` run in its sandbox."""
-        assert self.networks is not None and self.intent is not None
-        assert self.template is not None and gid is not None
-        owner = {"server_id": self.server_id, "data_dir": str(self.layout.root)}
-        slot = await self.networks.open(owner, request.port)
-        self.intent.network = [slot.number, request.port]
-        self.intent.save(self.run_dir)
-        box = GameBox(
-            netns=slot.netns_path,
-            server_dir=directory,
-            game_files=game_files,
-            uid=gid,
-            gid=gid,
-            memory_mb=request.memory_mb,
-            environment=dict(self.template.environment),
-        )
-        return sandboxed_command(self.sandboxing, box, argv)
-
-    def _helpers_spec(self, sandboxed: list[str]) -> dict[str, Any]:
-        """How the keeper runs root's helpers of a sandboxed game: from `/`, with nothing of
-        the template's (bubblewrap gives the game its environment), and the seccomp filter."""
-        return {
-            "argv": sandboxed,
-            "env": {},
-            "cwd": "/",
-            "seccomp": {
-                "path": self.sandboxing.seccomp_filter,
-                "argument": seccomp_argument(sandboxed),
-            },
-        }
-
     async def _close_network(self) -> None:
-        """The sandbox's network gone, once its game has ended (or never started)."""
-        intent = self.intent
-        if intent is None or intent.network is None or self.networks is None:
-            return
-        slot, port = intent.network
-        try:
-            await self.networks.close(Slot(slot), port)
-        except Exception:  # the next agent's sweep removes what is left
-            logger.exception("%s: cannot remove the game's network", self.server_id)
-        intent.network = None
-        intent.save(self.run_dir)
-
-    def _command(
-        self, template: GameTemplate, request: StartRequest, game_files: Path
-    ) -> list[str]:
-        values = {
-            "{python}": game_python(),
-            "{game_files}": GAME_FILES_INSIDE if self.sandboxing.sandboxed else str(game_files),
-            "{port}": str(request.port),
-            "{memory_mb}": str(request.memory_mb),
-            "{server_id}": self.server_id,
-        }
-        # Whole placeholders only, each argument on its own: never a shell line.
-        return [_substitute(argument, values) for argument in template.command]
+        await self.launcher.close_network(self.server_id, self.intent, self.run_dir)
 
     def _attach(self) -> None:
         assert self.keeper is not None and self.template is not None and self.intent is not None
         game = self.keeper.game() or {}
         self.pid = game.get("pid")
-        self.started_at = parse_time(game.get("started_at"))
-        self.tree = ProcessTree(self.pid) if self.pid else None
+        started_at = parse_time(game.get("started_at"))
+        self.readings.follow(self.pid, started_at)
         self._watch = asyncio.get_running_loop().create_task(self._follow())
         if not self.intent.ready and self.intent.stop == StopReason.NONE:
-            elapsed = time.time() - (self.started_at or time.time())
+            elapsed = time.time() - (started_at or time.time())
             self._arm(self._ready_deadline(self.template.ready_timeout_seconds - elapsed))
         elif self.intent.stop != StopReason.NONE:
             self._arm(self._kill_after(self.template.stop_timeout_seconds))
@@ -423,7 +328,7 @@ class Supervisor:
         assert self.keeper is not None
         handle = self.keeper
         while True:
-            async for item in handle.follow(self._keeper_n):
+            async for item in handle.follow(self.console_history.keeper_n):
                 if "exit" in item:
                     await self._on_exit(item["exit"])
                     return
@@ -438,14 +343,11 @@ class Supervisor:
 
     def _on_line(self, n: int, text: str, daemon: bool = False) -> None:
         intent, template = self.intent, self.template
-        if n <= self._keeper_n or intent is None or template is None:
+        if intent is None or template is None or not self.console_history.take(n, text, daemon):
             return
-        self._keeper_n = n
-        self.last_n = intent.line_base + n
-        self.lines.append((self.last_n, text, daemon))
         if daemon:  # the keeper's notice: not the game's, so neither a player nor its ready
             return
-        self.roster.on_line(text)
+        self.readings.on_line(text)
         if intent.ready:
             return
         if re.search(template.ready_pattern, text):
@@ -470,12 +372,10 @@ class Supervisor:
             self.report(self.server_id, kind, details, exit_key=exit_key(record))
         intent.active = False
         # The keeper counted them all, also those of a run that ended while the agent was away.
-        self.last_n = max(self.last_n, intent.line_base + int(record.get("lines") or 0))
-        intent.last_line = self.last_n
+        intent.last_line = self.console_history.run_ended(int(record.get("lines") or 0))
         intent.save(self.run_dir)
         self.state = ServerState.STOPPED
-        self.tree = None
-        self.roster.clear()
+        self.readings.run_ended()
         restart = intent.restart_with if intent.stop == StopReason.RESTART else None
         if restart is not None and await self._relaunch(restart, ServerState.RESTARTING):
             return
@@ -523,13 +423,13 @@ class Supervisor:
             return
         self.intent = intent
         self.template = self.catalog.get(intent.request.game)
-        self.roster = PlayerRoster(self.template.players)
+        self.readings.run_begins(self.template)
         if not intent.active:  # it ended and was reported: stopped, numbered on from there
-            self.last_n = intent.last_line
+            self.console_history.last_n = intent.last_line
             await self._close_network()  # where the agent before ended before it could
             return
         self.keeper = self.attach_keeper(self.run_dir)
-        self.last_n = intent.line_base
+        self.console_history.run_resumed(intent.line_base)
         if intent.stop in (StopReason.HALT, StopReason.NODE):
             self.state = ServerState.STOPPING
         elif intent.stop == StopReason.RESTART:
@@ -544,27 +444,16 @@ class Supervisor:
     # Readings -------------------------------------------------------------------------------
 
     async def players(self) -> dict[str, Any]:
-        template = self.template
-        fresh = time.monotonic() - self.roster.answered_at < PLAYERS_FRESH_SECONDS
-        if self.state == ServerState.RUNNING and template and template.players and not fresh:
-            self.roster.answered.clear()
+        async def ask(command: str) -> None:
             with contextlib.suppress(KeeperGone):
-                await self._write(template.players.command)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self.roster.answered.wait(), PLAYERS_ANSWER_SECONDS)
-        listing = self.roster.listing()
+                await self._write(command)
+
+        running = self.state == ServerState.RUNNING
+        listing = await self.readings.players(self.template, running, ask)
         return {"count": len(listing), "max": self.max_players(), "players": listing}
 
     def max_players(self) -> int | None:
-        template = self.template
-        if template is None or template.players is None or not template.players.max_setting:
-            return None
-        key = template.players.max_setting
-        settings = read_settings(self.layout.server_dir(self.server_id), template)
-        for value in (settings.get(key, ""), template.default_settings().get(key, "")):
-            if value.isdigit():
-                return int(value)
-        return None
+        return max_players(self.layout.server_dir(self.server_id), self.template)
 
     def settings(self) -> dict[str, str]:
         template = self.template
@@ -575,23 +464,10 @@ class Supervisor:
             return {}
         return read_settings(self.layout.server_dir(self.server_id), template)
 
-    def stats(self) -> dict[str, Any]:
-        cpu, memory = self.tree.usage() if self.tree and self.running else (0.0, 0.0)
-        uptime = 0
-        if self.running and self.started_at is not None:
-            uptime = int(time.time() - self.started_at)
-        return {
-            "state": str(self.state),
-            "sampled_at": format_time(),
-            "cpu_percent": cpu,
-            "memory_mb": memory,
-            "memory_limit_mb": self.intent.request.memory_mb if self.intent else None,
-            "disk_mb": self.layout.disk_used_mb(self.server_id),
-            "network_in_kbps": None,
-            "network_out_kbps": None,
-            "players_online": len(self.roster.players),
-            "uptime_seconds": uptime,
-        }
+    def stats(self) -> Stats:
+        memory_limit_mb = self.intent.request.memory_mb if self.intent else None
+        disk_used_mb = self.layout.disk_used_mb(self.server_id)
+        return self.readings.stats(self.state, memory_limit_mb, disk_used_mb)
 
     async def watch_disk(self) -> None:
         """A game whose directory holds more than its plan's disk_mb is stopped (killed: what
@@ -617,21 +493,7 @@ class Supervisor:
             await self._signal(signal.SIGKILL)
 
     def sample(self) -> None:
-        if self.state == ServerState.STOPPED or self.tree is None:
-            return
-        cpu, memory = self.tree.usage()
-        self.samples.add(Sample(time.time(), cpu, memory, len(self.roster.players)))
+        self.readings.sample(self.state)
 
-    def console_after(self, after: int, limit: int = 200) -> dict[str, Any]:
-        lines = [_console_line(*line) for line in self.lines if line[0] > after][:limit]
-        return {"lines": lines, "last": self.last_n}
-
-
-def _console_line(n: int, text: str, daemon: bool) -> dict[str, Any]:
-    return {"n": n, "text": text, "daemon": True} if daemon else {"n": n, "text": text}
-
-
-def _substitute(argument: str, values: dict[str, str]) -> str:
-    for placeholder, value in values.items():
-        argument = argument.replace(placeholder, value)
-    return argument
+    def console_after(self, after: int, limit: int = 200) -> ConsoleOutput:
+        return self.console_history.after(after, limit)

@@ -64,6 +64,9 @@ class GameTemplate:
     settings_file: str
     settings_format: str
     settings_fields: tuple[SettingField, ...] = field(default=())
+    # gitignore patterns of paths no customer may read, write, rename or delete through the
+    # file routes or SFTP (gshost_agent.files.jail)
+    file_denylist: tuple[str, ...] = ()
     directory: Path = GAMES_DIR  # where the template (and its files) came from
 
     def default_settings(self) -> dict[str, str]:
@@ -104,6 +107,7 @@ def load_template(name: str, directory: Path = GAMES_DIR) -> GameTemplate:
             SettingField(**{**spec, "choices": tuple(spec.get("choices", ()))})
             for spec in settings.get("fields", ())
         ),
+        file_denylist=tuple(str(pattern) for pattern in data.get("file_denylist", ())),
         directory=directory,
     )
 

@@ -30,7 +30,7 @@ from gshost_agent import archives, bucket
 from gshost_agent.data_jobs import SERVER_FILE
 from gshost_agent.keeper import write_json_atomically
 from gshost_agent.layout import Layout
-from gshost_agent.protocol import ServerState
+from gshost_agent.protocol import ArchiveReceipt, ServerState, transfer_route
 from gshost_agent.server_state import DEFAULT_DISK_MB, InvalidState
 from gshost_agent.templates import GameCatalog
 
@@ -301,7 +301,7 @@ async def _upload(
         "Content-Length": str(archived.size_bytes),
         "Content-Type": "application/gzip",
     }
-    url = f"{target_url}/v1/transfers/{server_id}/archive"
+    url = target_url + transfer_route(server_id, "archive")
     try:
         async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as session:
             body = _read_chunks(archive)
@@ -321,13 +321,10 @@ async def _upload(
 async def _receipt(answer: aiohttp.ClientResponse) -> tuple[int, str] | None:
     """The size and SHA-256 the target says it received, or None when it says neither."""
     try:
-        body = await answer.json(content_type=None)
-        size, sha256 = body["size_bytes"], body["sha256"]
-    except (ValueError, TypeError, KeyError, aiohttp.ClientError):
+        receipt = ArchiveReceipt.from_json(await answer.json(content_type=None))
+    except (ValueError, aiohttp.ClientError):  # ProtocolError too
         return None
-    if not isinstance(size, int) or isinstance(size, bool) or not isinstance(sha256, str):
-        return None
-    return size, sha256.lower()
+    return receipt.size_bytes, receipt.sha256
 
 
 async def _read_chunks(archive: Path) -> AsyncIterator[bytes]:

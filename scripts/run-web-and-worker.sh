@@ -11,6 +11,7 @@
 #   PORT            web port (8000)
 #   RECEIVER_PORT   the receiver's port (8443)
 #   AGENT_PORT      the local agent's HTTPS port (8444)
+#   AGENT_SFTP_PORT the local agent's SFTP port (2022)
 #   AGENT_DATA_DIR  the local agent's data (run/demo/agent/data)
 #   DEMO=1          also run `manage.py demo` with a webhook to the receiver and the node `local`
 set -uo pipefail
@@ -23,6 +24,7 @@ RECEIVER_PORT=${RECEIVER_PORT:-8443}
 RUN_DIR=${RUN_DIR:-run/demo}
 STOP_GRACE_SECONDS=${STOP_GRACE_SECONDS:-6}
 AGENT_PORT=${AGENT_PORT:-8444}
+AGENT_SFTP_PORT=${AGENT_SFTP_PORT:-2022}
 AGENT_STOP_SECONDS=3
 groups=()
 agent_group=""
@@ -95,8 +97,8 @@ trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
 trap 'stop_all; exit 129' HUP
 
-taken=$(taken_ports "$PORT" "$RECEIVER_PORT" "$AGENT_PORT")
-for setting in PORT RECEIVER_PORT AGENT_PORT; do
+taken=$(taken_ports "$PORT" "$RECEIVER_PORT" "$AGENT_PORT" "$AGENT_SFTP_PORT")
+for setting in PORT RECEIVER_PORT AGENT_PORT AGENT_SFTP_PORT; do
   if grep -qx "${!setting}" <<<"$taken"; then
     echo "make run: port ${!setting} ($setting) is taken on 127.0.0.1" >&2
   fi
@@ -123,9 +125,29 @@ export DEBUG=${DEBUG:-true}
 
 # The local agent's files, under the checkout (never a predictable path in /tmp: the agent
 # refuses a data directory someone else made first). Its games see their own directory only,
-# inside their sandboxes, so it need not be reachable by the game user from outside.
+# inside their sandboxes; the sandbox is built as the game's own user, so every directory above
+# the data directory must let others through (x), never list or write (the agent's certificate
+# and keys beside it are 0600).
 AGENT_DIR="$RUN_DIR/agent"
-AGENT_DATA_DIR=${AGENT_DATA_DIR:-"$AGENT_DIR/data"}
+mkdir -p "$AGENT_DIR" && chmod 711 "$AGENT_DIR"
+# A checkout under a directory others cannot pass (root's home is 0700) keeps the agent's data
+# in root's own /var/lib instead, one directory per checkout.
+passable() {
+  local dir
+  dir=$(cd "$1" && pwd -P)
+  while [[ "$dir" != / ]]; do
+    [[ $(stat -c %A "$dir") == ?????????[xt] ]] || return 1
+    dir=$(dirname "$dir")
+  done
+}
+if [[ -z "${AGENT_DATA_DIR:-}" ]]; then
+  AGENT_DATA_DIR="$AGENT_DIR/data"
+  if [[ $(id -u) == 0 ]] && ! passable "$AGENT_DIR"; then
+    checkout_id=$(cd "$AGENT_DIR" && pwd -P | sha256sum | cut -c1-16)
+    mkdir -p /var/lib/gshost-demo && chmod 711 /var/lib/gshost-demo
+    AGENT_DATA_DIR="/var/lib/gshost-demo/$checkout_id"
+  fi
+fi
 (umask 077 && mkdir -p "$AGENT_DATA_DIR")
 
 if [[ "${DEMO:-0}" == 1 ]]; then
@@ -148,7 +170,7 @@ if [[ "${DEMO:-0}" == 1 ]]; then
   # The node agent: it reports to the web server over loopback (plain HTTP is accepted only
   # there) and, on Ctrl-C, stops its games. Then the demo's servers are started on it.
   setsid env AGENT_TOKEN="$(cat "$AGENT_DIR/token")" AGENT_CONTROL_URL="http://127.0.0.1:$PORT" \
-    AGENT_DATA_DIR="$AGENT_DATA_DIR" AGENT_BIND="127.0.0.1:$AGENT_PORT" \
+    AGENT_DATA_DIR="$AGENT_DATA_DIR" AGENT_BIND="127.0.0.1:$AGENT_PORT" AGENT_SFTP_PORT="$AGENT_SFTP_PORT" \
     AGENT_TLS_CERT="$AGENT_DIR/cert.pem" AGENT_TLS_KEY="$AGENT_DIR/key.pem" \
     "$PY" -m gshost_agent --stop-servers-on-exit &
   agent_group=$!

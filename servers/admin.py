@@ -43,7 +43,14 @@ from servers.models import (
     ServerTransition,
     SettingChange,
 )
-from servers.services import server_create
+from servers.runtime import host_traits
+from servers.services import (
+    server_create,
+    server_delete_request,
+    server_reinstall_request,
+    server_suspend,
+    server_unsuspend,
+)
 from servers.simulated.mishaps import mishap_crash, mishap_fail_start
 
 
@@ -60,7 +67,7 @@ class ServerAdminForm(forms.ModelForm):
         model = Server
         fields = (
             "organization", "name", "game", "address", "memory_mb", "disk_mb", "cpu_percent",
-            "processes", "restart_on_crash", "disabled_capabilities",
+            "processes", "backups_limit", "restart_on_crash", "disabled_capabilities",
         )  # fmt: skip
 
     # The node and port are chosen when the server is created, by the placement rule.
@@ -151,20 +158,23 @@ class ServerAdmin(admin.ModelAdmin):
     form = ServerAdminForm
     list_display = (
         "name", "id", "organization", "game", "state", "node", "address", "memory_mb",
-        "restart_on_crash", "created_at",
+        "restart_on_crash", "suspended_at", "delete_requested_at", "created_at",
     )  # fmt: skip
     list_filter = ("game", "state", "node", "organization")
     search_fields = ("name", "id", "organization__name", "organization__slug")
+    # Suspension, reinstall and deletion are asked through their services (servers.desired
+    # carries them out), never set by hand.
     readonly_fields = (
         "id", "node", "port", "state", "state_changed_at", "desired_settings",
-        "reported_settings", "created_at", "updated_at",
+        "reported_settings", "suspended_at", "reinstall_requested_at", "delete_requested_at",
+        "created_at", "updated_at",
     )  # fmt: skip
     list_select_related = ("organization", "node")
     autocomplete_fields = ("organization",)
     inlines = (TransitionInline,)
     actions = (
         "simulate_crash", "simulate_fail_start", "simulate_migrate", "migrate_to_node",
-        "rebuild_on_node",
+        "rebuild_on_node", "suspend", "unsuspend", "reinstall",
     )  # fmt: skip
 
     def save_model(self, request: HttpRequest, obj: Server, form: Any, change: bool) -> None:
@@ -180,6 +190,7 @@ class ServerAdmin(admin.ModelAdmin):
             address=obj.address,
             plan=Plan.of(obj),
             restart_on_crash=obj.restart_on_crash,
+            backups_limit=obj.backups_limit,
             actor=Actor.person(PanelContext.from_request(request)),
         )
         Server.objects.filter(id=created.id).update(disabled_capabilities=obj.disabled_capabilities)
@@ -187,6 +198,44 @@ class ServerAdmin(admin.ModelAdmin):
         for field in Server._meta.concrete_fields:
             setattr(obj, field.attname, getattr(created, field.attname))
         obj._state.adding = False
+
+    @admin.action(description="Suspend: stop the game, refuse the customer every action")
+    def suspend(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
+        actor = Actor.person(PanelContext.from_request(request))
+
+        def act(server: Server) -> str:
+            server_suspend(server=server, actor=actor)
+            return "suspended; its game is stopped once its node answers."
+
+        _each(request, queryset, act)
+
+    @admin.action(description="Unsuspend (the game is not started)")
+    def unsuspend(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
+        actor = Actor.person(PanelContext.from_request(request))
+        _each(request, queryset, lambda s: _unsuspended(server_unsuspend(server=s, actor=actor)))
+
+    @admin.action(description="Reinstall: an empty directory once its node answers (backups kept)")
+    def reinstall(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
+        actor = Actor.person(PanelContext.from_request(request))
+
+        def act(server: Server) -> str:
+            server_reinstall_request(server=server, actor=actor)
+            return "to be reinstalled once its node answers (its game stopped first)."
+
+        _each(request, queryset, act)
+
+    def delete_model(self, request: HttpRequest, obj: Server) -> None:
+        self.delete_queryset(request, Server.objects.filter(id=obj.id))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
+        """Deletion as the Application API asks it: customers lose the server at once; its
+        game, directory and backups go when its node answers, then its rows."""
+        actor = Actor.person(PanelContext.from_request(request))
+        for server in queryset.filter(delete_requested_at__isnull=True):
+            try:
+                server_delete_request(server=server, actor=actor)
+            except DomainError as refused:
+                messages.error(request, f"{server.name}: {refusal_message(refused)}")
 
     @admin.action(description="Crash now: kill the game (running or restarting servers)")
     def simulate_crash(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
@@ -251,6 +300,10 @@ class ServerAdmin(admin.ModelAdmin):
             "servers": queryset.select_related("node"),
         }
         return TemplateResponse(request, "admin/servers/rebuild_on_node.html", context)
+
+
+def _unsuspended(server: Server) -> str:
+    return f"not suspended; it is {server.state}."
 
 
 def _state(server: Server) -> str:
@@ -342,12 +395,13 @@ class NodeAdmin(admin.ModelAdmin):
     fields = (
         "name", "kind", "url", "address", "first_port", "last_port", "ca_pem",
         "memory_mb", "disk_mb", "cpu_percent", "overallocate_percent", "tags", "drained",
-        "isolation", "games", "last_heartbeat_at", "agent_version", "outbox_id",
-        "last_report_seq", "created_at",
+        "isolation", "games", "sftp_port", "sftp_host_key_fingerprint", "last_heartbeat_at",
+        "agent_version", "outbox_id", "last_report_seq", "created_at",
     )  # fmt: skip
     readonly_fields = (
         "name", "kind", "first_port", "last_port", "drained", "isolation", "games",
-        "last_heartbeat_at", "agent_version", "outbox_id", "last_report_seq", "created_at",
+        "sftp_port", "sftp_host_key_fingerprint", "last_heartbeat_at", "agent_version",
+        "outbox_id", "last_report_seq", "created_at",
     )  # fmt: skip
     search_fields = ("name", "address", "url")
     actions = ("drain", "undrain", "rotate_token")
@@ -400,7 +454,7 @@ class NodeAdmin(admin.ModelAdmin):
 
     @admin.action(description="Rotate the token (shown once; the agent needs the new one)")
     def rotate_token(self, request: HttpRequest, queryset: QuerySet[Node]) -> HttpResponse | None:
-        agents = [node for node in queryset if node.is_agent]
+        agents = [node for node in queryset if host_traits(node).has_token]
         if len(agents) != 1:
             messages.error(request, "Choose exactly one agent node to rotate its token.")
             return None
@@ -415,6 +469,7 @@ class NodeAdmin(admin.ModelAdmin):
 def _committed(load: NodeLoad, committed: int, capacity: int | None) -> str:
     """`3072 of 8192 MB` (with overallocation: `of 8192 MB + 20 %`); `3072 MB` without one."""
     if capacity is None:
-        return f"{committed} MB" + ("" if load.node.is_agent else " (no limit)")
+        limited = host_traits(load.node).measures_capacity
+        return f"{committed} MB" + ("" if limited else " (no limit)")
     over = load.node.overallocate_percent
     return f"{committed} of {capacity} MB" + (f" + {over} %" if over else "")

@@ -1,7 +1,8 @@
 """Crash restarts: a game that crashes while it runs (not a failed start) is started again
 RESTART_DELAY later, unless the server's `restart_on_crash` is off, it crashed within
-CRASH_LOOP_WINDOW of its last start (a crash loop), its node is unreachable, or its node
-stopped it for going over its disk (`disk_limit`); then it stays stopped. server.crashed
+CRASH_LOOP_WINDOW of its last start (a crash loop), its node is unreachable, its node
+stopped it for going over its disk (`disk_limit`), or it is suspended, to be reinstalled or
+deleted (servers.desired); then it stays stopped. server.crashed
 says which (`will_restart`); the start it gets is an ordinary one
 (server.started), which the state history calls automatic (`AUTOMATIC_CAUSE`).
 
@@ -39,9 +40,11 @@ def restart_due(
 ) -> datetime | None:
     """When the crash this `trigger` reports is followed by an automatic start; None when
     it is not (a failed start, the setting off, over its disk limit, a crash loop, an
-    unreachable node)."""
+    unreachable node, a server suspended, to be reinstalled or deleted)."""
     if trigger != Trigger.CRASH or not server.restart_on_crash:
         return None
+    if server.suspended or server.reinstall_requested_at or server.deleting:
+        return None  # what was asked of it wants the game stopped
     if crash is not None and crash.reason == DISK_LIMIT:
         return None
     if server.node.state(crashed_at) != NodeState.ONLINE:

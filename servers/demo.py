@@ -22,6 +22,7 @@ from servers.fleet.nodes import (
 )
 from servers.game.capabilities import Capability, is_supported
 from servers.models import Node, Server
+from servers.runtime import host_traits
 from servers.schedules import ScheduleInput, schedule_create
 
 DEMO_SCHEDULES: dict[str, tuple[ScheduleInput, ...]] = {
@@ -54,7 +55,7 @@ def ensure_demo_extras(servers: list[Server], owner: User) -> None:
     # A made-up finished backup, so the simulated node has one to show; a server on a real
     # node gets only the backups its node really made. Outside any transaction, as every
     # backup is begun: `backup_create` hands the job to the server's node after its commit.
-    simulated = [s for s in servers if not s.node.is_agent]
+    simulated = [s for s in servers if host_traits(s.node).invents_readings]
     backed_up = [s for s in simulated if is_supported(s, Capability.BACKUPS)][:1]
     if backed_up and not backed_up[0].backups.exists():
         _backup, job = backup_create(server=backed_up[0], actor=actor, name="First backup")

@@ -27,6 +27,14 @@ class InvalidState(InvalidStateKind):
         super().__init__(message or f"Not allowed while the server is {state}.", state=state)
 
 
+class ServerSuspended(InvalidStateKind):
+    """Every customer action on a suspended server (power, console, files, SFTP, backups,
+    restores, schedules) is refused until the integration that suspended it unsuspends it."""
+
+    code = "server_suspended"
+    default_message = "This server is suspended."
+
+
 class NodeRefused(InvalidState):
     """The node's agent refused a request this side found allowed (its game does not run
     there, another job runs): a 409 to the customer, a failed schedule run."""
@@ -201,10 +209,6 @@ class InvalidNodeRequest(InvalidInput):
         self.field = field
 
 
-class InvalidReading(InvalidInput):
-    """A server's reading in a heartbeat that is not sound: it is left out, as if not sent."""
-
-
 class AgentError(InvalidStateKind):
     """The agent answered with an error status (`status`), its own `agent_code` and `message`
     (either may be empty: callers say what the node refused)."""
@@ -226,3 +230,29 @@ class UploadNotOpen(NotFound):
     """No upload of that backup is under way for this node: no URL is given."""
 
     default_message = "No upload of that backup is under way on this node."
+
+
+class SftpLoginRefused(NotPermitted):
+    """An SFTP login the control plane refuses: wrong credentials, no membership or
+    `files:sftp`, or a server of another node. One answer for all, so the node learns only
+    that it was refused (the reason is logged here)."""
+
+    code = "sftp_login_refused"
+    default_message = "The SFTP login is refused."
+
+
+class LiveConsoleNotSupported(NotSupported):
+    """A server of the simulated node: its console is the mirror only, no websocket."""
+
+    def __init__(self) -> None:
+        message = "This server's node has no live console; read GET /servers/{id} instead."
+        super().__init__(message, capability="console")
+
+
+class ConsoleTokenRefused(NotPermitted):
+    """A console token a node passed on (a `send command` over a socket) that is not valid
+    here: bad signature, expired, for another node or server, or its key or person no longer
+    holds access. The node tells the socket `access_withdrawn`-style errors by this code."""
+
+    code = "token_refused"
+    default_message = "The console token is not valid, or its access was withdrawn."

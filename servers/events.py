@@ -1,4 +1,4 @@
-"""Publishing the eight events for a server, through the webhooks app's one publish function.
+"""Publishing the events of a server, through the webhooks app's one publish function.
 
 Called inside the transaction of the change that caused the event: the delivery rows are
 written in that transaction and their attempts queued when it commits.

@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from accounts.models import Organization, User
 from gshost.ids import new_id
+from gshost_agent import protocol
 
 
 def new_server_id() -> str:
@@ -72,6 +73,9 @@ class Node(models.Model):
     # The agent's outbox and the highest report sequence number applied from it.
     outbox_id = models.CharField(max_length=100, blank=True, default="")
     last_report_seq = models.BigIntegerField(default=0)
+    # Until when its heartbeats look for withdrawals it has not taken (set when one is
+    # recorded for it): a heartbeat at any other time reads nothing of them.
+    withdrawals_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     # Capacity (CONTRACT §15.1): null until staff set it or the agent's first heartbeat tells
     # its machine's (total memory, free disk of its data directory, 100 x its cores).
@@ -86,13 +90,12 @@ class Node(models.Model):
     games = models.JSONField(default=list, blank=True)
     # Each game's capabilities as its template lists them: {"name": ["backups", …]}.
     game_capabilities = models.JSONField(default=dict, blank=True)
+    # Its agent's SFTP, as its heartbeat tells: the port (None: not served) and host key.
+    sftp_port = models.PositiveIntegerField(null=True, blank=True)
+    sftp_host_key_fingerprint = models.CharField(max_length=100, blank=True, default="")
 
     def __str__(self) -> str:
         return self.name
-
-    @property
-    def is_agent(self) -> bool:
-        return self.kind == NodeKind.AGENT
 
     @property
     def port_count(self) -> int:
@@ -100,7 +103,7 @@ class Node(models.Model):
 
     def state(self, now: datetime | None = None) -> NodeState:
         """Online with a heartbeat in the last 30 s; the simulated node is always online."""
-        if not self.is_agent:
+        if self.kind == NodeKind.SIMULATED:
             return NodeState.ONLINE
         moment = now or timezone.now()
         heard = self.last_heartbeat_at
@@ -110,11 +113,13 @@ class Node(models.Model):
 
 
 class ServerState(models.TextChoices):
-    STOPPED = "stopped", "Stopped"
-    STARTING = "starting", "Starting"
-    RUNNING = "running", "Running"
-    STOPPING = "stopping", "Stopping"
-    RESTARTING = "restarting", "Restarting"
+    """The node protocol's states (`gshost_agent.protocol.ServerState`), with their labels."""
+
+    STOPPED = protocol.ServerState.STOPPED.value, "Stopped"
+    STARTING = protocol.ServerState.STARTING.value, "Starting"
+    RUNNING = protocol.ServerState.RUNNING.value, "Running"
+    STOPPING = protocol.ServerState.STOPPING.value, "Stopping"
+    RESTARTING = protocol.ServerState.RESTARTING.value, "Restarting"
 
 
 class Server(models.Model):
@@ -144,10 +149,25 @@ class Server(models.Model):
     disk_mb = models.PositiveIntegerField(default=10240)
     cpu_percent = models.PositiveIntegerField(default=100)  # 100 = one core
     processes = models.PositiveIntegerField(default=256)
+    backups_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="How many backups it keeps: a new one deletes the oldest beyond it. "
+        "0: none are made; empty: no limit.",
+    )
     restart_on_crash = models.BooleanField(default=True)
     # When a crash is to be followed by an automatic start (docs/nodes.md, "Crash restarts");
     # cleared by that start, or by any other move of the state before it.
     restart_due_at = models.DateTimeField(null=True, blank=True)
+    # Set by the Application API's suspend, cleared by unsuspend: customers are refused every
+    # action (servers.errors.ServerSuspended) while it is set.
+    suspended_at = models.DateTimeField(null=True, blank=True)
+    # Asked for by the Application API and carried out when the node answers
+    # (servers.desired): a reinstall (an empty directory, backups kept), and a deletion (the
+    # game stopped, its directory and backups removed, then this row). A server being deleted
+    # is not found by customers from the moment it is asked.
+    reinstall_requested_at = models.DateTimeField(null=True, blank=True)
+    delete_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [
@@ -158,6 +178,14 @@ class Server(models.Model):
                 condition=models.Q(restart_due_at__isnull=False),
                 name="server_restart_due",
             ),
+            # What the convergence loop looks at: few rows, found without a scan.
+            models.Index(
+                fields=["id"],
+                condition=models.Q(suspended_at__isnull=False)
+                | models.Q(reinstall_requested_at__isnull=False)
+                | models.Q(delete_requested_at__isnull=False),
+                name="server_desired_pending",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=["node", "port"], name="one_server_per_node_port")
@@ -165,6 +193,14 @@ class Server(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"
+
+    @property
+    def suspended(self) -> bool:
+        return self.suspended_at is not None
+
+    @property
+    def deleting(self) -> bool:
+        return self.delete_requested_at is not None
 
 
 class ServerTransition(models.Model):
@@ -271,10 +307,12 @@ class Backup(models.Model):
 
 
 class JobKind(models.TextChoices):
-    BACKUP = "backup", "Backup"
-    RESTORE = "restore", "Restore"
-    WIPE = "wipe", "Wipe"
-    REINSTALL = "reinstall", "Reinstall"
+    """The node protocol's job kinds (`gshost_agent.protocol.JobKind`), with their labels."""
+
+    BACKUP = protocol.JobKind.BACKUP.value, "Backup"
+    RESTORE = protocol.JobKind.RESTORE.value, "Restore"
+    WIPE = protocol.JobKind.WIPE.value, "Wipe"
+    REINSTALL = protocol.JobKind.REINSTALL.value, "Reinstall"
 
 
 class JobState(models.TextChoices):
@@ -481,3 +519,19 @@ class SettingChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}: {self.previous_value} -> {self.new_value}"
+
+
+class PendingWithdrawal(models.Model):
+    """A withdrawal of access (gshost.withdrawals) a node has not said it holds yet: pushed to
+    its agent at once, and carried by each heartbeat's answer until the agent lists it as
+    taken, or for WITHDRAWAL_KEPT (a console token lives 5 minutes; docs/console.md)."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="pending_withdrawals")
+    message = models.JSONField()  # gshost_agent.withdrawals.Withdrawal.to_json()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["node", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}: {self.message.get('reason', '')}"

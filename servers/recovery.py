@@ -26,7 +26,8 @@ CATCH_UP_SECONDS = 5.0
 
 def finish_overdue_work() -> None:
     """Overdue simulated transitions, jobs and migrations; due schedules and config events;
-    backups whose object was not yet deleted."""
+    backups whose object was not yet deleted; suspensions, reinstalls and deletions whose
+    node answers again."""
     tick()
 
 

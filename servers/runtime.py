@@ -1,15 +1,17 @@
 """The runtime boundary: everything the control plane asks of the hosts that run servers.
 
-Requests (start, stop, restart, run a job, push settings, kill) are made after the requesting
-service has recorded its decision and committed, never inside a transaction nor holding a row
-lock: a node that does not answer then holds up only its own caller, and a refusal is recorded
-as an outcome (a start not taken is a failed start). A move to a new address is the simulated
-node's alone (`address_mover`). The host later reports what happened
+Requests (start, stop, restart, run a job, push settings, kill, remove) are made after the
+requesting service has recorded its decision and committed, never inside a transaction nor
+holding a row lock: a node that does not answer then holds up only its own caller, and a
+refusal is recorded as an outcome (a start not taken is a failed start). A move to a new
+address is the simulated node's alone (`address_mover`). The host later reports what happened
 through the services (`server_transition`, `job_*`, `migration_complete`; agents through
 `servers.agents.reports`), which own the state. Readings (players, stats, metrics, actual
 settings, console lines) are answered at once.
 
-Each server's node decides its runtime (`get_runtime(server)`): the simulated node has
+Each server's node decides its runtime (`get_runtime(server)`) and what its host offers beyond
+the requests (`host_traits(node)`): callers ask what a host does, never which kind it is. The
+simulated node has
 `servers.simulated.runtime.SimulatedRuntime` (or the `SERVER_RUNTIME` setting), which finishes
 every request after `SIMULATED_RUNTIME_DELAY_SECONDS` through the task queue and invents
 plausible, deterministic readings; an agent node has `servers.agents.runtime.AgentRuntime`,
@@ -28,7 +30,7 @@ from django.utils.module_loading import import_string
 
 from gshost import process_state
 from servers.errors import NotOnAgentNodes
-from servers.models import Job, Server, ServerMigration
+from servers.models import Job, Node, NodeKind, Server, ServerMigration
 
 DEFAULT_RUNTIME = "servers.simulated.runtime.SimulatedRuntime"
 AGENT_RUNTIME = "servers.agents.runtime.AgentRuntime"
@@ -101,6 +103,14 @@ class Runtime(Protocol):
     def run_job(self, job: Job) -> None: ...
     def push_settings(self, server: Server) -> None: ...
     def kill(self, server: Server) -> None: ...
+    def remove(self, server: Server) -> None:
+        """The server's copy on its host gone, its backups there too (a deletion); the
+        game must be stopped."""
+        ...
+
+    def remove_backup(self, server: Server, backup_id: str) -> None:
+        """A deleted backup's archive kept on the server's host gone (gone already: fine)."""
+        ...
 
     def players(self, server: Server, now: datetime) -> PlayerList: ...
     def stats(self, server: Server, now: datetime) -> StatsSample: ...
@@ -113,6 +123,46 @@ class Runtime(Protocol):
     def sweep(self, now: datetime) -> None:
         """Called every minute: finish or time out whatever is overdue."""
         ...
+
+
+@dataclass(frozen=True)
+class HostTraits:
+    """What the hosts of a node kind offer besides the Runtime's requests."""
+
+    forwards_ports: bool  # each server is given a port of the node's range
+    measures_capacity: bool  # memory and disk are the node's own, counted by placement
+    serves_files: bool  # the file API and SFTP
+    serves_live_console: bool  # console sockets straight to the node
+    keeps_backups_in_bucket: bool  # with object storage configured
+    moves_between_nodes: bool  # data and all; otherwise to a new address (`address_mover`)
+    has_token: bool  # the node signs in to the control plane with a token of its own
+    invents_readings: bool  # made-up readings and mishaps (`simulate`), no real game
+
+
+AGENT_TRAITS = HostTraits(
+    forwards_ports=True,
+    measures_capacity=True,
+    serves_files=True,
+    serves_live_console=True,
+    keeps_backups_in_bucket=True,
+    moves_between_nodes=True,
+    has_token=True,
+    invents_readings=False,
+)
+SIMULATED_TRAITS = HostTraits(
+    forwards_ports=False,
+    measures_capacity=False,
+    serves_files=False,
+    serves_live_console=False,
+    keeps_backups_in_bucket=False,
+    moves_between_nodes=False,
+    has_token=False,
+    invents_readings=True,
+)
+
+
+def host_traits(node: Node) -> HostTraits:
+    return AGENT_TRAITS if node.kind == NodeKind.AGENT else SIMULATED_TRAITS
 
 
 @cache
@@ -134,7 +184,7 @@ class AddressMover(Protocol):
 
 def address_mover(server: Server) -> AddressMover:
     """The simulated node's runtime; NotOnAgentNodes for a server on an agent node."""
-    if server.node.is_agent:
+    if host_traits(server.node).moves_between_nodes:
         raise NotOnAgentNodes(
             "A server on an agent node moves to another node, not to an address: "
             "`simulate SERVER_ID migrate --node NAME` or the admin's Migrate to node…."
@@ -145,8 +195,7 @@ def address_mover(server: Server) -> AddressMover:
 
 def get_runtime(server: Server) -> Runtime:
     """The runtime of the server's node."""
-    node = server.node
-    return _load(AGENT_RUNTIME) if node.is_agent else simulated_runtime()
+    return _load(AGENT_RUNTIME) if server.node.kind == NodeKind.AGENT else simulated_runtime()
 
 
 def runtime_sweep(now: datetime) -> None:

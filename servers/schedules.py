@@ -4,7 +4,8 @@ Each run fires command_schedule.executed. A run whose status the schedule alerts
 command_schedule.alert (reason run_status) and emails the schedule's creator. A schedule
 whose slots pass without a run (the worker was down) catches up with one run for the latest
 slot; the slots before it are missed, and `alert_after_missed` of them in a row fire one
-alert (reason missed_runs).
+alert (reason missed_runs). While the server is suspended its schedules cannot be changed or
+run now (409 server_suspended), and their runs are `skipped`, saying so.
 """
 
 import logging
@@ -22,7 +23,13 @@ from audit.actors import Actor
 from audit.services import PanelAction
 from gshost.errors import InvalidInput
 from servers import events
-from servers.errors import InvalidSchedule, InvalidState, NodeRefused, NodeUnavailable
+from servers.errors import (
+    InvalidSchedule,
+    InvalidState,
+    NodeRefused,
+    NodeUnavailable,
+    ServerSuspended,
+)
 from servers.models import (
     ALERTABLE_STATUSES,
     RunStatus,
@@ -32,6 +39,7 @@ from servers.models import (
     Server,
 )
 from servers.services import clean_command, command_deliver
+from servers.suspension import refuse_if_suspended
 from webhooks.events import Event
 
 logger = logging.getLogger(__name__)
@@ -106,6 +114,7 @@ def schedule_create(
     *, server: Server, data: ScheduleInput, created_by: User | None, actor: Actor
 ) -> Schedule:
     data = data.cleaned()
+    refuse_if_suspended(server)
     with transaction.atomic():
         now = timezone.now()
         schedule = Schedule.objects.create(
@@ -118,6 +127,7 @@ def schedule_create(
 def schedule_update(*, schedule: Schedule, data: ScheduleInput, actor: Actor) -> Schedule:
     """New settings; the next slot is counted afresh from now (nothing is caught up)."""
     data = data.cleaned()
+    refuse_if_suspended(schedule.server)
     with transaction.atomic():
         fields = _fields(data, timezone.now())
         Schedule.objects.filter(id=schedule.id).update(**fields)
@@ -139,6 +149,7 @@ def schedule_set_enabled(*, schedule: Schedule, enabled: bool, actor: Actor) -> 
 
 
 def schedule_delete(*, schedule: Schedule, actor: Actor) -> None:
+    refuse_if_suspended(schedule.server)
     with transaction.atomic():
         _audit(actor, schedule.server)
         schedule.delete()
@@ -146,6 +157,7 @@ def schedule_delete(*, schedule: Schedule, actor: Actor) -> None:
 
 def schedule_run_now(*, schedule: Schedule, actor: Actor) -> ScheduleRun:
     """Run Now, whether or not the schedule is enabled; its timing is left alone."""
+    refuse_if_suspended(schedule.server)
     sent = _send(schedule, schedule.server)
     with transaction.atomic():
         run = _record_run(schedule, RunTrigger.RUN_NOW, None, sent)
@@ -156,7 +168,9 @@ def schedule_run_now(*, schedule: Schedule, actor: Actor) -> ScheduleRun:
 def schedules_run_due(now: datetime | None = None) -> int:
     """Run every enabled schedule whose slot has come; returns how many ran."""
     now = now or timezone.now()
-    due = Schedule.objects.filter(enabled=True, next_run_at__lte=now)
+    due = Schedule.objects.filter(
+        enabled=True, next_run_at__lte=now, server__delete_requested_at__isnull=True
+    )
     ran = 0
     for schedule in due.select_related("server", "created_by").order_by("next_run_at"):
         ran += _run_due(schedule, now)
@@ -244,7 +258,7 @@ def _send(schedule: Schedule, server: Server) -> tuple[RunStatus, str]:
         sent = command_deliver(server=server, command=schedule.command, actor=actor)
     except (NodeUnavailable, NodeRefused, InvalidInput) as refused:  # unreachable, or refused
         return RunStatus.FAILED, refused.message
-    except InvalidState as refused:  # not running: the run is skipped
+    except (InvalidState, ServerSuspended) as refused:  # not running or suspended: skipped
         return RunStatus.SKIPPED, refused.message
     return (RunStatus.SUCCEEDED if sent.accepted else RunStatus.FAILED), sent.output
 

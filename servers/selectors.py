@@ -26,16 +26,22 @@ from servers.models import (
 OnServer = TypeVar("OnServer", Backup, Schedule, ConfigEvent)
 
 
+def servers_live() -> QuerySet[Server]:
+    """Every server whose deletion was not asked: a server being deleted is not found by
+    anyone but staff from that moment (its removal happens when its node answers)."""
+    return Server.objects.filter(delete_requested_at__isnull=True)
+
+
 def server_ids_in_organization(organization_id: str, server_ids: Iterable[str]) -> set[str]:
     wanted = list(server_ids)
     if not wanted:
         return set()
-    found = Server.objects.filter(organization_id=organization_id, id__in=wanted)
+    found = servers_live().filter(organization_id=organization_id, id__in=wanted)
     return set(found.values_list("id", flat=True))
 
 
 def server_list_for_organization(organization_id: str) -> QuerySet[Server]:
-    return Server.objects.filter(organization_id=organization_id)
+    return servers_live().filter(organization_id=organization_id)
 
 
 def server_list_for_key(key: KeyRecord) -> QuerySet[Server]:
@@ -49,7 +55,7 @@ def server_get_for_key(key: KeyRecord, server_id: str) -> Server:
     """The server, or ServerNotFound: the same answer for foreign, restricted or absent."""
     if not key.allows_server(server_id):
         raise ServerNotFound()
-    servers = Server.objects.select_related("node")
+    servers = servers_live().select_related("node")
     server = servers.filter(organization_id=key.organization_id, id=server_id).first()
     if server is None:
         raise ServerNotFound()
@@ -95,7 +101,11 @@ def job_get_for_key(key: KeyRecord, job_id: str) -> Job:
     in the path is a job's)."""
     job = (
         Job.objects.select_related("server")
-        .filter(id=job_id, server__organization_id=key.organization_id)
+        .filter(
+            id=job_id,
+            server__organization_id=key.organization_id,
+            server__delete_requested_at__isnull=True,
+        )
         .first()
     )
     if job is None or not key.allows_server(job.server_id):
@@ -146,3 +156,15 @@ def setting_changes_for_server(server: Server) -> QuerySet[SettingChange]:
 
 def config_event_get_for_server(server: Server, event_id: str) -> ConfigEvent:
     return _one_on_server(ConfigEvent, server, event_id, "config event")
+
+
+def server_last_start_at(server: Server) -> datetime | None:
+    """When the server's game was last asked to start (a start or a restart), if ever."""
+    return (
+        ServerTransition.objects.filter(
+            server=server, to_state__in=[ServerState.STARTING, ServerState.RESTARTING]
+        )
+        .order_by("-at")
+        .values_list("at", flat=True)
+        .first()
+    )

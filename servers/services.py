@@ -15,12 +15,20 @@ from audit.actors import Actor
 from audit.services import PanelAction
 from gshost import handoff
 from gshost.errors import DomainError
+from gshost.withdrawals import withdraw_access
+from gshost_agent.protocol import COMMAND_LIMIT
 from servers import events
 from servers.crash_restarts import AUTOMATIC_CAUSE, RESTART_DELAY, restart_due
-from servers.errors import InvalidCommand, InvalidState, NodeRefused, NodeUnavailable
+from servers.errors import (
+    InvalidCommand,
+    InvalidState,
+    NodeRefused,
+    NodeUnavailable,
+    ServerNotFound,
+)
 from servers.fleet.moves import format_address
 from servers.fleet.nodes import allocate_port, node_require_reachable
-from servers.fleet.placement import Plan, place
+from servers.fleet.placement import Plan, place, resize_refusal
 from servers.game.registry import default_game, template
 from servers.lifecycle import REQUESTS, CrashDetails, Move, Trigger, move
 from servers.models import (
@@ -30,13 +38,14 @@ from servers.models import (
     ServerState,
     ServerTransition,
 )
-from servers.runtime import get_runtime
+from servers.runtime import get_runtime, host_traits
 from servers.selectors import server_busy_job
+from servers.suspension import refuse_if_suspended
 from webhooks.events import Event
 
 logger = logging.getLogger(__name__)
 
-MAX_COMMAND_LENGTH = 1000
+MAX_COMMAND_LENGTH = COMMAND_LIMIT  # the protocol's: what an agent takes
 
 
 class PowerAction(StrEnum):
@@ -55,9 +64,11 @@ def server_create(
     plan: Plan | None = None,
     tags: Sequence[str] = (),
     restart_on_crash: bool = True,
+    backups_limit: int | None = None,
     actor: Actor,
 ) -> Server:
     """A new server of the organization with its plan; it starts `stopped`; `actor` audits it.
+    It keeps `backups_limit` backups (None: every one; servers.backups.jobs).
 
     Without `node`, on the node the placement rule picks (`servers.fleet.placement`): online, not
     drained, with the `tags`, offering the game, with a free port and room for the plan.
@@ -74,9 +85,10 @@ def server_create(
             game=game or default_game(chosen),
             node=chosen,
             restart_on_crash=restart_on_crash,
+            backups_limit=backups_limit,
             **plan.fields(),
         )
-        if chosen.is_agent:
+        if host_traits(chosen).forwards_ports:
             server.port = allocate_port(chosen)
             server.address = format_address(chosen.address, server.port)
         else:
@@ -164,15 +176,26 @@ def _refusal(trigger: Trigger, state: str) -> str:
 def server_power(*, server: Server, action: PowerAction, actor: Actor) -> Server:
     """Ask for start, stop or restart. The move is recorded and committed first, then the
     node is asked (never inside the transaction, nor holding a lock); the runtime reports the
-    outcome later. A node known to be unreachable is refused at once, with nothing recorded;
-    a node that then does not take the request has that recorded (`request_not_taken`) and
-    the refusal raised."""
+    outcome later. A suspended server is refused (409 server_suspended), whoever asks; a node
+    known to be unreachable is refused at once, with nothing recorded; a node that then does
+    not take the request has that recorded (`request_not_taken`) and the refusal raised."""
+    refuse_if_suspended(Server.objects.only("suspended_at").get(id=server.id))
+    return power_request(server=server, action=action, actor=actor)
+
+
+def power_request(*, server: Server, action: PowerAction, actor: Actor) -> Server:
+    """`server_power` without the suspension rule: the platform's own stop of a suspended
+    server, or of one being reinstalled or deleted (servers.desired)."""
     node_require_reachable(server)
     with transaction.atomic():
         if action == PowerAction.START:
             busy = server_busy_job(server)
             if busy is not None:
                 message = f"A {busy.kind} job ({busy.id}) must finish before the server starts."
+                raise InvalidState(server.state, message)
+            pending = Server.objects.filter(id=server.id, reinstall_requested_at__isnull=False)
+            if pending.exists():
+                message = "The server is to be reinstalled: it starts again once that is done."
                 raise InvalidState(server.state, message)
         server = server_transition(
             server_id=server.id, trigger=Trigger(action.value), cause=actor.describe()
@@ -300,9 +323,11 @@ def is_stop_command(server: Server, command: str) -> bool:
 
 def command_deliver(*, server: Server, command: str, actor: Actor) -> ConsoleCommand:
     """Hand the command to the runtime (outside any transaction of ours) and keep it in the
-    console log. Needs `running`. The game's own stop command is a request to stop: the
-    server goes `stopping` first (committed), so the exit that follows is server.stopped."""
+    console log. Needs `running`, and a server that is not suspended. The game's own stop
+    command is a request to stop: the server goes `stopping` first (committed), so the exit
+    that follows is server.stopped."""
     current = Server.objects.select_related("node").get(id=server.id)
+    refuse_if_suspended(current)
     if current.state != ServerState.RUNNING:
         raise InvalidState(current.state, "Console commands need a running server.")
     node_require_reachable(current)
@@ -325,3 +350,133 @@ def command_deliver(*, server: Server, command: str, actor: Actor) -> ConsoleCom
         accepted=result.accepted,
         output=result.output[:5000],
     )
+
+
+# Desired state (the Application API): recorded at once, whatever the node; carried out when
+# the node answers by servers.desired, from a task queued after commit and from every tick.
+
+CONVERGE_TASK = "servers.tasks.server_converge"
+SUSPENDED_REASON = "server suspended"
+DELETED_REASON = "server deleted"
+
+
+def _live_locked(server: Server) -> Server:
+    """The server's row, locked; ServerNotFound once its deletion was asked."""
+    current = Server.objects.select_for_update().filter(id=server.id).first()
+    if current is None or current.deleting:
+        raise ServerNotFound()
+    return current
+
+
+def _converge_after_commit(server: Server) -> None:
+    handoff.after_commit(async_task, CONVERGE_TASK, server.id)
+
+
+def server_suspend(*, server: Server, actor: Actor) -> Server:
+    """Suspended now, also while its node is down: every customer action on it is refused
+    (409 server_suspended), its console sockets and SFTP sessions are closed (a withdrawal),
+    and server.suspended fires; its game is stopped once its node answers. Suspending a
+    suspended server changes nothing and fires nothing."""
+    with transaction.atomic():
+        current = _live_locked(server)
+        if current.suspended_at is None:
+            now = timezone.now()
+            Server.objects.filter(id=current.id).update(
+                suspended_at=now, restart_due_at=None, updated_at=now
+            )
+            current.suspended_at, current.restart_due_at = now, None
+            withdraw_access(reason=SUSPENDED_REASON, server_ids=[current.id])
+            events.publish(current, Event.SERVER_SUSPENDED, {}, occurred_at=now)
+            _converge_after_commit(current)
+        actor.audit(
+            organization_id=current.organization_id,
+            action=PanelAction.SERVER_SUSPEND,
+            server_id=current.id,
+        )
+    return current
+
+
+def server_unsuspend(*, server: Server, actor: Actor) -> Server:
+    """No longer suspended: customers may act on it again; server.unsuspended fires. Its game
+    is not started. Unsuspending a server that is not suspended changes nothing."""
+    with transaction.atomic():
+        current = _live_locked(server)
+        if current.suspended_at is not None:
+            now = timezone.now()
+            Server.objects.filter(id=current.id).update(suspended_at=None, updated_at=now)
+            current.suspended_at = None
+            events.publish(current, Event.SERVER_UNSUSPENDED, {}, occurred_at=now)
+        actor.audit(
+            organization_id=current.organization_id,
+            action=PanelAction.SERVER_UNSUSPEND,
+            server_id=current.id,
+        )
+    return current
+
+
+def server_reinstall_request(*, server: Server, actor: Actor) -> Server:
+    """A reinstall, recorded now and carried out when its node answers: the game stopped if
+    it runs, then its directory emptied (its settings file written afresh); its backups are
+    kept, and it stays stopped. Asked again before it is done, it is still one reinstall."""
+    with transaction.atomic():
+        current = _live_locked(server)
+        if current.reinstall_requested_at is None:
+            now = timezone.now()
+            Server.objects.filter(id=current.id).update(
+                reinstall_requested_at=now, restart_due_at=None, updated_at=now
+            )
+            current.reinstall_requested_at, current.restart_due_at = now, None
+            _converge_after_commit(current)
+        actor.audit(
+            organization_id=current.organization_id,
+            action=PanelAction.SERVER_REINSTALL,
+            server_id=current.id,
+        )
+    return current
+
+
+def server_delete_request(*, server: Server, actor: Actor) -> None:
+    """A deletion, recorded now: from this moment customers find no such server (404) and
+    its console and SFTP sessions are closed. Carried out when its node answers: the game
+    stopped, its directory and its backups (on the node and in the bucket) removed, then its
+    rows. A server already being deleted is not found (ServerNotFound)."""
+    with transaction.atomic():
+        current = _live_locked(server)
+        now = timezone.now()
+        Server.objects.filter(id=current.id).update(
+            delete_requested_at=now, restart_due_at=None, updated_at=now
+        )
+        current.delete_requested_at = now
+        withdraw_access(reason=DELETED_REASON, server_ids=[current.id])
+        _converge_after_commit(current)
+        actor.audit(
+            organization_id=current.organization_id,
+            action=PanelAction.SERVER_DELETE,
+            server_id=current.id,
+        )
+
+
+def server_change(
+    *, server: Server, name: str | None = None, plan: Plan | None = None, actor: Actor
+) -> Server:
+    """Rename the server and/or give it a new plan. A running game keeps the limits it was
+    started with: the new ones apply at its next start. NoNodeFits when its node has no room
+    for the new plan."""
+    with transaction.atomic():
+        current = Server.objects.select_for_update().get(id=server.id)
+        if plan is not None and (refused := resize_refusal(current, plan)) is not None:
+            raise refused
+        fields: dict[str, object] = {} if name is None else {"name": name}
+        if plan is not None:
+            fields.update(plan.fields())
+        changed = {key: value for key, value in fields.items() if getattr(current, key) != value}
+        if changed:
+            for key, value in changed.items():
+                setattr(current, key, value)
+            current.save(update_fields=[*changed, "updated_at"])
+            actor.audit(
+                organization_id=current.organization_id,
+                action=PanelAction.SERVER_UPDATE,
+                server_id=current.id,
+            )
+    return current

@@ -10,6 +10,8 @@ from servers.agents.minutes import server_minutes_purge_expired
 from servers.agents.rebuild import server_rebuild_run
 from servers.agents.transfers import migration_to_node_run, migrations_to_node_expire
 from servers.backups.storage import backups_deleting_finish
+from servers.desired import desired_state_converge
+from servers.desired import server_converge as desired_server_converge
 from servers.game.config_events import config_events_apply_due
 from servers.runtime import runtime_sweep, simulated_runtime
 from servers.schedules import schedules_run_due
@@ -46,7 +48,7 @@ def crash_restart(due: str) -> None:
 
 def tick() -> None:
     """Every minute: overdue runtime work, due command schedules, due config events, backups
-    left deleting.
+    left deleting, suspensions, reinstalls and deletions not carried out yet.
     Each part runs even if another fails, so one bad row cannot stall the rest."""
     now = timezone.now()
     parts = (
@@ -56,12 +58,19 @@ def tick() -> None:
         config_events_apply_due,
         migrations_to_node_expire,
         backups_deleting_finish,
+        desired_state_converge,
     )
     for part in parts:
         try:
             part(now)
         except Exception:
             logger.exception("servers tick: %s failed", getattr(part, "__name__", part))
+
+
+def server_converge(server_id: str) -> None:
+    """Queued after a suspension, reinstall or deletion commits: its first step now (the tick
+    takes the next ones)."""
+    desired_server_converge(server_id=server_id)
 
 
 def migration_to_node(migration_id: int) -> None:

@@ -6,11 +6,22 @@ checkout (DEBUG=true) is for running, never for the tests.
 Set in the environment, so the processes tests start (gunicorn, qcluster) get it too.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key-" + "x1y2z3" * 6)
 os.environ.setdefault("ENV_FILE", os.devnull)
 # Staff tests sign in to /admin/ with force_login; the tests of the rule turn it on themselves.
 os.environ.setdefault("ADMIN_REQUIRE_2FA", "false")
+
+
+# Metrics of its own for each test run (its workers and servers inherit it): /metrics adds up
+# every process's files in the directory, and two runs at once, or a `make run` of the same
+# checkout, would otherwise count each other's requests and attempts.
+if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="gshost-test-metrics-")
+    atexit.register(shutil.rmtree, os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
 
 from gshost.settings import *  # noqa: F403

@@ -8,7 +8,7 @@ from pathlib import Path
 import grimp
 
 ROOT = Path(__file__).resolve().parent.parent
-CONTROL_PLANE = ("accounts", "audit", "gshost", "servers", "webhooks")
+CONTROL_PLANE = ("accounts", "application", "audit", "gshost", "servers", "webhooks")
 
 
 def test_it_keeps_every_import_contract() -> None:

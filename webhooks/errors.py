@@ -55,7 +55,7 @@ class UnsafeWebhookUrl(WebhookRequestRefused, RefusedValue):
 
 
 class UnknownEvents(WebhookRequestRefused, RefusedValue):
-    """unknown_event: `names` are the subscribed names outside the eight."""
+    """unknown_event: `names` are the subscribed names outside the catalogue."""
 
     code = "unknown_event"
 

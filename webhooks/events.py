@@ -1,4 +1,5 @@
-"""The eight events. Subscribing to any other name is refused at registration."""
+"""The events a webhook may subscribe to. Subscribing to any other name is refused at
+registration."""
 
 from enum import StrEnum
 
@@ -12,6 +13,8 @@ class Event(StrEnum):
     COMMAND_SCHEDULE_EXECUTED = "command_schedule.executed"
     COMMAND_SCHEDULE_ALERT = "command_schedule.alert"
     SERVER_MIGRATED = "server.migrated"
+    SERVER_SUSPENDED = "server.suspended"
+    SERVER_UNSUSPENDED = "server.unsuspended"
 
 
 EVENT_NAMES: frozenset[str] = frozenset(event.value for event in Event)

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from accounts.panel import security, sessions, signin_views
+from accounts.panel import security, sessions, signin_views, ssh_keys
 from accounts.panel.access import Open, open_to
 
 urlpatterns = [
@@ -42,6 +42,8 @@ urlpatterns = [
     ),
     path("security/password/", security.password_change, name="security_password"),
     path("security/organization/", security.organization_rule, name="security_organization"),
+    path("ssh-keys/", ssh_keys.ssh_key_list, name="ssh_keys"),
+    path("ssh-keys/<int:ssh_key_id>/remove/", ssh_keys.ssh_key_delete, name="ssh_key_remove"),
     path("sessions/", sessions.session_list, name="sessions"),
     path("sessions/<int:session_id>/end/", sessions.session_end, name="session_end"),
     path("sessions/end-others/", sessions.sessions_end_others, name="sessions_end_others"),

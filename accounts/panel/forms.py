@@ -179,3 +179,13 @@ class SecondFactorRuleForm(forms.Form):
     require_second_factor = forms.BooleanField(
         label="Every member must use a second factor", required=False
     )
+
+
+class SshKeyForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="To tell your keys apart, e.g. laptop.")
+    public_key = forms.CharField(
+        max_length=16_384,
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+        help_text="One line, as in ~/.ssh/id_ed25519.pub: ssh-ed25519, ecdsa-sha2-* or "
+        "ssh-rsa of at least 2,048 bits.",
+    )

@@ -22,6 +22,7 @@ from gshost.errors import (
     NotSupported,
     RateLimited,
     RefusedValue,
+    TooLarge,
     Unavailable,
 )
 
@@ -44,6 +45,7 @@ class ErrorCode(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     INVALID_STATE = "invalid_state"
     DISK_LIMIT_EXCEEDED = "disk_limit_exceeded"
+    SERVER_SUSPENDED = "server_suspended"
     INVALID_WEBHOOK_URL = "invalid_webhook_url"
     UNKNOWN_EVENT = "unknown_event"
     CONFLICTING_FIELDS = "conflicting_fields"
@@ -58,12 +60,36 @@ class ErrorCode(StrEnum):
     NO_NODE_FITS = "no_node_fits"
     SERVER_NOT_ON_NODE = "server_not_on_node"  # the node routes' (`/internal/nodes/…`)
     JOB_NOT_ON_NODE = "job_not_on_node"
+    TOKEN_REFUSED = "token_refused"  # a console token a node passed on (console-commands)
+    SFTP_LOGIN_REFUSED = "sftp_login_refused"  # the node route `/api/node/v1/sftp-auth`
     SERVICE_UNAVAILABLE = "service_unavailable"
+    # The Application API's (billing systems).
+    NO_CAPACITY = "no_capacity"
+    EXTERNAL_ID_CONFLICT = "external_id_conflict"
+    CUSTOMER_HAS_SERVERS = "customer_has_servers"
+    PLAN_IN_USE = "plan_in_use"
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    IDEMPOTENCY_KEY_IN_USE = "idempotency_key_in_use"
+    # Files (servers.files)
+    INVALID_PATH = "invalid_path"
+    PATH_OUTSIDE_SERVER = "path_outside_server"
+    FILE_DENIED = "file_denied"
+    FILE_NOT_FOUND = "file_not_found"
+    NOT_A_DIRECTORY = "not_a_directory"
+    NOT_A_FILE = "not_a_file"
+    FILE_EXISTS = "file_exists"
+    DIRECTORY_NOT_EMPTY = "directory_not_empty"
+    FILE_TOO_LARGE = "file_too_large"
+    INVALID_ARCHIVE = "invalid_archive"
+    INVALID_URL = "invalid_url"
+    PULL_FAILED = "pull_failed"
     INTERNAL_ERROR = "internal_error"
     # The panel's sign-in (a second factor); no API route raises them, but the edge knows them.
     CODE_REFUSED = "code_refused"
     PASSKEY_REFUSED = "passkey_refused"
     SIGN_IN_LOCKED = "sign_in_locked"
+    # The panel's SSH key pages; no API route raises it.
+    SSH_KEY_REFUSED = "ssh_key_refused"
 
 
 DEFAULT_MESSAGES = {
@@ -156,6 +182,7 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     LimitReached: status.HTTP_422_UNPROCESSABLE_ENTITY,
     NotPermitted: status.HTTP_403_FORBIDDEN,
     RateLimited: status.HTTP_429_TOO_MANY_REQUESTS,
+    TooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
     Misuse: status.HTTP_500_INTERNAL_SERVER_ERROR,
 }
 

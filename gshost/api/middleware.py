@@ -53,9 +53,9 @@ class PublicApiMiddleware:
         if not is_public_api(request):
             return self.get_response(request)
         response = self.get_response(request)
-        self._add_rate_limit_headers(request, response)
+        add_rate_limit_headers(request, response)
         self._add_deprecation_headers(request, response)
-        _drop_options_from_allow(response)
+        drop_options_from_allow(response)
         record_api_call(request, response)
         return response
 
@@ -101,14 +101,6 @@ class PublicApiMiddleware:
             )
         return envelope(request, error)
 
-    def _add_rate_limit_headers(self, request: HttpRequest, response: HttpResponse) -> None:
-        state = getattr(request, "rate_limit_state", None)
-        if state is None:
-            limit = rate_limits.parse_rate(settings.AUTH_FAILURE_RATE)
-            state = rate_limits.peek(f"authfail:{client_ip(request)}", limit)
-        for name, value in state.headers().items():
-            response[name] = value
-
     def _add_deprecation_headers(self, request: HttpRequest, response: HttpResponse) -> None:
         key = getattr(request, "api_key_record", None)
         if key is None or key.replaced_by is None or key.rotated_at is None:
@@ -118,7 +110,18 @@ class PublicApiMiddleware:
             response["Sunset"] = format_datetime(key.expires_at, usegmt=True)
 
 
-def _drop_options_from_allow(response: HttpResponse) -> None:
+def add_rate_limit_headers(request: HttpRequest, response: HttpResponse) -> None:
+    """The key's limit as the call left it, or the address's limit on failed logins when no
+    key was accepted."""
+    state = getattr(request, "rate_limit_state", None)
+    if state is None:
+        limit = rate_limits.parse_rate(settings.AUTH_FAILURE_RATE)
+        state = rate_limits.peek(f"authfail:{client_ip(request)}", limit)
+    for name, value in state.headers().items():
+        response[name] = value
+
+
+def drop_options_from_allow(response: HttpResponse) -> None:
     """The API offers no OPTIONS (no view declares a scope for it, so it is 405), but DRF lists
     it in `Allow` on every view; say what is actually allowed."""
     allow = response.get("Allow")

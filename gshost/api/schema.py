@@ -113,6 +113,15 @@ class BearerKeyScheme(OpenApiAuthenticationExtension):
         }
 
 
+def routes_under(prefix: str, endpoints: list[Any]) -> list[Any]:
+    return [endpoint for endpoint in endpoints if str(endpoint[0]).startswith(prefix + "/")]
+
+
+def public_routes_only(endpoints: list[Any], **kwargs: Any) -> list[Any]:
+    """drf-spectacular PREPROCESSING_HOOKS entry: the Customer API's routes, no other API's."""
+    return routes_under("/api/public/v1", endpoints)
+
+
 def postprocess_schema(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """drf-spectacular POSTPROCESSING_HOOKS entry: errors and pages for every operation."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
@@ -188,6 +197,8 @@ def error_codes(path: str, method: str, operation: dict[str, Any]) -> dict[int, 
         add(501, "not_supported")
         if method in _BODY_METHODS:
             add(409, "invalid_state")
+        if method in _BODY_METHODS or method == "delete":  # every action on a server
+            add(409, "server_suspended")
     for status, names in operation.pop(ERROR_CODES, {}).items():
         add(int(status), *names)
     return dict(sorted(codes.items()))

@@ -7,8 +7,8 @@ They are kept in the cache (Redis in production, shared by every web process), f
 READING_TTL_SECONDS: a server whose node went silent shows its last readings, with their age,
 until they expire; then none. A heartbeat's readings are kept as they came, in one entry
 under its node (a node's readings of a server not its own are never read, so a heartbeat
-needs no query); one server's are checked when they are read, and shown only if sound. A
-heartbeat stays cheap: 500 nodes send 50 a second.
+needs no query); one server's are checked when they are read (`gshost_agent.protocol.Reading`)
+and shown only if sound. A heartbeat stays cheap: 500 nodes send 50 a second.
 """
 
 import logging
@@ -19,20 +19,21 @@ from typing import Any
 import redis
 from django.core.cache import cache
 
-from gshost_agent.protocol import HEARTBEAT_PLAYERS_LIMIT
-from servers.errors import InvalidReading
+from gshost_agent.protocol import ProtocolError
+from gshost_agent.protocol import Reading as SentReading
 
 logger = logging.getLogger(__name__)
 # A cache outage costs the readings, never a heartbeat (which keeps the node online).
 CACHE_ERRORS = (redis.RedisError, OSError)
 
 READING_TTL_SECONDS = 600
-MAX_NAME = 100  # a player's name, in characters
 _KEY = "gshost:reading:"
 
 
 @dataclass(frozen=True)
 class Reading:
+    """What is shown of a server's last reading (its stats and players)."""
+
     sampled_at: datetime
     cpu_percent: float
     memory_mb: int
@@ -58,74 +59,44 @@ def readings_keep(node_id: int, readings: dict[str, Any]) -> None:
 
 def reading_of(node_id: int, server_id: str) -> Reading | None:
     """What the node last reported of the server; None when nothing (sound) was."""
+    sent = _sent(node_id, server_id)
+    if sent is None or sent.stats is None:
+        return None  # none reported (a server the node has stopped reports its settings only)
+    stats = sent.stats
+    return Reading(
+        sampled_at=stats.sampled_at,
+        cpu_percent=stats.cpu_percent,
+        memory_mb=int(stats.memory_mb),
+        memory_limit_mb=stats.memory_limit_mb,
+        disk_mb=int(stats.disk_mb),
+        players_online=stats.players_online,
+        uptime_seconds=stats.uptime_seconds,
+        players=tuple((player.name, player.joined_at) for player in sent.players),
+        max_players=sent.max_players,
+    )
+
+
+def reported_settings_of(node_id: int, server_id: str) -> dict[str, str] | None:
+    """The server's settings file as its node last reported it; None when it did not."""
+    sent = _sent(node_id, server_id)
+    if sent is None or sent.settings is None:
+        return None
+    return {str(key): str(value) for key, value in sent.settings.items()}
+
+
+def _sent(node_id: int, server_id: str) -> SentReading | None:
+    """The server's reading as its node's last heartbeat carried it, read now; None when
+    there is none, or none that is sound."""
     try:
         found = cache.get(_key(node_id))
     except CACHE_ERRORS as error:
         logger.warning("Readings not read: the cache is unavailable (%s)", type(error).__name__)
         return None
     entry = found.get(server_id) if isinstance(found, dict) else None
-    if not isinstance(entry, dict) or "sampled_at" not in entry:
-        return None  # none reported (a server the node has stopped reports its settings only)
+    if entry is None:
+        return None
     try:
-        return parse_reading(entry)
-    except (KeyError, TypeError, ValueError, InvalidReading):
+        return SentReading.from_json(entry)
+    except ProtocolError:
         logger.warning("Node %s: its reading of %s is malformed", node_id, server_id)
         return None
-
-
-def reported_settings_of(node_id: int, server_id: str) -> dict[str, str] | None:
-    """The server's settings file as its node last reported it; None when it did not."""
-    try:
-        found = cache.get(_key(node_id))
-    except CACHE_ERRORS as error:
-        logger.warning("Settings not read: the cache is unavailable (%s)", type(error).__name__)
-        return None
-    entry = found.get(server_id) if isinstance(found, dict) else None
-    values = entry.get("settings") if isinstance(entry, dict) else None
-    if not isinstance(values, dict):
-        return None
-    return {str(key): str(value) for key, value in values.items()}
-
-
-def _number(value: Any, *, whole: bool = True) -> Any:
-    kinds = (int,) if whole else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 <= value < 2**53:
-        raise InvalidReading("not a non-negative number")
-    return value
-
-
-def _optional(value: Any) -> int | None:
-    return None if value is None else int(_number(value))
-
-
-def _moment(value: Any) -> datetime:
-    moment = datetime.fromisoformat(value) if isinstance(value, str) else None
-    if moment is None or moment.tzinfo is None:
-        raise InvalidReading("not a time with its offset")
-    return moment
-
-
-def parse_reading(value: dict[str, Any]) -> Reading:
-    """One server's reading as the agent sent it (docs/agent-protocol.md, the heartbeat);
-    InvalidReading (or the ValueError, TypeError or KeyError of a value of the wrong kind)
-    when it is not sound."""
-    players = value.get("players") or []
-    if not isinstance(players, list) or len(players) > HEARTBEAT_PLAYERS_LIMIT:
-        raise InvalidReading("players")
-    listed = []
-    for player in players:
-        name = player["name"]
-        if not isinstance(name, str) or len(name) > MAX_NAME or not name.isprintable():
-            raise InvalidReading("a player's name")
-        listed.append((name, _moment(player["joined_at"])))
-    return Reading(
-        sampled_at=_moment(value["sampled_at"]),
-        cpu_percent=float(_number(value["cpu_percent"], whole=False)),
-        memory_mb=int(_number(value["memory_mb"], whole=False)),
-        memory_limit_mb=_optional(value.get("memory_limit_mb")),
-        disk_mb=int(_number(value["disk_mb"], whole=False)),
-        players_online=int(_number(value["players_online"])),
-        uptime_seconds=int(_number(value["uptime_seconds"])),
-        players=tuple(listed),
-        max_players=_optional(value.get("max_players")),
-    )

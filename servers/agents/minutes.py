@@ -1,7 +1,8 @@
 """The per-minute readings agent nodes send in their heartbeats: each server's completed minutes
-its node has not had acknowledged yet (docs/agent-protocol.md). They are checked strictly,
-stored as `ServerMinute` rows for 24 h, and are what a server's metrics are read from, so that
-metrics never ask the node (a silent node's servers keep their history).
+its node has not had acknowledged yet (docs/agent-protocol.md). They are checked strictly
+(`gshost_agent.protocol.Heartbeat.minutes`), stored as `ServerMinute` rows for 24 h, and are
+what a server's metrics are read from, so that metrics never ask the node (a silent node's
+servers keep their history).
 
 A heartbeat's minutes are written in one INSERT; a minute already stored (its heartbeat's 200
 was lost, or the agent started again) is ignored by the primary key. Five heartbeats in six
@@ -9,17 +10,15 @@ carry none and write nothing.
 """
 
 import math
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 
 from django.db import connection
 from django.utils import timezone
 
 from gshost.purge import PURGE_BATCH_ROWS, delete_in_batches
-from gshost_agent.protocol import MAX_MINUTES_IN_READING
+from gshost_agent.protocol import Minute
 from servers.agents.last_readings import Reading
-from servers.errors import InvalidNodeRequest
 from servers.models import ServerMinute
 from servers.runtime import MetricsSample
 
@@ -29,70 +28,9 @@ CLOCK_AHEAD = timedelta(minutes=5)
 # Rows per INSERT: 5 parameters each, well within SQLite's 999 (a heartbeat's 40 servers' minute
 # takes one; a node back after an hour away, 16).
 ROWS_PER_INSERT = 150
-MAX_CPU_PERCENT = 100_000  # a thousand cores
-MAX_MEMORY_MB = 2**31 - 1
-MAX_PLAYERS = 1_000_000
 
 
-@dataclass(frozen=True)
-class Minute:
-    at: datetime  # the minute's start, UTC
-    cpu_percent: float
-    memory_mb: float
-    players_online: int
-
-
-def parse_minutes(readings: dict[str, Any]) -> dict[str, list[Minute]]:
-    """Each server's `minutes` in a heartbeat's readings; InvalidNodeRequest (of the field
-    `minutes`) saying what is wrong."""
-    found: dict[str, list[Minute]] = {}
-    for server_id, reading in readings.items():
-        value = reading.get("minutes") if isinstance(reading, dict) else None
-        if value is None:
-            continue
-        if not isinstance(value, list) or len(value) > MAX_MINUTES_IN_READING:
-            raise InvalidNodeRequest(
-                "minutes", f"minutes is a list of at most {MAX_MINUTES_IN_READING} minutes."
-            )
-        found[server_id] = [_minute(item) for item in value]
-    return found
-
-
-def _minute(value: Any) -> Minute:
-    if not isinstance(value, dict):
-        raise InvalidNodeRequest(
-            "minutes", "a minute is an object of at, cpu_percent, memory_mb, players_online."
-        )
-    return Minute(
-        at=_minute_start(value.get("at")),
-        cpu_percent=float(_figure(value, "cpu_percent", MAX_CPU_PERCENT)),
-        memory_mb=float(_figure(value, "memory_mb", MAX_MEMORY_MB)),
-        players_online=int(_figure(value, "players_online", MAX_PLAYERS, whole=True)),
-    )
-
-
-def _minute_start(value: Any) -> datetime:
-    message = "a minute's at is the start of a minute, ISO 8601 with its offset."
-    try:
-        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
-        moment = moment.astimezone(UTC) if moment and moment.tzinfo else None
-    except (ValueError, OverflowError):
-        moment = None
-    if moment is None or moment.second or moment.microsecond:
-        raise InvalidNodeRequest("minutes", message)
-    return moment
-
-
-def _figure(value: dict[str, Any], name: str, highest: int, *, whole: bool = False) -> float:
-    figure = value.get(name)
-    kinds = (int,) if whole else (int, float)
-    if isinstance(figure, bool) or not isinstance(figure, kinds) or not 0 <= figure <= highest:
-        kind = "an integer" if whole else "a number"
-        raise InvalidNodeRequest("minutes", f"a minute's {name} is {kind} from 0 to {highest}.")
-    return figure
-
-
-def server_minutes_keep(*, minutes: dict[str, list[Minute]]) -> None:
+def server_minutes_keep(*, minutes: Mapping[str, Sequence[Minute]]) -> None:
     """Store the minutes (of servers the caller checked are the node's) in one statement;
     those already stored, older than the 24 h kept, or ahead of the clock are left out.
 

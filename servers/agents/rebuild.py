@@ -19,6 +19,7 @@ from django_q.tasks import async_task
 from audit.actors import Actor
 from gshost import handoff
 from gshost.errors import DomainError
+from gshost_agent.protocol import NODE_ROUTE, TransferExpected, server_route, transfer_route
 from servers.agents.runtime import AgentError, agent_call
 from servers.agents.transfers import (
     TRANSFER_VALID_SECONDS,
@@ -28,9 +29,7 @@ from servers.agents.transfers import (
     _complete_on_node,
     _discard_on,
     _failed,
-    _server_path,
     _start,
-    _transfer_path,
     fetch_onto,
     migration_row_to,
 )
@@ -47,6 +46,7 @@ from servers.models import (
     ServerMigration,
     ServerState,
 )
+from servers.runtime import host_traits
 from servers.services import server_transition
 
 
@@ -60,7 +60,11 @@ def rebuild_target(server: Server) -> Node:
     """Where the server goes when staff pick no node: the node the placement rule picks for
     its game and plan (docs/nodes.md, "Placement"), among agent nodes other than its own."""
     plan = Plan.of(server)
-    loads = [load for load in node_loads() if load.node.is_agent and load.node.id != server.node_id]
+    loads = [
+        load
+        for load in node_loads()
+        if host_traits(load.node).moves_between_nodes and load.node.id != server.node_id
+    ]
     fitting = [load for load in loads if shortage(load, server.game, plan, ()) is None]
     if not fitting:
         raise MigrationRefused(refusal(loads, server.game, plan, ()).message)
@@ -71,7 +75,7 @@ def server_rebuild_check(server: Server) -> None:
     """MigrationRefused unless the server can be rebuilt: on an agent node that is gone, with
     a backup in the bucket. May call the node: never inside a transaction."""
     source = server.node
-    if not source.is_agent:
+    if not host_traits(source).moves_between_nodes:
         raise MigrationRefused(f"{server.id} is on the simulated node; it has no data to rebuild.")
     _require_gone(source)
     if latest_backup_in_bucket(server) is None:
@@ -84,7 +88,7 @@ def _require_gone(source: Node) -> None:
     if source.state() != NodeState.ONLINE:
         return
     try:
-        agent_call(source, "GET", "/v1/node")
+        agent_call(source, "GET", NODE_ROUTE)
     except NodeAnswerLate:
         pass  # it took the call: alive, if slow
     except NodeUnavailable:
@@ -129,31 +133,28 @@ def server_rebuild_run(*, migration_id: int) -> ServerMigration:
         _restore_onto(target, server, backup)
     except MigrationFailed as failure:
         _discard_on(target, server.id)
-        _call_quietly(target, "DELETE", _server_path(server.id))
+        _call_quietly(target, "DELETE", server_route(server.id))
         return _failed(migration, str(failure), restart=False)
     try:
         _stopped_with_its_node(server, target)
         completed = _complete_on_node(migration, target)
     except DomainError as error:
-        _call_quietly(target, "DELETE", _server_path(server.id))
+        _call_quietly(target, "DELETE", server_route(server.id))
         return _failed(migration, f"the rebuild could not be recorded: {error}", restart=False)
-    _call_quietly(server.node, "DELETE", _server_path(server.id))  # if it ever answers again
+    _call_quietly(server.node, "DELETE", server_route(server.id))  # if it ever answers again
     if was_running:
         _start(Server.objects.select_related("node").get(id=server.id), completed.requested_by)
     return completed
 
 
 def _restore_onto(target: Node, server: Server, backup: Backup) -> None:
-    path = _transfer_path(server.id)
-    expect = {
-        "token": secrets.token_urlsafe(32),  # nobody uploads: the target fetches
-        "game": server.game,
-        "valid_seconds": TRANSFER_VALID_SECONDS,
-        "disk_mb": server.disk_mb,
-    }
-    _call(target, "POST", path, expect, "the target did not take it")
+    path = transfer_route(server.id)
+    token = secrets.token_urlsafe(32)  # nobody uploads: the target fetches
+    expect = TransferExpected(token, server.game, TRANSFER_VALID_SECONDS, server.disk_mb)
+    _call(target, "POST", path, expect.to_json(), "the target did not take it")
     fetch_onto(target, server.id, backup)
-    _call(target, "POST", f"{path}/commit", None, "the target could not adopt it")
+    commit = transfer_route(server.id, "commit")
+    _call(target, "POST", commit, None, "the target could not adopt it")
 
 
 def _stopped_with_its_node(server: Server, target: Node) -> None:

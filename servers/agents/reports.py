@@ -2,22 +2,23 @@
 processes did, applied exactly once and in order per (node, outbox). docs/agent-protocol.md."""
 
 import logging
-from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
+from collections.abc import Mapping
+from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from gshost_agent.protocol import ReportKind
+from gshost_agent.protocol import Heartbeat, Minute, Report, ReportKind
 from servers.agents.last_readings import readings_keep
-from servers.agents.minutes import Minute, server_minutes_keep
+from servers.agents.minutes import server_minutes_keep
 from servers.backups.jobs import job_begin, job_finish, job_progress
 from servers.backups.storage import backup_object_forget, backup_upload_settle
 from servers.errors import InvalidState, JobNotOnNode, NodeTokenChanged, ServerNotOnNode
+from servers.game.capabilities import Capability
 from servers.game.settings import settings_report_applied
 from servers.lifecycle import CrashDetails, Trigger
 from servers.models import Job, JobKind, Node, Server, ServerState
@@ -26,93 +27,85 @@ from servers.services import server_transition
 logger = logging.getLogger(__name__)
 
 
+KNOWN_CAPABILITIES = frozenset(capability.value for capability in Capability)
+
+
 class ReportOutcome(StrEnum):
     APPLIED = "applied"
     IGNORED = "ignored"  # the move does not apply in the server's state now
     REPEAT = "repeat"  # this seq (or a later one) of this outbox was applied already
 
 
-@dataclass(frozen=True)
-class JobReport:
-    """What a job report adds: its progress (job_progress), or how it ended (job_finished)."""
+def node_heartbeat(*, node: Node, heartbeat: Heartbeat, servers_changed: bool = True) -> bool:
+    """The node is alive now, offers its `games` (its templates: the game registry, with each
+    one's `game_capabilities`, those this control plane knows), seals its games off as its
+    `isolation` says (admin shows it), and its capacity is what its machine offers wherever
+    staff set none (so it is the machine's at the first heartbeat, and staff's after they
+    set it). One UPDATE, which also checks that `node.token_hash` is still the node's; its
+    `readings` go to the cache in one write. Its servers' completed `minutes` (about one
+    heartbeat in six carries some) are stored, those of servers not its own left out: one
+    SELECT of its servers among them, one INSERT. The servers it runs are only compared
+    with ours, for the log, and only when `servers_changed` since its last heartbeat.
 
-    job_id: str
-    progress: int = 0
-    succeeded: bool = False
-    error: str = ""
-    size_bytes: int | None = None
-    sha256: str = ""
+    Returns whether withdrawals may wait for the node (its `withdrawals_until` is ahead): the
+    UPDATE is made on that condition first, and again without it when it matched nothing, so
+    a heartbeat with none waiting (almost all of them) stays one statement."""
+    changes, filled = _node_changes(node, heartbeat)
+    now = changes["last_heartbeat_at"]
+    own = Node.objects.filter(id=node.id, token_hash=node.token_hash)
+    quiet = Q(withdrawals_until__isnull=True) | Q(withdrawals_until__lte=now)
+    withdrawals_wait = not own.filter(quiet).update(**changes)
+    if withdrawals_wait and not own.update(**changes):
+        raise NodeTokenChanged()
+    for name, value in {**changes, **filled}.items():
+        setattr(node, name, value)
+    minutes = heartbeat.minutes
+    servers: Mapping[str, str] = heartbeat.servers if servers_changed else {}
+    known = _states_of_its_servers(node, [*servers, *minutes])
+    _log_disagreements(node, servers, known)
+    _keep_minutes(node, minutes, known)
+    readings = heartbeat.readings
+    readings_keep(node.id, _without_minutes(readings) if minutes else readings)
+    return withdrawals_wait
 
 
-@dataclass(frozen=True)
-class Report:
-    outbox_id: str
-    seq: int
-    server_id: str
-    kind: ReportKind
-    at: datetime | None = None
-    pid: int | None = None
-    exit_code: int | None = None
-    crash: CrashDetails = field(default_factory=CrashDetails)
-    job: JobReport | None = None
-
-
-@dataclass(frozen=True)
-class Capacity:
-    """What a node's machine offers, as its agent tells (None where it cannot)."""
-
-    memory_mb: int | None = None
-    disk_mb: int | None = None
-    cpu_percent: int | None = None
-
-
-def node_heartbeat(
-    *,
-    node: Node,
-    agent_version: str,
-    servers: dict[str, str],
-    games: list[str] | None = None,
-    game_capabilities: dict[str, list[str]] | None = None,
-    capacity: Capacity | None = None,
-    readings: dict[str, Any] | None = None,
-    isolation: str | None = None,
-    minutes: dict[str, list[Minute]] | None = None,
-) -> Node:
-    """The node is alive now, offers `games` (its templates: the game registry, with each
-    one's `game_capabilities`), seals its
-    games off as `isolation` says (admin shows it), and its capacity is what its machine
-    offers wherever staff set none (so it is the machine's at the first heartbeat, and
-    staff's after they set it). One UPDATE, which also checks that `node.token_hash` is still
-    the node's; its `readings` go to the cache in one write. Its servers' completed `minutes`
-    (about one heartbeat in six carries some) are stored, those of servers not its own left
-    out: one SELECT of its servers among them, one INSERT.
-    `servers` (what the agent runs) is only compared, for the log."""
-    now = timezone.now()
-    changes: dict[str, Any] = {"last_heartbeat_at": now, "agent_version": agent_version}
+def _node_changes(node: Node, heartbeat: Heartbeat) -> tuple[dict[str, Any], dict[str, int]]:
+    """The node's columns the heartbeat changes, and the capacity figures it fills in."""
+    changes: dict[str, Any] = {
+        "last_heartbeat_at": timezone.now(),
+        "agent_version": heartbeat.agent_version,
+    }
+    games = None if heartbeat.games is None else sorted(set(heartbeat.games))
     if games is not None and games != node.games:
         changes["games"] = games
-    if game_capabilities is not None and game_capabilities != node.game_capabilities:
-        changes["game_capabilities"] = game_capabilities
-    if isolation is not None and isolation != node.isolation:
-        changes["isolation"] = isolation
+    capabilities = _known_capabilities(heartbeat.game_capabilities)
+    if capabilities is not None and capabilities != node.game_capabilities:
+        changes["game_capabilities"] = capabilities
+    if heartbeat.isolation is not None and heartbeat.isolation != node.isolation:
+        changes["isolation"] = heartbeat.isolation
+    sftp = heartbeat.sftp
+    if sftp is not None and sftp.port != node.sftp_port:
+        changes["sftp_port"] = sftp.port
+    if sftp is not None and sftp.fingerprint != node.sftp_host_key_fingerprint:
+        changes["sftp_host_key_fingerprint"] = sftp.fingerprint
     filled = {
         name: figure
-        for name, figure in asdict(capacity or Capacity()).items()
+        for name, figure in heartbeat.capacity.to_json().items()
         if figure is not None and getattr(node, name) is None
     }
     # Coalesce: a figure staff set meanwhile stays.
     changes |= {name: Coalesce(F(name), Value(figure)) for name, figure in filled.items()}
-    updated = Node.objects.filter(id=node.id, token_hash=node.token_hash).update(**changes)
-    if not updated:
-        raise NodeTokenChanged()
-    for name, value in {**changes, **filled}.items():
-        setattr(node, name, value)
-    minutes = minutes or {}
-    known = _states_of_its_servers(node, [*servers, *minutes])
-    _log_disagreements(node, servers, known)
-    _keep_minutes(node, minutes, known)
-    readings_keep(node.id, _without_minutes(readings or {}) if minutes else readings or {})
-    return node
+    return changes, filled
+
+
+def _known_capabilities(
+    listed: dict[str, tuple[str, ...]] | None,
+) -> dict[str, list[str]] | None:
+    """Each template's capabilities that this control plane knows (a newer agent's others are
+    left out); None from an agent that does not list them."""
+    if listed is None:
+        return None
+    return {game: sorted(set(found) & KNOWN_CAPABILITIES) for game, found in sorted(listed.items())}
 
 
 def _states_of_its_servers(node: Node, server_ids: list[str]) -> dict[str, str]:
@@ -124,7 +117,9 @@ def _states_of_its_servers(node: Node, server_ids: list[str]) -> dict[str, str]:
     return dict(found)
 
 
-def _keep_minutes(node: Node, minutes: dict[str, list[Minute]], known: dict[str, str]) -> None:
+def _keep_minutes(
+    node: Node, minutes: dict[str, tuple[Minute, ...]], known: dict[str, str]
+) -> None:
     own = {server_id: sent for server_id, sent in minutes.items() if server_id in known}
     if len(own) < len(minutes):
         logger.info("Node %s sent minutes of %s servers not its own: ignored", node.name,
@@ -142,7 +137,7 @@ def _without_minutes(readings: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _log_disagreements(node: Node, reported: dict[str, str], known: dict[str, str]) -> None:
+def _log_disagreements(node: Node, reported: Mapping[str, str], known: dict[str, str]) -> None:
     for server_id, state in reported.items():
         if server_id not in known:
             logger.info("Node %s runs %s, which is not one of its servers", node.name, server_id)
@@ -157,20 +152,19 @@ def node_report_apply(*, node: Node, report: Report) -> ReportOutcome:
     changes); one whose move does not apply now is acknowledged and logged as ignored.
     The end of a backup to the bucket settles its upload first, outside the transaction."""
     completed = False
-    if report.kind == ReportKind.JOB_FINISHED and report.job is not None:
+    if report.kind == ReportKind.JOB_FINISHED and report.job_id is not None:
         settled = backup_upload_settle(
             node=node,
-            job_id=report.job.job_id,
-            succeeded=report.job.succeeded,
-            error=report.job.error,
-            size_bytes=report.job.size_bytes,
+            job_id=report.job_id,
+            succeeded=bool(report.succeeded),
+            error=report.error or "",
+            size_bytes=report.size_bytes,
         )
         completed = settled.completed
-        job = replace(report.job, succeeded=settled.succeeded, error=settled.error)
-        report = replace(report, job=job)
+        report = replace(report, succeeded=settled.succeeded, error=settled.error)
     outcome = _apply_once(node, report)
-    if completed and outcome != ReportOutcome.APPLIED and report.job is not None:
-        backup_object_forget(Job.objects.get(id=report.job.job_id).backup_id or "")
+    if completed and outcome != ReportOutcome.APPLIED and report.job_id is not None:
+        backup_object_forget(Job.objects.get(id=report.job_id).backup_id or "")
     return outcome
 
 
@@ -185,8 +179,8 @@ def _apply_once(node: Node, report: Report) -> ReportOutcome:
         server = Server.objects.select_for_update().filter(id=report.server_id, node=locked)
         if server.first() is None:
             raise ServerNotOnNode()
-        if report.job is not None:
-            jobs = Job.objects.filter(id=report.job.job_id, server_id=report.server_id)
+        if report.job_id is not None:
+            jobs = Job.objects.filter(id=report.job_id, server_id=report.server_id)
             if not jobs.exists():
                 raise JobNotOnNode()
         last = locked.last_report_seq if locked.outbox_id == report.outbox_id else 0
@@ -200,12 +194,12 @@ def _apply_once(node: Node, report: Report) -> ReportOutcome:
 
 
 def _apply(node: Node, report: Report) -> ReportOutcome:
-    if report.job is not None:
-        applied = _apply_job(report.server_id, report.kind, report.job)
+    if report.job_id is not None:
+        applied = _apply_job(report)
         if not applied:
             logger.info(
                 "Node %s report %s/%s (%s of %s) ignored: the job is not in that state",
-                node.name, report.outbox_id, report.seq, report.kind.value, report.job.job_id,
+                node.name, report.outbox_id, report.seq, report.kind.value, report.job_id,
             )  # fmt: skip
         return ReportOutcome.APPLIED if applied else ReportOutcome.IGNORED
     cause = f"node {node.name}: {report.kind.value}"
@@ -243,7 +237,12 @@ def _move(report: Report, cause: str) -> None:
             trigger=trigger,
             cause=cause,
             exit_code=exit_code,
-            crash=report.crash,
+            crash=CrashDetails(
+                signal=report.signal,
+                oom=report.oom,
+                last_output=report.last_output,
+                reason=report.reason or "exited",
+            ),
         )
     elif report.kind == ReportKind.STARTED_BY_NODE:  # after a restore: `ready` follows
         server_transition(server_id=server_id, trigger=Trigger.NODE_START, cause=cause)
@@ -256,20 +255,21 @@ def _move(report: Report, cause: str) -> None:
         )
 
 
-def _apply_job(server_id: str, kind: ReportKind, report: JobReport) -> bool:
+def _apply_job(report: Report) -> bool:
     """Through the jobs' services, which act only on a job in the state they expect."""
-    if kind == ReportKind.JOB_PROGRESS:
-        begun = job_begin(job_id=report.job_id)
-        return job_progress(job_id=report.job_id, progress=report.progress) or begun
+    job_id = report.job_id or ""
+    if report.kind == ReportKind.JOB_PROGRESS:
+        begun = job_begin(job_id=job_id)
+        return job_progress(job_id=job_id, progress=report.progress or 0) or begun
     applied = job_finish(
-        job_id=report.job_id,
-        succeeded=report.succeeded,
-        error=report.error,
+        job_id=job_id,
+        succeeded=bool(report.succeeded),
+        error=report.error or "",
         size_bytes=report.size_bytes,
-        sha256=report.sha256,
+        sha256=report.sha256 or "",
     )
-    job = Job.objects.get(id=report.job_id)
+    job = Job.objects.get(id=job_id)
     if applied and report.succeeded and job.kind == JobKind.REINSTALL:
         # The node wrote the desired settings over the template's defaults: in sync.
-        settings_report_applied(server=Server.objects.get(id=server_id))
+        settings_report_applied(server=Server.objects.get(id=report.server_id))
     return applied

@@ -14,19 +14,28 @@ import json
 import logging
 import ssl
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
-from urllib.parse import quote
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.exceptions import ProtocolError
+from urllib3.exceptions import ProtocolError as BrokenConnection
 from urllib3.util import Timeout
 
 from gshost import process_state
-from gshost.errors import InvalidInput
+from gshost.errors import InvalidInput, Misuse
 from gshost.handoff import require_outside_transaction
+from gshost_agent.protocol import (
+    OBJECT_STORAGE,
+    ConsoleOutput,
+    JobKind,
+    JobRequest,
+    ProtocolError,
+    StartRequest,
+    server_route,
+)
 from servers.agents.calls import (
     CONNECT_TIMEOUT_SECONDS,
     DEADLINE_SECONDS,
@@ -55,7 +64,7 @@ from servers.errors import (
 )
 from servers.fleet.nodes import node_token
 from servers.game.settings import desired_settings, settings_report_applied
-from servers.models import Job, JobKind, Node, NodeState, Server, ServerState
+from servers.models import Job, Node, NodeState, Server, ServerState
 from servers.runtime import (
     CommandResult,
     ConsoleLine,
@@ -122,6 +131,28 @@ def agent_call(
     """One call to the node's agent: its JSON answer, AgentError for an error it answered,
     NodeUnavailable when the node is unreachable or failing, or the agent cannot be reached
     within the deadline (`read_timeout`: a long call's own, such as a transfer's upload)."""
+    status, raw = agent_call_raw(
+        node, method, path, body=body, params=params, read_timeout=read_timeout
+    )
+    return _answer(node, method, path, status, raw)
+
+
+def agent_call_raw(
+    node: Node,
+    method: str,
+    path: str,
+    *,
+    body: dict[str, Any] | None = None,
+    data: bytes | None = None,
+    params: dict[str, str] | None = None,
+    read_timeout: float | None = None,
+    takes_slot: bool | None = None,
+    max_bytes: int = MAX_ANSWER_BYTES,
+) -> tuple[int, bytes]:
+    """One call to the node's agent as `agent_call` makes it (deadline, fail fast, slots),
+    answering the status and the raw body, whatever the status: the caller reads it. `data`
+    is sent as the body instead of JSON; a call with `takes_slot=False` takes no slot (work
+    that may take seconds on the agent: others about the node need not wait behind it)."""
     require_outside_transaction(f"The agent call {method} {path}")
     _require_online(node)
     token = node_token(node)
@@ -129,9 +160,10 @@ def agent_call(
         logger.error("Node %s: its token cannot be decrypted (WEBHOOK_SECRET_KEYS?)", node.name)
         raise NodeUnavailable(node.name, "its token cannot be used")
     deadline = DEADLINE_SECONDS if read_timeout is None else CONNECT_TIMEOUT_SECONDS + read_timeout
-    slot = node_call_begin(node, deadline=deadline, takes_slot=read_timeout is None)
+    slot_taken = read_timeout is None if takes_slot is None else takes_slot
+    slot = node_call_begin(node, deadline=deadline, takes_slot=slot_taken)
     try:
-        status, raw = _request(node, method, path, body, params, token, deadline)
+        return _request(node, method, path, body, params, token, deadline, data, max_bytes)
     except (requests.RequestException, ssl.SSLError, TimeoutError) as error:
         logger.warning("Node %s: %s %s failed: %s", node.name, method, path, type(error).__name__)
         node_mark_failing(node)
@@ -140,7 +172,6 @@ def agent_call(
         raise NodeUnavailable(node.name, "its agent cannot be reached") from None
     finally:
         node_call_end(slot)
-    return _answer(node, method, path, status, raw)
 
 
 def _may_have_reached(error: Exception) -> bool:
@@ -151,7 +182,7 @@ def _may_have_reached(error: Exception) -> bool:
     if isinstance(error, requests.ReadTimeout | requests.exceptions.ChunkedEncodingError):
         return True
     if isinstance(error, requests.ConnectionError):
-        return isinstance(error.args[0] if error.args else None, ProtocolError)
+        return isinstance(error.args[0] if error.args else None, BrokenConnection)
     return isinstance(error, TimeoutError)
 
 
@@ -163,6 +194,8 @@ def _request(
     params: dict[str, str] | None,
     token: str,
     deadline: float,
+    data: bytes | None = None,
+    max_bytes: int = MAX_ANSWER_BYTES,
 ) -> tuple[int, bytes]:
     """Status and body, all of it within `deadline` seconds (TimeoutError otherwise)."""
     ends_at = time.monotonic() + deadline
@@ -171,6 +204,7 @@ def _request(
         method,
         node.url.rstrip("/") + path,
         json=body,
+        data=data,
         params=params,
         headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
         timeout=timeout,  # type: ignore[arg-type]  # requests hands a urllib3 Timeout on
@@ -181,7 +215,7 @@ def _request(
         for chunk in response.iter_content(64 * 1024):
             chunks.append(chunk)
             size += len(chunk)
-            if size > MAX_ANSWER_BYTES or time.monotonic() > ends_at:
+            if size > max_bytes or time.monotonic() > ends_at:
                 raise TimeoutError("the answer took too long or was too large")
         return response.status_code, b"".join(chunks)
 
@@ -203,10 +237,6 @@ def _answer(node: Node, method: str, path: str, status: int, raw: bytes) -> dict
     raise NodeUnavailable(node.name, f"its agent answered {status}")
 
 
-def _server_path(server: Server, action: str) -> str:
-    return f"/v1/servers/{quote(server.id, safe='')}/{action}"
-
-
 def _refused(server: Server, error: AgentError) -> NodeRefused:
     """409 invalid_state to the customer (CONTRACT's code), in words of the customer's own."""
     if error.agent_code == PORT_IN_USE:
@@ -226,35 +256,39 @@ def _refused(server: Server, error: AgentError) -> NodeRefused:
 
 def _start_body(server: Server) -> dict[str, Any]:
     """The game, its port and settings, and its plan: the limits its sandbox enforces."""
-    return {
-        "game": server.game,
-        "port": server.port,
-        "memory_mb": server.memory_mb,
-        "disk_mb": server.disk_mb,
-        "cpu_percent": server.cpu_percent,
-        "processes": server.processes,
-        "settings": desired_settings(server),
-    }
+    if server.port is None:  # placement gives every server on an agent node a port
+        raise Misuse(f"Server {server.id} on node {server.node.name} has no port.")
+    return StartRequest(
+        game=server.game,
+        port=server.port,
+        memory_mb=server.memory_mb,
+        disk_mb=server.disk_mb,
+        cpu_percent=server.cpu_percent,
+        processes=server.processes,
+        settings=desired_settings(server),
+    ).to_json()
 
 
 def _job_body(job: Job) -> dict[str, Any]:
     server = job.server
-    body: dict[str, Any] = {"job_id": job.id, "kind": job.kind, "game": server.game}
+    request = JobRequest(job_id=job.id, kind=JobKind(job.kind), game=server.game)
     if job.backup is not None:
-        body["backup_id"] = job.backup.id
+        request = replace(request, backup_id=job.backup.id)
     if job.kind == JobKind.BACKUP and in_bucket(job.backup):
-        body["storage"] = "object_storage"  # the node asks for the parts' URLs as it goes
+        request = replace(request, storage=OBJECT_STORAGE)  # the node asks for parts' URLs
     if job.kind == JobKind.RESTORE:
         if not job.backup or not job.backup.sha256:
             raise InvalidState(server.state, "The backup has no archive on this node.")
-        body["sha256"] = job.backup.sha256
-        body["disk_mb"] = server.disk_mb  # content beyond the plan's disk is refused
+        # Content beyond the plan's disk is refused.
+        request = replace(request, sha256=job.backup.sha256, disk_mb=server.disk_mb)
         if in_bucket(job.backup):
-            body["download_url"] = backup_download_url(job.backup)
-            body["size_bytes"] = job.backup.size_bytes
+            url, size = backup_download_url(job.backup), job.backup.size_bytes or 0
+            request = replace(request, download_url=url, size_bytes=size)
     if job.kind == JobKind.REINSTALL:
-        body["settings"] = desired_settings(server)
-    return body
+        request = replace(request, settings=desired_settings(server))
+        if server.reinstall_requested_at is not None:  # asked by the Application API
+            request = replace(request, empty=True)  # an empty directory (servers.desired)
+    return request.to_json()
 
 
 class AgentRuntime:
@@ -263,7 +297,7 @@ class AgentRuntime:
 
     def _post(self, server: Server, action: str, body: dict[str, Any] | None = None) -> None:
         try:
-            agent_call(server.node, "POST", _server_path(server, action), body or {})
+            agent_call(server.node, "POST", server_route(server.id, action), body or {})
         except AgentError as error:
             raise _refused(server, error) from None
 
@@ -279,10 +313,28 @@ class AgentRuntime:
     def kill(self, server: Server) -> None:
         self._post(server, "kill")
 
+    def remove(self, server: Server) -> None:
+        """The agent removes the server's directory, its run state and its backups on the
+        node; it refuses (409) while the game runs or is being sent elsewhere."""
+        path = server_route(server.id)
+        try:
+            agent_call(server.node, "DELETE", path, params={"backups": "remove"})
+        except AgentError as error:
+            raise _refused(server, error) from None
+
+    def remove_backup(self, server: Server, backup_id: str) -> None:
+        """The agent removes the archive; it refuses (409) while a job works on the server's
+        data."""
+        try:
+            agent_call(server.node, "DELETE", server_route(server.id, f"backups/{backup_id}"))
+        except AgentError as error:
+            raise _refused(server, error) from None
+
     def send_command(self, server: Server, command: str) -> CommandResult:
         """The command to the game's stdin (the service made a stop command a stop first)."""
         try:
-            agent_call(server.node, "POST", _server_path(server, "console"), {"command": command})
+            path = server_route(server.id, "console")
+            agent_call(server.node, "POST", path, {"command": command})
         except AgentError as error:
             if error.status == 400:  # the rules are ours too: a disagreement, told as ours
                 message = error.message or "The node refused the command."
@@ -311,7 +363,7 @@ class AgentRuntime:
         drift shows it until the next start)."""
         body = {"game": server.game, "settings": desired_settings(server)}
         try:
-            agent_call(server.node, "PUT", _server_path(server, "settings"), body)
+            agent_call(server.node, "PUT", server_route(server.id, "settings"), body)
         except (AgentError, NodeUnavailable) as error:
             logger.warning("Node %s: settings of %s not written now: %s", server.node.name,
                            server.id, error)  # fmt: skip
@@ -323,7 +375,7 @@ class AgentRuntime:
         """A reading; None when the agent has none: it does not know the server (never
         started there, 404) or the game does not run (409)."""
         try:
-            return agent_call(server.node, "GET", _server_path(server, what), params=params)
+            return agent_call(server.node, "GET", server_route(server.id, what), params=params)
         except AgentError as error:
             if error.status in (404, 409):
                 return None
@@ -382,10 +434,10 @@ class AgentRuntime:
         if answer is None:
             return None
         try:
-            lines = [ConsoleLine(int(line["n"]), str(line["text"])) for line in answer["lines"]]
-            return ConsoleLines(lines, int(answer["last"]))
-        except (KeyError, TypeError, ValueError):
+            output = ConsoleOutput.from_json(answer)
+        except ProtocolError:
             raise _garbled(server) from None
+        return ConsoleLines([ConsoleLine(line.n, line.text) for line in output.lines], output.last)
 
     def sweep(self, now: datetime) -> None:
         """Agents report what their processes do; only jobs of silent nodes time out."""

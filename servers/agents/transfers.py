@@ -14,7 +14,6 @@ import secrets
 import time
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import quote
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -23,6 +22,14 @@ from django_q.tasks import async_task
 from audit.actors import Actor
 from gshost import handoff
 from gshost.errors import DomainError
+from gshost.withdrawals import withdraw_access
+from gshost_agent.protocol import (
+    TransferExpected,
+    TransferFetch,
+    TransferSend,
+    server_route,
+    transfer_route,
+)
 from servers.agents.runtime import agent_call
 from servers.backups import object_storage
 from servers.backups.jobs import backup_create
@@ -43,6 +50,7 @@ from servers.models import (
     ServerMigration,
     ServerState,
 )
+from servers.runtime import host_traits
 from servers.services import PowerAction, server_power
 
 logger = logging.getLogger(__name__)
@@ -55,7 +63,7 @@ UNFINISHED_AFTER = timedelta(seconds=SEND_TIMEOUT_SECONDS + 300)
 
 def migration_to_node_begin(*, server: Server, target: Node, actor: Actor) -> ServerMigration:
     """The checks and the migration's row; `migration_to_node_run` does the move."""
-    if not server.node.is_agent:
+    if not host_traits(server.node).moves_between_nodes:
         raise MigrationRefused(f"{server.id} is on the simulated node; it moves by address.")
     return migration_row_to(server, target, actor)
 
@@ -63,7 +71,7 @@ def migration_to_node_begin(*, server: Server, target: Node, actor: Actor) -> Se
 def migration_row_to(server: Server, target: Node, actor: Actor) -> ServerMigration:
     """The migration's row, once the target is found to take the server: another agent node,
     online, offering its game, with a free port and room for its plan (MigrationRefused)."""
-    if not target.is_agent or target.id == server.node_id:
+    if not host_traits(target).moves_between_nodes or target.id == server.node_id:
         raise MigrationRefused(f"Node {target.name} is not another agent node.")
     if target.state() != NodeState.ONLINE:
         raise MigrationRefused(f"Node {target.name} is unreachable.")
@@ -105,14 +113,14 @@ def migration_to_node_run(*, migration_id: int) -> ServerMigration:
     except MigrationFailed as failure:
         _discard_on(target, server.id)
         # An answer lost after the target adopted the copy: that copy is not the server's.
-        _call_quietly(target, "DELETE", _server_path(server.id))
+        _call_quietly(target, "DELETE", server_route(server.id))
         return _failed(migration, str(failure), restart=was_running)
     try:
         completed = _complete_on_node(migration, target)
     except (IntegrityError, DomainError) as error:
-        _call_quietly(target, "DELETE", _server_path(server.id))
+        _call_quietly(target, "DELETE", server_route(server.id))
         return _failed(migration, f"the move could not be recorded: {error}", restart=was_running)
-    _call_quietly(migration.server.node, "DELETE", _server_path(server.id))
+    _call_quietly(migration.server.node, "DELETE", server_route(server.id))
     if was_running:
         _start(Server.objects.select_related("node").get(id=server.id), completed.requested_by)
     return completed
@@ -131,24 +139,18 @@ def _transfer(server: Server, target: Node) -> None:
     """With object storage, the data goes through the bucket: a backup of the server (kept,
     like any other), which the target fetches and checks. Else from agent to agent."""
     token = secrets.token_urlsafe(32)
-    path = _transfer_path(server.id)
-    expect = {
-        "token": token,
-        "game": server.game,
-        "valid_seconds": TRANSFER_VALID_SECONDS,
-        "disk_mb": server.disk_mb,  # the target refuses content beyond the server's plan
-    }
-    _call(target, "POST", path, expect, "the target did not take it")
+    path = transfer_route(server.id)
+    # The target refuses content beyond the server's plan.
+    expect = TransferExpected(token, server.game, TRANSFER_VALID_SECONDS, server.disk_mb)
+    _call(target, "POST", path, expect.to_json(), "the target did not take it")
     if object_storage.configured():
         fetch_onto(target, server.id, _backup_for_move(server, target))
     else:
-        send = {"target_url": target.url, "target_ca": target.ca_pem, "token": token}
-        _call(server.node, "POST", _server_path(server.id, "transfer"), send, "the transfer failed")
-    _call(target, "POST", f"{path}/commit", None, "the target could not adopt it")
-
-
-def _transfer_path(server_id: str) -> str:
-    return f"/v1/transfers/{quote(server_id, safe='')}"
+        send = TransferSend(target_url=target.url, target_ca=target.ca_pem, token=token)
+        path = server_route(server.id, "transfer")
+        _call(server.node, "POST", path, send.to_json(), "the transfer failed")
+    commit = transfer_route(server.id, "commit")
+    _call(target, "POST", commit, None, "the target could not adopt it")
 
 
 def _backup_for_move(server: Server, target: Node) -> Backup:
@@ -170,13 +172,9 @@ def _backup_for_move(server: Server, target: Node) -> Backup:
 
 def fetch_onto(target: Node, server_id: str, backup: Backup) -> None:
     """The expecting target fetches the backup's archive from the bucket and checks it."""
-    body = {
-        "url": backup_download_url(backup),
-        "sha256": backup.sha256,
-        "size_bytes": backup.size_bytes,
-    }
-    path = f"{_transfer_path(server_id)}/fetch"
-    _call(target, "POST", path, body, "the target could not fetch the archive")
+    fetch = TransferFetch(backup_download_url(backup), backup.sha256, backup.size_bytes or 0)
+    path = transfer_route(server_id, "fetch")
+    _call(target, "POST", path, fetch.to_json(), "the target could not fetch the archive")
 
 
 def _call(node: Node, method: str, path: str, body: dict[str, Any] | None, what: str) -> None:
@@ -197,11 +195,7 @@ def _call_quietly(node: Node, method: str, path: str) -> None:
 
 
 def _discard_on(target: Node, server_id: str) -> None:
-    _call_quietly(target, "DELETE", f"/v1/transfers/{quote(server_id, safe='')}")
-
-
-def _server_path(server_id: str, action: str = "") -> str:
-    return f"/v1/servers/{quote(server_id, safe='')}" + (f"/{action}" if action else "")
+    _call_quietly(target, "DELETE", transfer_route(server_id))
 
 
 def _stop_and_wait(server: Server, requested_by: str) -> None:
@@ -234,6 +228,8 @@ def _complete_on_node(migration: ServerMigration, target: Node) -> ServerMigrati
         new_address = format_address(target.address, port)
         ServerMigration.objects.filter(id=migration.id).update(new_address=new_address)
         Server.objects.filter(id=migration.server_id).update(node=target, port=port)
+        # Sockets open on the source node end: the console is on the target from now on.
+        withdraw_access(reason="server moved", server_ids=[migration.server_id])
         completed = migration_complete(migration_id=migration.id)
         if completed is None:
             raise MigrationRefused("the migration is no longer under way")
@@ -265,5 +261,5 @@ def migrations_to_node_expire(now: datetime) -> None:
         assert target is not None
         _discard_on(target, migration.server_id)
         if migration.server.node_id != target.id:  # adopted there, never moved: not its copy
-            _call_quietly(target, "DELETE", _server_path(migration.server_id))
+            _call_quietly(target, "DELETE", server_route(migration.server_id))
         _failed(migration, "the move did not finish in time", restart=False)

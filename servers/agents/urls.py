@@ -9,5 +9,6 @@ app_name = "nodes_internal"
 urlpatterns = [
     path("heartbeat", views.heartbeat, name="heartbeat"),
     path("reports", views.reports, name="reports"),
+    path("console-commands", views.console_commands, name="console_commands"),
     path("backup-parts", views.backup_parts, name="backup_parts"),
 ]

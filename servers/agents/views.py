@@ -1,20 +1,21 @@
-"""The routes agents call: POST /internal/nodes/heartbeat and /internal/nodes/reports.
+"""The routes agents call: POST /internal/nodes/heartbeat, /reports and /backup-parts.
 
 Outside the public API (not audited as customer calls, no session, no CSRF): the caller is a
-node, known by its bearer token. Bodies are JSON objects of at most 64 KiB, validated
-strictly: a bad one is 400, never a 5xx. docs/agent-protocol.md describes both. Refusals are
-domain errors or `ApiError`s, answered by `gshost.api.errors` as every API route's are.
+node, known by its bearer token. Bodies are JSON objects of at most 64 KiB (a heartbeat 4 MiB),
+read as the protocol's messages (`gshost_agent.protocol`): a body that is not one is 400
+`invalid_request` naming the field, never a 5xx. docs/agent-protocol.md describes them.
+Refusals (a `ProtocolError` as `InvalidNodeRequest`) are domain errors or `ApiError`s,
+answered by `gshost.api.errors` as every API route's are.
 """
 
 import copy
 import hashlib
+import ipaddress
 import json
-import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -33,33 +34,28 @@ from gshost.api.errors import (
     json_error_response,
 )
 from gshost.errors import DomainError, Misuse
-from gshost_agent.protocol import JOB_REPORTS, ReportKind, ServerState, last_output
-from servers.agents.minutes import Minute, parse_minutes
-from servers.agents.reports import (
-    Capacity,
-    JobReport,
+from gshost.ids import format_timestamp
+from gshost_agent.protocol import (
+    ConsoleChecks,
+    Heartbeat,
+    HeartbeatAnswer,
+    PartUrls,
+    PartUrlsRequest,
+    ProtocolError,
     Report,
-    node_heartbeat,
-    node_report_apply,
 )
-from servers.backups.object_storage import MAX_PARTS
-from servers.backups.storage import MAX_URLS_PER_ASK, backup_part_urls
+from servers.agents.console_commands import console_command_from_socket
+from servers.agents.console_tokens import panel_origins, published_keys
+from servers.agents.reports import node_heartbeat, node_report_apply
+from servers.agents.withdrawal_push import withdrawals_pending
+from servers.backups.storage import backup_part_urls
 from servers.errors import InvalidNodeRequest, NodeTokenChanged
 from servers.fleet.nodes import node_by_token, token_hash
-from servers.game.capabilities import Capability
-from servers.lifecycle import CrashDetails
 from servers.models import Node
 
 MAX_BODY_BYTES = 64 * 1024
-CRASH_REASONS = ("exited", "disk_limit")  # a `crashed` report's reason
 # A heartbeat names every server of the node, with the readings of those that run.
 MAX_HEARTBEAT_BYTES = 4 * 1024 * 1024
-MAX_SERVERS_IN_HEARTBEAT = 10_000
-_SERVER_ID = re.compile(r"srv_[0-9A-Za-z]{1,40}")
-_JOB_ID = re.compile(r"job_[0-9A-Za-z]{1,40}")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-_BACKUP_ID = re.compile(r"bkp_[0-9A-Za-z]{1,40}")
-_OUTBOX_ID = re.compile(r"[0-9A-Za-z_.:-]{1,100}")
 
 
 NodeView = Callable[[HttpRequest, Node, dict[str, Any]], HttpResponse]
@@ -85,6 +81,9 @@ def node_route(
             return json_error_response(_refused(request))
         except Misuse:
             raise  # a bug: Django logs it and answers 500
+        except ProtocolError as error:  # the body is not the route's message
+            refused = InvalidNodeRequest(error.field, error.message)
+            return json_error_response(as_api_error(refused))
         except (ApiError, DomainError) as error:
             return json_error_response(as_api_error(error))
 
@@ -190,211 +189,6 @@ def _read_body(request: HttpRequest, max_bytes: int) -> bytes | None:
     return None if len(raw) > max_bytes else raw
 
 
-# Field checks: each names the field and what it must be.
-
-
-def _text(body: dict[str, Any], field: str, pattern: re.Pattern[str] | None = None) -> str:
-    value = body.get(field)
-    if not isinstance(value, str) or (pattern is not None and not pattern.fullmatch(value)):
-        raise InvalidNodeRequest(
-            field, f"{field} must be a string{' of the expected form' * bool(pattern)}."
-        )
-    return value
-
-
-def _optional_int(body: dict[str, Any], field: str) -> int | None:
-    value = body.get(field)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or abs(value) > 2**31:
-        raise InvalidNodeRequest(field, f"{field} must be an integer or null.")
-    return value
-
-
-def _timestamp(body: dict[str, Any], field: str) -> datetime | None:
-    value = body.get(field)
-    if value is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
-        raise InvalidNodeRequest(
-            field, f"{field} must be an ISO 8601 time with its offset, or null."
-        )
-    return moment
-
-
-def _last_output(body: dict[str, Any]) -> tuple[str, ...]:
-    value = body.get("last_output", [])
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(line, str) for line in value):
-        raise InvalidNodeRequest("last_output", "last_output must be a list of strings.")
-    return tuple(last_output([_printable(line) for line in value]))
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-
-
-def _printable(line: str) -> str:
-    """A game's output as text a database and a webhook receiver take: no NUL or other
-    control character (a tab stays), no lone surrogate."""
-    text = line.encode("utf-8", "replace").decode("utf-8")
-    return _CONTROL.sub("", text)
-
-
-def parse_report(body: dict[str, Any]) -> Report:
-    seq = body.get("seq")
-    if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq < 2**62:
-        raise InvalidNodeRequest("seq", "seq must be a positive integer.")
-    kind = body.get("kind")
-    if not isinstance(kind, str) or kind not in set(ReportKind):
-        raise InvalidNodeRequest("kind", f"kind must be one of {', '.join(ReportKind)}.")
-    oom = body.get("oom", False)
-    if not isinstance(oom, bool):
-        raise InvalidNodeRequest("oom", "oom must be true or false.")
-    reason = body.get("reason") or "exited"
-    if reason not in CRASH_REASONS:
-        raise InvalidNodeRequest(
-            "reason", f"reason must be one of {', '.join(CRASH_REASONS)}, or null."
-        )
-    return Report(
-        outbox_id=_text(body, "outbox_id", _OUTBOX_ID),
-        seq=seq,
-        server_id=_text(body, "server_id", _SERVER_ID),
-        kind=ReportKind(kind),
-        at=_timestamp(body, "at"),
-        pid=_optional_int(body, "pid"),
-        exit_code=_optional_int(body, "exit_code"),
-        crash=CrashDetails(
-            signal=_optional_int(body, "signal"),
-            oom=oom,
-            last_output=_last_output(body),
-            reason=reason,
-        ),
-        job=_job(body, ReportKind(kind)) if kind in JOB_REPORTS else None,
-    )
-
-
-def _job(body: dict[str, Any], kind: ReportKind) -> JobReport:
-    job_id = _text(body, "job_id", _JOB_ID)
-    if kind == ReportKind.JOB_PROGRESS:
-        progress = body.get("progress")
-        if isinstance(progress, bool) or not isinstance(progress, int) or not 0 <= progress <= 100:
-            raise InvalidNodeRequest("progress", "progress must be an integer from 0 to 100.")
-        return JobReport(job_id=job_id, progress=progress)
-    succeeded = body.get("succeeded")
-    if not isinstance(succeeded, bool):
-        raise InvalidNodeRequest("succeeded", "succeeded must be true or false.")
-    error = body.get("error")
-    if error is not None and not isinstance(error, str):
-        raise InvalidNodeRequest("error", "error must be a string or null.")
-    size = body.get("size_bytes")
-    if size is not None and (
-        isinstance(size, bool) or not isinstance(size, int) or not 0 <= size < 2**63
-    ):
-        raise InvalidNodeRequest("size_bytes", "size_bytes must be a non-negative integer or null.")
-    sha256 = body.get("sha256")
-    if sha256 is not None and (not isinstance(sha256, str) or not _SHA256.fullmatch(sha256)):
-        raise InvalidNodeRequest("sha256", "sha256 must be 64 lowercase hex digits or null.")
-    return JobReport(
-        job_id=job_id,
-        succeeded=succeeded,
-        error=_printable(error or "")[:500],
-        size_bytes=size,
-        sha256=sha256 or "",
-    )
-
-
-_GAME_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # a template's name (gshost_agent.templates)
-MAX_GAMES_IN_HEARTBEAT = 500
-MAX_CAPACITY_VALUE = 2**31 - 1
-KNOWN_CAPABILITIES = frozenset(capability.value for capability in Capability)
-MAX_CAPABILITIES = 100
-
-
-def _isolation(body: dict[str, Any]) -> str | None:
-    """How the node seals its games off, in its agent's words; None from one that does not
-    say."""
-    value = body.get("isolation")
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > 100 or not value.isprintable():
-        raise InvalidNodeRequest(
-            "isolation", "isolation must be a string of at most 100 characters."
-        )
-    return value
-
-
-def _games(body: dict[str, Any]) -> list[str] | None:
-    """The node's templates; None from an agent that does not list them."""
-    value = body.get("games")
-    if value is None:
-        return None
-    message = "games is a list of template names."
-    if not isinstance(value, list) or len(value) > MAX_GAMES_IN_HEARTBEAT:
-        raise InvalidNodeRequest("games", message)
-    if not all(isinstance(game, str) and _GAME_NAME.fullmatch(game) for game in value):
-        raise InvalidNodeRequest("games", message)
-    return sorted(set(value))
-
-
-def _game_capabilities(body: dict[str, Any]) -> dict[str, list[str]] | None:
-    """Each template's capabilities; None from an agent that does not list them. A capability
-    this control plane does not know (a newer agent's) is left out."""
-    value = body.get("game_capabilities")
-    if value is None:
-        return None
-    message = "game_capabilities maps template names to lists of capabilities."
-    if not isinstance(value, dict) or len(value) > MAX_GAMES_IN_HEARTBEAT:
-        raise InvalidNodeRequest("game_capabilities", message)
-    found = {}
-    for game, listed in value.items():
-        if not _GAME_NAME.fullmatch(game) or not isinstance(listed, list):
-            raise InvalidNodeRequest("game_capabilities", message)
-        if len(listed) > MAX_CAPABILITIES or not all(isinstance(c, str) for c in listed):
-            raise InvalidNodeRequest("game_capabilities", message)
-        found[game] = sorted(set(listed) & KNOWN_CAPABILITIES)
-    return dict(sorted(found.items()))
-
-
-def _capacity(body: dict[str, Any]) -> Capacity:
-    """What the agent's machine offers; each figure null where it cannot tell."""
-    value = body.get("capacity") or {}
-    if not isinstance(value, dict):
-        raise InvalidNodeRequest(
-            "capacity", "capacity is an object of memory_mb, disk_mb, cpu_percent."
-        )
-    figures: dict[str, int | None] = {}
-    for key in ("memory_mb", "disk_mb", "cpu_percent"):
-        figure = value.get(key)
-        if figure is not None and (
-            isinstance(figure, bool)
-            or not isinstance(figure, int)
-            or not 0 <= figure <= MAX_CAPACITY_VALUE
-        ):
-            raise InvalidNodeRequest(
-                "capacity", f"capacity.{key} must be a non-negative integer or null."
-            )
-        figures[key] = figure
-    return Capacity(**figures)
-
-
-def _servers(body: dict[str, Any]) -> dict[str, str]:
-    value = body.get("servers")
-    message = "servers maps server ids to states."
-    if not isinstance(value, dict) or len(value) > MAX_SERVERS_IN_HEARTBEAT:
-        raise InvalidNodeRequest("servers", message)
-    for server_id, state in value.items():
-        if not isinstance(server_id, str) or not _SERVER_ID.fullmatch(server_id):
-            raise InvalidNodeRequest("servers", message)
-        if state not in set(ServerState):
-            raise InvalidNodeRequest("servers", message)
-    return value
-
-
 class _LastServers:
     """Per node, a digest of the servers its last heartbeat to this process listed: our
     comparison with them (only for the log) runs when they change, not every 10 s."""
@@ -437,52 +231,22 @@ process_state.register(
 )
 
 
-def _readings(body: dict[str, Any]) -> dict[str, Any]:
-    """The readings as sent: checked only for their shape here (one cache write keeps them);
-    each is checked when it is read (`servers.agents.last_readings`)."""
-    value = body.get("readings") or {}
-    if not isinstance(value, dict) or len(value) > MAX_SERVERS_IN_HEARTBEAT:
-        raise InvalidNodeRequest("readings", "readings maps server ids to objects.")
-    return value
-
-
-def _minutes(readings: dict[str, Any]) -> dict[str, list[Minute]]:
-    """The readings' completed minutes, checked strictly here: they are stored."""
-    minutes = parse_minutes(readings)
-    if not all(_SERVER_ID.fullmatch(server_id) for server_id in minutes):
-        raise InvalidNodeRequest(
-            "minutes", "minutes are sent in the readings of server ids (srv_…)."
-        )
-    return minutes
-
-
 # The routes
 
 
 def _heartbeat(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpResponse:
-    version = body.get("agent_version")
-    if not isinstance(version, str) or len(version) > 100 or not version.isprintable():
-        raise InvalidNodeRequest(
-            "agent_version", "agent_version must be a string of at most 100 characters."
-        )
-    outbox_id = body.get("outbox_id")
-    if outbox_id is not None:
-        _text(body, "outbox_id", _OUTBOX_ID)
-    servers = _servers(body)
-    compared = servers if _last_servers.changed(node, servers) else {}
-    readings = _readings(body)
-    node_heartbeat(
-        node=node,
-        agent_version=version,
-        servers=compared,
-        games=_games(body),
-        game_capabilities=_game_capabilities(body),
-        capacity=_capacity(body),
-        isolation=_isolation(body),
-        readings=readings,
-        minutes=_minutes(readings),
+    heartbeat = Heartbeat.from_json(body)
+    servers = {server_id: str(state) for server_id, state in heartbeat.servers.items()}
+    changed = _last_servers.changed(node, servers)
+    withdrawals_wait = node_heartbeat(node=node, heartbeat=heartbeat, servers_changed=changed)
+    taken = list(heartbeat.withdrawals_taken)
+    answer = HeartbeatAnswer(
+        node=node.name,
+        # What the node's console websocket checks (docs/console.md).
+        console=ConsoleChecks(keys=tuple(published_keys()), origins=tuple(panel_origins())),
+        withdrawals=tuple(withdrawals_pending(node=node, taken=taken) if withdrawals_wait else ()),
     )
-    return JsonResponse({"node": node.name})
+    return JsonResponse(answer.to_json())
 
 
 heartbeat = node_route(_heartbeat, MAX_HEARTBEAT_BYTES)
@@ -490,24 +254,46 @@ heartbeat.__name__ = "heartbeat"
 
 
 @node_route
+def console_commands(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpResponse:
+    """A command typed into one of the node's console sockets (servers.agents.console_commands)."""
+    token, command = body.get("token"), body.get("command")
+    if not isinstance(token, str) or not 0 < len(token) <= 4096:
+        raise InvalidNodeRequest("token", "token must be the socket's console token.")
+    if not isinstance(command, str):
+        raise InvalidNodeRequest("command", "command must be a string.")
+    ip, agent = body.get("ip"), body.get("user_agent") or ""
+    sent = console_command_from_socket(
+        node=node,
+        token=token,
+        command=command,
+        ip=ip if isinstance(ip, str) and _is_ip(ip) else None,
+        user_agent=agent if isinstance(agent, str) else "",
+    )
+    return JsonResponse(
+        {"command": sent.command, "sent_at": format_timestamp(sent.sent_at)}, status=202
+    )
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+@node_route
 def reports(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpResponse:
-    report = parse_report(body)
+    report = Report.from_json(body)
     node_report_apply(node=node, report=report)
     return JsonResponse({"acknowledged": report.seq})
-
-
-def _bounded_int(body: dict[str, Any], field: str, highest: int) -> int:
-    value = body.get(field)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= highest:
-        raise InvalidNodeRequest(field, f"{field} must be an integer from 1 to {highest}.")
-    return value
 
 
 @node_route
 def backup_parts(request: HttpRequest, node: Node, body: dict[str, Any]) -> HttpResponse:
     """Presigned URLs of the next parts of a backup's upload, for the node making it."""
-    backup_id = _text(body, "backup_id", _BACKUP_ID)
-    first = _bounded_int(body, "first", MAX_PARTS)
-    count = _bounded_int(body, "count", MAX_URLS_PER_ASK)
-    urls = backup_part_urls(node=node, backup_id=backup_id, first=first, count=count)
-    return JsonResponse({"urls": urls})
+    asked = PartUrlsRequest.from_json(body)
+    urls = backup_part_urls(
+        node=node, backup_id=asked.backup_id, first=asked.first, count=asked.count
+    )
+    return JsonResponse(PartUrls(tuple(urls)).to_json())

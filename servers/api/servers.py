@@ -24,13 +24,17 @@ class ServerSerializer(serializers.ModelSerializer[Server]):
     restart_on_crash = serializers.BooleanField(
         help_text="A crash while running is followed by a start 5 s later (not a crash loop)."
     )
+    suspended = serializers.BooleanField(
+        read_only=True,
+        help_text="Suspended by the host: every action on it answers 409 server_suspended.",
+    )
     created_at = TimestampField()
 
     class Meta:
         model = Server
         fields = [
             "id", "name", "game", "state", "address", "node", "plan", "restart_on_crash",
-            "created_at",
+            "suspended", "created_at",
         ]  # fmt: skip
 
 

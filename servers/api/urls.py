@@ -2,7 +2,9 @@
 
 from django.urls import path
 
+from servers.api.console_sessions import ConsoleSessionViewSet
 from servers.api.control import ServerControlViewSet
+from servers.api.files import FilesViewSet
 from servers.api.jobs import BackupViewSet, JobViewSet, MaintenanceViewSet
 from servers.api.readings import RealtimeStatsViewSet, ServerReadingsViewSet
 from servers.api.schedules import ScheduleViewSet
@@ -10,12 +12,50 @@ from servers.api.settings import ConfigEventsStatusViewSet, SettingsViewSet
 
 SERVER = "servers/<str:server_id>"
 
+FILES = f"{SERVER}/files"
+
 urlpatterns = [
+    path(FILES, FilesViewSet.as_view({"get": "list"}), name="files.list"),
+    path(
+        f"{FILES}/content",
+        FilesViewSet.as_view({"get": "read", "put": "write"}),
+        name="files.read",  # a PUT is audited as files.write
+    ),
+    path(f"{FILES}/rename", FilesViewSet.as_view({"post": "rename"}), name="files.rename"),
+    path(f"{FILES}/copy", FilesViewSet.as_view({"post": "copy"}), name="files.copy"),
+    path(
+        f"{FILES}/directory",
+        FilesViewSet.as_view({"post": "directory"}),
+        name="files.directory",
+    ),
+    path(f"{FILES}/delete", FilesViewSet.as_view({"post": "delete_paths"}), name="files.delete"),
+    path(f"{FILES}/compress", FilesViewSet.as_view({"post": "compress"}), name="files.compress"),
+    path(
+        f"{FILES}/decompress",
+        FilesViewSet.as_view({"post": "decompress"}),
+        name="files.decompress",
+    ),
+    path(f"{FILES}/pull", FilesViewSet.as_view({"post": "pull"}), name="files.pull"),
+    path(
+        f"{FILES}/download-link",
+        FilesViewSet.as_view({"post": "download_link"}),
+        name="files.download",
+    ),
+    path(
+        f"{FILES}/upload-link",
+        FilesViewSet.as_view({"post": "upload_link"}),
+        name="files.upload",
+    ),
     path(f"{SERVER}/power", ServerControlViewSet.as_view({"post": "power"}), name="servers.power"),
     path(
         f"{SERVER}/console",
         ServerControlViewSet.as_view({"post": "console"}),
         name="servers.console",
+    ),
+    path(
+        f"{SERVER}/console/sessions",
+        ConsoleSessionViewSet.as_view({"post": "create"}),
+        name="servers.console.sessions",
     ),
     path(
         f"{SERVER}/capabilities",

@@ -15,12 +15,18 @@ from django.utils import timezone
 from audit.actors import Actor
 from audit.services import PanelAction
 from servers.backups.storage import (
+    backup_delete,
     backup_key,
     backup_location_for,
     backup_upload_discard,
     in_bucket,
 )
-from servers.errors import InvalidState, NodeUnavailable, NotAMaintenanceAction
+from servers.errors import (
+    FeatureNotEnabled,
+    InvalidState,
+    NodeUnavailable,
+    NotAMaintenanceAction,
+)
 from servers.fleet.nodes import node_require_reachable
 from servers.models import (
     Backup,
@@ -34,6 +40,7 @@ from servers.models import (
 )
 from servers.runtime import get_runtime
 from servers.selectors import server_busy_job
+from servers.suspension import refuse_if_suspended
 
 UNFINISHED = (JobState.QUEUED, JobState.RUNNING)
 # An agent's job reports come while its node heartbeats (every 10 s). A node silent this long
@@ -45,7 +52,11 @@ RESTORE_REFUSAL = "Wait until the server is running or stopped to restore a back
 
 
 def backup_create(*, server: Server, actor: Actor, name: str = "") -> tuple[Backup, Job]:
-    """A new backup of the server as it is now, in any state; the job makes it."""
+    """A new backup of the server as it is now, in any state; the job makes it. Refused
+    while the server is suspended, and when its plan keeps no backups (`backups_limit` 0)."""
+    refuse_if_suspended(server)
+    if server.backups_limit == 0:
+        raise FeatureNotEnabled("backups")
     node_require_reachable(server)
     with transaction.atomic():
         server = Server.objects.select_for_update().get(id=server.id)
@@ -63,7 +74,8 @@ def backup_create(*, server: Server, actor: Actor, name: str = "") -> tuple[Back
 def backup_restore(*, server: Server, backup: Backup, actor: Actor) -> Job:
     """Put the backup's data back on the server, stopped or running. The node stops a running
     server for it and starts it again after, even when the restore fails (server.stopped,
-    then server.started); a server on its way up or down is refused."""
+    then server.started); a server on its way up or down, or suspended, is refused."""
+    refuse_if_suspended(server)
     node_require_reachable(server)
     with transaction.atomic():
         server = _idle(server, RESTORABLE, RESTORE_REFUSAL)
@@ -74,9 +86,16 @@ def backup_restore(*, server: Server, backup: Backup, actor: Actor) -> Job:
 
 
 def maintenance_start(*, server: Server, kind: JobKind, actor: Actor) -> Job:
-    """Wipe the world, or reinstall the game. The server must be stopped."""
+    """Wipe the world, or reinstall the game. The server must be stopped, and not suspended."""
     if kind not in MAINTENANCE_KINDS:
         raise NotAMaintenanceAction(kind)
+    refuse_if_suspended(server)
+    return maintenance_run(server=server, kind=kind, actor=actor)
+
+
+def maintenance_run(*, server: Server, kind: JobKind, actor: Actor) -> Job:
+    """`maintenance_start` without the suspension rule: the platform's own reinstall
+    (servers.desired)."""
     node_require_reachable(server)
     with transaction.atomic():
         server = _idle(server, (ServerState.STOPPED,), f"Stop the server to {kind.value}.")
@@ -155,7 +174,7 @@ def job_finish(
         )
         if changed != 1:
             return False
-        job = Job.objects.get(id=job_id)
+        job = Job.objects.select_related("server").get(id=job_id)
         if job.kind == JobKind.BACKUP and job.backup_id:
             Backup.objects.filter(id=job.backup_id).update(
                 state=BackupState.AVAILABLE if succeeded else BackupState.FAILED,
@@ -163,7 +182,34 @@ def job_finish(
                 sha256=sha256 if succeeded else "",
                 completed_at=now,
             )
+            if succeeded:
+                backups_beyond_limit_delete(job.server)
     return True
+
+
+def backups_beyond_limit_delete(server: Server) -> list[str]:
+    """A server keeps its `backups_limit` newest available backups: once a new one is made,
+    the oldest beyond the limit are deleted (never one a restore is reading). A failed backup
+    counts toward nothing. The ids deleted."""
+    if not server.backups_limit:
+        return []
+    server_id = server.id
+    reading = Job.objects.filter(
+        server_id=server_id, kind=JobKind.RESTORE, state__in=UNFINISHED
+    ).values("backup_id")
+    beyond = list(
+        Backup.objects.filter(server_id=server_id, state=BackupState.AVAILABLE)
+        .order_by("-created_at", "-id")[server.backups_limit :]
+        .values_list("id", flat=True)
+    )
+    deleted = []
+    actor = Actor.system(f"the backups limit of {server_id}")
+    for backup in (
+        Backup.objects.filter(id__in=beyond).exclude(id__in=reading).select_related("server")
+    ):
+        backup_delete(backup=backup, actor=actor)
+        deleted.append(backup.id)
+    return deleted
 
 
 def jobs_fail_unreported(now: datetime) -> list[str]:

@@ -22,8 +22,9 @@ from audit.services import PanelAction
 from gshost.errors import InvalidInput
 from servers.backups import object_storage
 from servers.backups.object_storage import MAX_PARTS
-from servers.errors import InvalidState, ObjectStorageError, UploadNotOpen
+from servers.errors import InvalidState, NodeUnavailable, ObjectStorageError, UploadNotOpen
 from servers.models import Backup, BackupLocation, BackupState, Job, JobKind, JobState, Node, Server
+from servers.runtime import get_runtime, host_traits
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def in_bucket(backup: Backup | None) -> bool:
 
 def backup_location_for(server: Server) -> BackupLocation:
     """Where a new backup of the server goes: the bucket when there is one, for a real node."""
-    if object_storage.configured() and server.node.is_agent:
+    if object_storage.configured() and host_traits(server.node).keeps_backups_in_bucket:
         return BackupLocation.OBJECT_STORAGE
     return BackupLocation.NODE
 
@@ -161,11 +162,21 @@ def backup_delete(*, backup: Backup, actor: Actor) -> None:
             transaction.on_commit(lambda: backup_deleting_finish(backup.id))
         else:
             Backup.objects.filter(id=backup.id, state=state).delete()
+            transaction.on_commit(lambda: _archive_remove(backup))
         actor.audit(
             organization_id=backup.server.organization_id,
             action=PanelAction.BACKUP_DELETE,
             server_id=backup.server_id,
         )
+
+
+def _archive_remove(backup: Backup) -> None:
+    """A deleted backup kept on the node: its archive removed there. A node that is down or
+    busy with the server's data keeps the archive (logged); its row is gone all the same."""
+    try:
+        get_runtime(backup.server).remove_backup(backup.server, backup.id)
+    except (NodeUnavailable, InvalidState) as refused:
+        logger.warning("Backup %s: its archive stays on the node: %s", backup.id, refused.message)
 
 
 def backup_deleting_finish(backup_id: str) -> bool:
@@ -183,6 +194,16 @@ def backup_deleting_finish(backup_id: str) -> bool:
         return False
     Backup.objects.filter(id=backup_id, state=BackupState.DELETING).delete()
     return True
+
+
+def backup_objects_remove(server: Server) -> None:
+    """Every object (and upload) of the server's backups in the bucket removed, for its
+    deletion; ObjectStorageError when the bucket refused one (the caller tries again later;
+    removing what is gone already is no error)."""
+    stored = Backup.objects.filter(server=server, location=BackupLocation.OBJECT_STORAGE)
+    for backup in stored.order_by("created_at"):
+        object_storage.object_delete(backup_key(backup))
+        object_storage.uploads_abort(backup_key(backup))
 
 
 DELETING_PER_TICK = 100

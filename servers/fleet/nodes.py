@@ -27,6 +27,7 @@ from servers.models import (
     NodeState,
     Server,
 )
+from servers.runtime import host_traits
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +234,7 @@ def node_create(*, data: NodeInput, actor: Actor = PLATFORM) -> NewNode:
 
 def node_rotate_token(*, node: Node, actor: Actor = PLATFORM) -> str:
     """A new token for an agent node; the old one stops working at once."""
-    if not node.is_agent:
+    if not host_traits(node).has_token:
         raise SimulatedNodeHasNoToken()
     token = new_node_token()
     Node.objects.filter(id=node.id).update(
@@ -288,7 +289,7 @@ def allocate_port(node: Node) -> int:
 
 def free_port_count(node: Node) -> int | None:
     """Ports of the range not taken; None for the simulated node (it needs none)."""
-    if not node.is_agent:
+    if not host_traits(node).forwards_ports:
         return None
     used = Server.objects.filter(node=node, port__isnull=False).count()
     return max(0, node.port_count - used)

@@ -25,35 +25,31 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
 from gshost.errors import InvalidState
+from gshost_agent.protocol import DEFAULT_PLAN, PLAN_BOUNDS, ProtocolError, plan_value_checked
 from servers.errors import GameNotOnNode, InvalidPlan, NodeFull, NoNodeFits, UnknownGame
 from servers.fleet.nodes import simulated_node
 from servers.game.registry import games_of, offered_games
 from servers.models import Node, NodeState, Server
-
-# Bounds of a plan's values: beyond them a value is a typo, not a plan. Within what an agent
-# takes in a start request (gshost_agent.api.PLAN_BOUNDS).
-PLAN_BOUNDS = {
-    "memory_mb": (64, 1_048_576),
-    "disk_mb": (1, 16_777_216),
-    "cpu_percent": (1, 25_600),
-    "processes": (1, 1_048_576),
-}
+from servers.runtime import host_traits
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What a server may use (its limits on the node), and what placement counts."""
+    """What a server may use (its limits on the node), and what placement counts. Its bounds
+    are the protocol's (`PLAN_BOUNDS`: what an agent takes in a start request)."""
 
-    memory_mb: int = 1024
-    disk_mb: int = 10240
-    cpu_percent: int = 100  # 100 = one core
-    processes: int = 256
+    memory_mb: int = DEFAULT_PLAN.memory_mb
+    disk_mb: int = DEFAULT_PLAN.disk_mb
+    cpu_percent: int = DEFAULT_PLAN.cpu_percent  # 100 = one core
+    processes: int = DEFAULT_PLAN.processes
 
     def __post_init__(self) -> None:
         for name, (low, high) in PLAN_BOUNDS.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise InvalidPlan(f"{name} must be a whole number from {low} to {high}.", name)
+            try:
+                plan_value_checked(name, getattr(self, name))
+            except ProtocolError:
+                message = f"{name} must be a whole number from {low} to {high}."
+                raise InvalidPlan(message, name) from None
 
     @classmethod
     def of(cls, server: Server) -> "Plan":
@@ -87,9 +83,14 @@ class NodeLoad:
     used_ports: int
 
     @property
+    def forwards_ports(self) -> bool:
+        """Whether its servers take a port of its range (not on the simulated node)."""
+        return host_traits(self.node).forwards_ports
+
+    @property
     def free_ports(self) -> int | None:
-        """None for the simulated node: its servers take no port."""
-        return max(0, self.node.port_count - self.used_ports) if self.node.is_agent else None
+        """None for a node whose servers take no port."""
+        return max(0, self.node.port_count - self.used_ports) if self.forwards_ports else None
 
     def limit(self, capacity: int | None) -> int | None:
         """Capacity with overallocation; None when not known (the simulated node: no limit)."""
@@ -110,7 +111,8 @@ class NodeLoad:
     @property
     def capacity_known(self) -> bool:
         node = self.node
-        return not node.is_agent or (node.memory_mb is not None and node.disk_mb is not None)
+        measured = node.memory_mb is not None and node.disk_mb is not None
+        return measured or not host_traits(node).measures_capacity
 
 
 def room_shortage(load: NodeLoad, game: str | None, plan: Plan) -> Short | None:
@@ -141,8 +143,12 @@ def shortage(load: NodeLoad, game: str | None, plan: Plan, tags: Sequence[str]) 
 
 
 def rank(loads: Iterable[NodeLoad]) -> list[NodeLoad]:
-    """Agent nodes first, the most free memory, then the fewest servers (then the oldest)."""
-    return sorted(loads, key=lambda n: (not n.node.is_agent, -n.free_memory, n.servers, n.node.id))
+    """Nodes that run real games first (agent nodes), the most free memory, then the fewest
+    servers (then the oldest)."""
+    return sorted(
+        loads,
+        key=lambda n: (host_traits(n.node).invents_readings, -n.free_memory, n.servers, n.node.id),
+    )
 
 
 NAMES_SHOWN = 5
@@ -219,6 +225,24 @@ def _locked_load(node_id: int) -> NodeLoad:
         disk=Coalesce(Sum("disk_mb"), 0),
     )
     return NodeLoad(node, counts["servers"], counts["memory"], counts["disk"], counts["used_ports"])
+
+
+def resize_refusal(server: Server, plan: Plan) -> NoNodeFits | None:
+    """Why the server's node cannot hold it with `plan` in place of its own, under the node's
+    row lock (call inside a transaction); None when it can. Only growth is checked."""
+    locked = _locked_load(server.node_id)
+    current = Plan.of(server)
+    for short, grows, free in (
+        (Short.MEMORY, plan.memory_mb - current.memory_mb, locked.free_memory),
+        (Short.DISK, plan.disk_mb - current.disk_mb, locked.free_disk),
+    ):
+        if grows > 0 and grows > free:
+            return NoNodeFits(
+                f"Node {locked.node.name!r} has no room for this server's new plan: "
+                f"{_SAYING[short].format(locked.node.name)} ({grows} MB more needed, "
+                f"{max(0, int(free))} MB free)."
+            )
+    return None
 
 
 def placement_refusal(

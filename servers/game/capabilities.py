@@ -40,11 +40,6 @@ REQUIRED_SCOPE: dict[Capability, Scope] = {
     Capability.CONFIG_EVENTS: Scope.SERVERS_READ,
 }
 
-# The simulated games: everything but what is named here.
-UNSUPPORTED: dict[str, frozenset[Capability]] = {
-    "minecraft": frozenset(),
-    "custom": frozenset({Capability.PLAYERS}),  # a custom game has no player protocol
-}
 # An operator's own template lives on its nodes, which list its capabilities in their
 # heartbeats. Settings need the template's fields, which only a shipped template gives the
 # control plane, so such a game never has these.
@@ -58,14 +53,12 @@ ANY_TEMPLATE: frozenset[Capability] = (
 
 
 def is_supported(server: Server, capability: Capability) -> bool:
-    """A shipped template's game supports what its template lists, a simulated game
-    everything but what UNSUPPORTED names, an operator's own game what its node says its
-    template lists (ANY_TEMPLATE when the node does not say), settings aside."""
+    """A shipped template's game (a simulated one's too) supports what its template lists, an
+    operator's own game what its node says its template lists (ANY_TEMPLATE when the node
+    does not say), settings aside."""
     known = template(server.game)
     if known is not None:
         return capability.value in known.capabilities
-    if server.game in UNSUPPORTED:
-        return capability not in UNSUPPORTED[server.game]
     listed = (server.node.game_capabilities or {}).get(server.game)
     if listed is None:
         return capability in ANY_TEMPLATE

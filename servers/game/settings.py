@@ -59,31 +59,11 @@ class SettingSpec:
         return value
 
 
-_COMMON = (
-    SettingSpec("max_players", "Maximum players", Kind.INTEGER, "20", minimum=1, maximum=500),
-    SettingSpec("motd", "Message of the day", Kind.TEXT, "A gshost server", maximum=120),
-)
-CATALOGUE: dict[str, tuple[SettingSpec, ...]] = {
-    "minecraft": (
-        *_COMMON,
-        SettingSpec(
-            "difficulty", "Difficulty", Kind.CHOICE, "normal",
-            choices=("peaceful", "easy", "normal", "hard"),
-        ),
-        SettingSpec("pvp", "Player versus player", Kind.BOOLEAN, "true"),
-        SettingSpec("view_distance", "View distance", Kind.INTEGER, "10", minimum=2, maximum=32),
-    ),
-    "custom": (
-        *_COMMON,
-        SettingSpec("tick_rate", "Tick rate", Kind.INTEGER, "64", minimum=10, maximum=128),
-    ),
-}  # fmt: skip
-
-
 @cache
-def _template_specs(game: str) -> tuple[SettingSpec, ...]:
-    """A shipped template's settings, as it lists them (gshost_agent/games/); none for an
-    operator's own template, which the control plane does not have."""
+def specs_for(game: str) -> tuple[SettingSpec, ...]:
+    """The game's settings, as its shipped template lists them (gshost_agent/games/, or
+    servers/simulated/games/); none for an operator's own template, which the control plane
+    does not have."""
     known = template(game)
     if known is None:
         return ()
@@ -99,13 +79,6 @@ def _template_specs(game: str) -> tuple[SettingSpec, ...]:
         )
         for field in known.settings_fields
     )
-
-
-def specs_for(game: str) -> tuple[SettingSpec, ...]:
-    """The simulated games' settings from the catalogue, a template game's from its template."""
-    if game in CATALOGUE:
-        return CATALOGUE[game]
-    return _template_specs(game)
 
 
 def max_players_key(game: str) -> str:
@@ -204,5 +177,5 @@ def _history_rows(
 process_state.register(
     "servers.game.settings",
     bound="the settings of each template game (gshost_agent/games/): a handful",
-    reset=_template_specs.cache_clear,
+    reset=specs_for.cache_clear,
 )

@@ -2,7 +2,7 @@
 
 from django.urls import re_path
 
-from servers.panel import data, schedules, views
+from servers.panel import data, files, schedules, views
 
 app_name = "servers_panel"
 
@@ -20,6 +20,7 @@ urlpatterns = [
     re_path(
         rf"^{SERVER}/crash-restarts/?$", views.server_crash_restarts_page, name="crash_restarts"
     ),
+    re_path(rf"^{SERVER}/console/session/?$", views.server_console_session, name="console_session"),
     re_path(rf"^{SERVER}/console/lines/?$", views.server_console_lines, name="console_lines"),
     re_path(rf"^{SERVER}/schedules/?$", schedules.schedule_list, name="schedules"),
     re_path(rf"^{SERVER}/schedules/new/?$", schedules.schedule_create_page, name="schedule_new"),
@@ -41,6 +42,16 @@ urlpatterns = [
         schedules.schedule_delete_page,
         name="schedule_delete",
     ),
+    re_path(rf"^{SERVER}/files/?$", files.files_page, name="files"),
+    re_path(rf"^{SERVER}/files/edit/?$", files.file_edit_page, name="file_edit"),
+    re_path(rf"^{SERVER}/files/download/?$", files.file_download_page, name="file_download"),
+    re_path(
+        rf"^{SERVER}/files/upload-link/?$",
+        files.files_upload_link_page,
+        name="files_upload_link",
+    ),
+    re_path(rf"^{SERVER}/files/change/?$", files.files_change_page, name="files_change"),
+    re_path(rf"^{SERVER}/files/delete/?$", files.files_delete_page, name="files_delete"),
     re_path(rf"^{SERVER}/backups/?$", data.backups_page, name="backups"),
     re_path(rf"^{SERVER}/backups/new/?$", data.backup_create_page, name="backup_new"),
     re_path(

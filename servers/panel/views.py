@@ -16,17 +16,22 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.models import Membership
 from accounts.panel.access import member_with_scope
 from accounts.scopes import Scope
+from gshost.api.errors import domain_status
 from gshost.errors import DomainError
 from gshost.ids import format_timestamp
+from servers.agents.console_tokens import console_session_issue, socket_url
 from servers.errors import NodeUnavailable
 from servers.game.capabilities import Capability, is_enabled, is_supported
 from servers.lifecycle import REQUESTS, allowed_triggers
 from servers.models import Server
 from servers.panel.access import back_to, person, refused, server_page
 from servers.panel.forms import ConsoleForm, PowerForm
+from servers.panel.sftp import sftp_details
 from servers.readings import console_lines_read, players_read, stats_read
+from servers.runtime import host_traits
 from servers.selectors import server_list_for_organization
 from servers.services import (
+    MAX_COMMAND_LENGTH,
     PowerAction,
     server_power,
     server_send_command,
@@ -47,6 +52,8 @@ def server_context(server: Server, membership: Membership, tab: str) -> dict[str
         "tab": tab,
         "can": usable(server),
         "held": {scope.name.lower(): scope in membership.held_scopes for scope in Scope},
+        "sftp": sftp_details(server, membership),
+        "host": host_traits(server.node),
     }
 
 
@@ -72,7 +79,7 @@ def server_states(request: HttpRequest, membership: Membership) -> HttpResponse:
 @server_page(Scope.SERVERS_READ)
 def server_detail(request: HttpRequest, membership: Membership, server: Server) -> HttpResponse:
     context = server_context(server, membership, "overview")
-    allowed = allowed_triggers(server.state) & REQUESTS
+    allowed = frozenset() if server.suspended else allowed_triggers(server.state) & REQUESTS
     context.update(
         power=[(a, POWER_LABELS[a], a in allowed) for a in ("start", "stop", "restart")],
         console_form=ConsoleForm(),
@@ -81,7 +88,15 @@ def server_detail(request: HttpRequest, membership: Membership, server: Server) 
         now=timezone.now(),
     )
     context.update(_readings(server, context["can"]))
-    return render(request, "servers/detail.html", context)
+    live = (
+        context["can"]["console"] and context["host"].serves_live_console and not server.suspended
+    )
+    context["live_console"] = live
+    response = render(request, "servers/detail.html", context)
+    if live:  # the page's console talks straight to the node (docs/console.md)
+        origin = socket_url(server).split("/api/", 1)[0]
+        response._csp_update = {"connect-src": [origin]}  # type: ignore[attr-defined]
+    return response
 
 
 def _readings(server: Server, can: dict[str, bool]) -> dict[str, Any]:
@@ -121,7 +136,7 @@ def server_console_page(
 ) -> HttpResponse:
     form = ConsoleForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Type a command of at most 1000 characters.")
+        messages.error(request, f"Type a command of at most {MAX_COMMAND_LENGTH} characters.")
         return back_to("servers_panel:detail", server)
     try:
         sent = server_send_command(
@@ -145,6 +160,31 @@ def server_crash_restarts_page(
     word = "restarted" if enabled else "left stopped"
     messages.success(request, f"After a crash this server is now {word}.")
     return back_to("servers_panel:detail", server)
+
+
+@never_cache
+@require_POST
+@server_page(Scope.SERVERS_READ, Capability.CONSOLE)
+def server_console_session(
+    request: HttpRequest, membership: Membership, server: Server
+) -> HttpResponse:
+    """JSON: a console token for the signed-in person (`{"url", "token", "expires_at",
+    "scopes"}`, as the API's `POST /servers/{id}/console/sessions`)."""
+    try:
+        session = console_session_issue(
+            server=server, granted=membership.held_scopes, person_id=membership.user_id
+        )
+    except DomainError as refusal:
+        return _json_error(domain_status(refusal), refusal.code, refusal.message)
+    return JsonResponse(
+        {
+            "url": session.url,
+            "token": session.token,
+            "expires_at": format_timestamp(session.expires_at),
+            "scopes": session.scopes,
+        },
+        status=201,
+    )
 
 
 MAX_LINE_NUMBER = 2**62

@@ -27,7 +27,7 @@ from servers.models import (
     ServerState,
     ServerTransition,
 )
-from servers.runtime import get_runtime
+from servers.runtime import get_runtime, host_traits
 from servers.services import server_transition
 from servers.simulated import numbers
 
@@ -131,7 +131,7 @@ def host_crash(*, server_id: str, exit_code: int = 1, cause: str = "simulate") -
 
 def _simulated_only(server_id: str, what: str) -> None:
     node = Server.objects.select_related("node").get(id=server_id).node
-    if node.is_agent:
+    if not host_traits(node).invents_readings:
         raise NotOnAgentNodes(
             f"{what} is only for servers on the simulated node; this one is on node {node.name}."
         )

@@ -68,6 +68,12 @@ class SimulatedRuntime:
         """The game is killed: a crash, as `simulate crash` makes one (SIGKILL's exit code)."""
         host.host_crash(server_id=server.id, exit_code=137, cause="kill")
 
+    def remove(self, server: Server) -> None:
+        """A simulated host keeps nothing of a server but its rows."""
+
+    def remove_backup(self, server: Server, backup_id: str) -> None:
+        """Nor of a backup."""
+
     def console_lines(self, server: Server, after: int) -> ConsoleLines:
         """The console history: each command, then its output, as numbered lines. A command
         row `r` gives lines 2r and 2r + 1, so the numbers only grow as commands are sent."""

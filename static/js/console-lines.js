@@ -1,6 +1,8 @@
 // The live console of a server page: every 1.5 s, ask the panel for the console lines after
 // the last one shown and append them, keeping the last 200. Stops asking while the tab is
 // hidden; says so when the node is unavailable or its output is old, and keeps trying.
+// Beside the websocket (console-socket.js, `data-fallback`), it runs only while the socket
+// is not live: that script starts and stops it (window.gshostConsoleMirror).
 (function () {
   "use strict";
   var script = document.currentScript;
@@ -12,6 +14,8 @@
   var KEEP = 200;
   var OLD_SECONDS = 10;  // the lines are a copy of the node's, fetched about every poll
   var after = 0;
+  var running = false;
+  var timer = null;
 
   function show(message) {
     if (!status) { return; }
@@ -33,8 +37,13 @@
     if (atBottom) { list.scrollTop = list.scrollHeight; }
   }
 
+  function next() {
+    if (running) { timer = window.setTimeout(poll, INTERVAL_MS); }
+  }
+
   function poll() {
-    if (document.hidden) { window.setTimeout(poll, INTERVAL_MS); return; }
+    if (!running) { return; }
+    if (document.hidden) { next(); return; }
     fetch(url + "?after=" + after, { credentials: "same-origin", headers: { "Accept": "application/json" } })
       .then(function (response) {
         return response.json().then(function (body) { return { ok: response.ok, body: body }; });
@@ -51,8 +60,12 @@
         }
       })
       .catch(function () { /* try again next time */ })
-      .finally(function () { window.setTimeout(poll, INTERVAL_MS); });
+      .finally(next);
   }
 
-  poll();
+  window.gshostConsoleMirror = {
+    start: function () { if (!running) { running = true; poll(); } },
+    stop: function () { running = false; window.clearTimeout(timer); show(""); }
+  };
+  if (!script.hasAttribute("data-fallback")) { window.gshostConsoleMirror.start(); }
 })();

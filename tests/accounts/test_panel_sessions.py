@@ -26,6 +26,17 @@ def signed_in(user_agent: str, address: str) -> Client:
     return browser
 
 
+def change_password(browser: Client):
+    return browser.post(
+        "/accounts/security/password/",
+        {
+            "old_password": "alice-pw-123",
+            "new_password1": "a-new-long-passphrase-1",
+            "new_password2": "a-new-long-passphrase-1",
+        },
+    )
+
+
 @pytest.fixture(name="laptop")
 def laptop_fixture(alice) -> Client:
     return signed_in(FIREFOX, "198.51.100.7")
@@ -69,15 +80,7 @@ def test_it_ends_every_other_session(laptop, phone):
 
 
 def test_a_password_change_ends_every_other_session(laptop, phone):
-    response = laptop.post(
-        "/accounts/security/password/",
-        {
-            "old_password": "alice-pw-123",
-            "new_password1": "a-new-long-passphrase-1",
-            "new_password2": "a-new-long-passphrase-1",
-        },
-    )
-    assert response.status_code == 302
+    assert change_password(laptop).status_code == 302
     assert not is_signed_in(phone)
     assert laptop.get("/panel/keys/").status_code == 200
 
@@ -108,19 +111,24 @@ def test_a_password_change_tells_the_registered_hooks(
     told: list[SessionsEnded] = []
     monkeypatch.setattr("accounts.panel_sessions._hooks", [told.append])
     with django_capture_on_commit_callbacks(execute=True):
-        laptop.post(
-            "/accounts/security/password/",
-            {
-                "old_password": "alice-pw-123",
-                "new_password1": "a-new-long-passphrase-1",
-                "new_password2": "a-new-long-passphrase-1",
-            },
-        )
+        change_password(laptop)
     (news,) = told
     assert (news.user_id, news.reason) == (alice.user_id, EndReason.PASSWORD_CHANGED)
     assert news.credentials_changed
     assert news.kept_session_key == laptop.session.session_key
     assert len(news.ended_session_keys) == 1
+
+
+def test_a_password_change_withdraws_the_persons_access_on_the_nodes(
+    laptop, alice, monkeypatch, django_capture_on_commit_callbacks
+):
+    carried = []
+    monkeypatch.setattr("gshost.withdrawals._carriers", [carried.append])
+    with django_capture_on_commit_callbacks(execute=True):
+        change_password(laptop)
+    (withdrawal,) = carried
+    assert withdrawal.person_ids == frozenset({str(alice.user_id)})
+    assert withdrawal.server_ids == frozenset()
 
 
 def _current(browser: Client) -> int:

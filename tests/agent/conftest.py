@@ -19,7 +19,9 @@ import string
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,17 @@ ready_pattern = '^ready$'
 stop_command = ""
 stop_timeout_seconds = 2
 """,
+    # The hostile game with a file denylist, for the file routes: it plants links with `link`.
+    "planter": """
+name = "planter"
+command = ["{python}", "-I", "{game_files}/hostile.py", "{port}"]
+environment = { PYTHONUNBUFFERED = "1" }
+files = ["hostile.py"]
+ready_pattern = '^ready$'
+stop_command = ""
+stop_timeout_seconds = 2
+file_denylist = ["*.key", "private/"]
+""",
     # Prints who it is, then tries to read each path the console gives it.
     "snoop": """
 name = "snoop"
@@ -148,13 +161,16 @@ def probe(words):
         listener = socket.create_server(("0.0.0.0", int(arguments[0])))
         threading.Thread(target=serve, args=(listener,), daemon=True).start()
         return "bound"
-    if name == "connect":  # HOST PORT
-        socket.create_connection((arguments[0], int(arguments[1])), timeout=3).close()
+    if name == "connect":  # HOST PORT; dropped: failed after 1 s (a local peer answers in ms)
+        socket.create_connection((arguments[0], int(arguments[1])), timeout=1).close()
         return "connected"
     if name == "put":  # PATH: a file with a line in it
         with open(arguments[0], "w") as file:
             file.write("secret\\n")
         return "written"
+    if name == "link":  # TARGET PATH: a symbolic link, whatever its target
+        os.symlink(arguments[0], arguments[1])
+        return "linked"
     if name == "ls":
         return "[" + ",".join(sorted(os.listdir(arguments[0]))) + "]"
     if name == "fill":  # PATH MB: a megabyte at a time, kept on disk
@@ -274,9 +290,25 @@ def control_plane() -> Iterator[ControlPlane]:
     plane.up()
     yield plane
     plane.down()
+    assert plane.malformed == []  # everything the agent sent was a protocol message
 
 
 # The agent ----------------------------------------------------------------------------------
+
+
+# Agents started by this test process: a failed test shows what those still running logged.
+RUNNING: weakref.WeakSet[Agent] = weakref.WeakSet()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    report = yield
+    if report.failed:
+        for agent in list(RUNNING):
+            if agent.process is not None and agent.process.poll() is None and agent.output:
+                logged = "\n".join(agent.output.so_far()[-60:])
+                report.sections.append((f"agent on port {agent.port} logged", logged))
+    return report
 
 
 class Agent:
@@ -288,14 +320,20 @@ class Agent:
         self.process: subprocess.Popen[str] | None = None
         self.output: LineReader | None = None
         self.started: list[str] = []
+        # Keep-alive, a connection per thread: a TLS handshake per call cost the agent and the
+        # test 5 ms of CPU each, and the tests poll.
+        self._sessions = threading.local()
 
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
+    def command(self, python: str, *arguments: str) -> list[str]:
+        return [python, "-m", "gshost_agent", *arguments]
+
     def start(self, *arguments: str, python: str = sys.executable, user: int | None = None) -> None:
         self.process = subprocess.Popen(
-            [python, "-m", "gshost_agent", *arguments],
+            self.command(python, *arguments),
             env=self.env,
             cwd=ROOT,
             user=user,
@@ -306,12 +344,15 @@ class Agent:
         )
         assert self.process.stderr is not None
         self.output = LineReader(self.process.stderr)
+        RUNNING.add(self)
         self.output.wait_for("listening on https://", timeout=30)
 
     def request(
         self, method: str, path: str, body: Any = None, token: str = TOKEN
     ) -> requests.Response:
-        return requests.request(
+        if (session := getattr(self._sessions, "session", None)) is None:
+            session = self._sessions.session = requests.Session()
+        return session.request(
             method,
             self.url + path,
             json=body,
@@ -412,6 +453,7 @@ class AgentFactory:
             "AGENT_TLS_CERT": str(self.certificates["cert"]),
             "AGENT_TLS_KEY": str(self.certificates["key"]),
             "AGENT_GAMES_DIR": str(self.games_dir),
+            "AGENT_SFTP_PORT": "0",  # a test that serves SFTP gives it a free port
         }
         agent = Agent(
             data_dir=data_dir,
@@ -461,6 +503,7 @@ def module_control_plane() -> Iterator[ControlPlane]:
     plane.up()
     yield plane
     plane.down()
+    assert plane.malformed == []  # everything the agent sent was a protocol message
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import re
 import socket
@@ -21,6 +22,14 @@ class LineReader:
         for line in stream:
             self._queue.put(line.rstrip("\n"))
         self._queue.put(None)
+
+    def so_far(self) -> list[str]:
+        """Every line read until now, those not yet consumed included."""
+        with contextlib.suppress(queue.Empty):
+            while (line := self._queue.get_nowait()) is not None:
+                self.seen.append(line)
+            self._queue.put(None)  # the end, for `wait_for` to see
+        return list(self.seen)
 
     def wait_for(self, pattern: str, timeout: float = 10.0) -> str:
         """The first line not yet consumed that matches `pattern`."""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.agent.conftest import ROOT, Agent
+from tests.agent.conftest import Agent
 from tests.agent.lines import LineReader
 
 UPLINK = "uplink"  # the node's (and the adjacent host's) link to the machine, inside
@@ -179,15 +179,8 @@ class NodeAgent(Agent):
     def url(self) -> str:
         return f"https://{self.node.address}:{self.port}"
 
-    def start(self, *arguments: str, python: str = sys.executable, user: int | None = None) -> None:
-        self.process = subprocess.Popen(
-            self.node.inside(python, "-m", "gshost_agent", *arguments),
-            env=self.env, cwd=ROOT, user=user, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert self.process.stderr is not None
-        self.output = LineReader(self.process.stderr)
-        self.output.wait_for("listening on https://", timeout=30)
+    def command(self, python: str, *arguments: str) -> list[str]:
+        return self.node.inside(python, "-m", "gshost_agent", *arguments)
 
 
 def data_dir() -> Path:

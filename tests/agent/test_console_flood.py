@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from gshost_agent.console_output import LINES_PER_SECOND, THROTTLED_NOTICE
+from tests.agent.conftest import AgentFactory
 from tests.agent.lines import wait_until
 
 CPU_PERCENT = 20
@@ -65,15 +66,25 @@ stop_timeout_seconds = 2
 """
 
 
-@pytest.fixture
-def flooder(make_agent, games_dir, control_plane):
+@pytest.fixture(scope="module")
+def flood_agent(certificates, games_dir, module_control_plane):
+    """One agent for the module; each test floods a game of its own."""
     (games_dir / "flooder.toml").write_text(FLOODER_TEMPLATE)
     (games_dir / "flooder.py").write_text(FLOODER)
-    agent = make_agent()
+    factory = AgentFactory(certificates, games_dir, module_control_plane)
+    agent = factory.make()
     agent.start()
-    server_id, _ = agent.start_server("flooder", cpu_percent=CPU_PERCENT)
-    control_plane.wait_for_report(server_id, "ready")
-    return agent, server_id
+    yield agent
+    factory.clean_up()
+
+
+@pytest.fixture
+def flooder(flood_agent, module_control_plane):
+    server_id, _ = flood_agent.start_server("flooder", cpu_percent=CPU_PERCENT)
+    module_control_plane.wait_for_report(server_id, "ready")
+    yield flood_agent, server_id
+    assert flood_agent.request("POST", f"/v1/servers/{server_id}/kill").status_code == 202
+    module_control_plane.wait_for_report(server_id, "crashed")
 
 
 def cpu_seconds(processes: list[psutil.Process]) -> float:

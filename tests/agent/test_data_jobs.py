@@ -549,3 +549,66 @@ def test_the_agents_memory_stays_flat_during_a_backup_of_200_mb(agent, control_p
         peak = max(peak, process.memory_info().rss)
         time.sleep(0.05)
     assert peak - at_rest < 40 * 2**20  # the archive (200 MB of random bytes) is never held
+
+
+def test_an_empty_reinstall_leaves_an_empty_directory_and_the_game_starts_on_it(
+    agent, control_plane
+):
+    server_id = stopped_demo(agent, control_plane)
+    directory = server_dir(agent, server_id)
+    populate(directory)
+    made = backup(agent, control_plane, server_id)
+
+    body = started_job(agent, server_id, "reinstall", empty=True)
+
+    assert finished_report(control_plane, server_id, body["job_id"])["succeeded"] is True
+    assert list(directory.iterdir()) == []
+    assert archive_of(agent, server_id, made["backup_id"]).exists()
+    agent.start_server(server_id=server_id, settings={"motd": "Fresh"})
+    assert control_plane.wait_for_report(server_id, "ready")
+    assert "motd=Fresh" in (directory / "server.properties").read_text()
+
+
+def test_a_deleted_server_leaves_nothing_on_the_node_its_backups_included(agent, control_plane):
+    server_id = stopped_demo(agent, control_plane)
+    made = backup(agent, control_plane, server_id)
+    assert archive_of(agent, server_id, made["backup_id"]).is_file()
+
+    answer = agent.request("DELETE", f"/v1/servers/{server_id}?backups=remove")
+
+    assert answer.status_code == 200, answer.text
+    assert not server_dir(agent, server_id).exists()
+    assert not agent.run_dir(server_id).exists()
+    assert not (agent.data_dir / "backups" / server_id).exists()
+
+
+def test_a_deleted_backup_has_its_archive_removed_and_only_that_one(agent, control_plane):
+    server_id = stopped_demo(agent, control_plane)
+    deleted, kept = backup(agent, control_plane, server_id), backup(agent, control_plane, server_id)
+
+    answer = agent.request("DELETE", f"/v1/servers/{server_id}/backups/{deleted['backup_id']}")
+
+    assert (answer.status_code, answer.json()) == (200, {"removed": True})
+    assert not archive_of(agent, server_id, deleted["backup_id"]).exists()
+    assert archive_of(agent, server_id, kept["backup_id"]).is_file()
+    again = agent.request("DELETE", f"/v1/servers/{server_id}/backups/{deleted['backup_id']}")
+    assert again.json() == {"removed": False}
+
+
+def test_a_server_that_moved_away_keeps_its_backups_on_the_node(agent, control_plane):
+    server_id = stopped_demo(agent, control_plane)
+    made = backup(agent, control_plane, server_id)
+
+    assert agent.request("DELETE", f"/v1/servers/{server_id}").status_code == 200
+
+    assert not server_dir(agent, server_id).exists()
+    assert archive_of(agent, server_id, made["backup_id"]).is_file()
+
+
+def test_a_server_whose_game_runs_is_not_removed(agent, control_plane):
+    server_id, _pid = running_demo(agent, control_plane)
+
+    answer = agent.request("DELETE", f"/v1/servers/{server_id}?backups=remove")
+
+    assert answer.status_code == 409
+    assert server_dir(agent, server_id).is_dir()

@@ -3,6 +3,7 @@ to a network namespace of their own, as an agent at its start applies them to it
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from gshost_agent import netrules
+from gshost_agent.netns import Networks, Registry, Slot, forwarding_rules
 from tests.agent.node_namespace import EARLIER_AGENTS_RULES, remove_leftovers, run
 
 GAMES_FORWARDING = "-A " + netrules.forwarding_rules("100.72.0.6", 27015)[0]
@@ -68,3 +70,40 @@ def test_nothing_goes_to_from_or_through_a_games_link_over_ipv6(namespace):
     bring_up_to_date(namespace)
     rules = listing(namespace, "filter", "ip6tables")
     assert [r for r in rules if r.startswith("-A ")] == netrules.HOOKS_V6["filter"]
+
+
+def wrapped(tmp_path, namespace: str, tool: str) -> str:
+    """`tool` run in the namespace, each run noted in `<tmp_path>/runs`."""
+    script = tmp_path / tool
+    script.write_text(
+        f"#!/bin/sh\necho {tool} >> {tmp_path}/runs\n"
+        f'exec nsenter --net=/run/netns/{namespace} {tool} "$@"\n'
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_the_forwarding_of_stops_under_way_goes_in_one_run_even_with_a_rule_gone(
+    namespace, tmp_path
+):
+    bring_up_to_date(namespace)
+    slots = [Slot(number) for number in (1, 2, 3)]
+    rules = [rule for slot in slots for rule in forwarding_rules(slot, 27000 + slot.number)]
+    inside = ("nsenter", f"--net=/run/netns/{namespace}")
+    added = "".join(f"-A {rule}\n" for rule in rules[:4])  # slot 3's were removed already
+    run(*inside, "iptables-restore", "-w", "--noflush", stdin=f"*nat\n{added}COMMIT\n")
+    tools = [wrapped(tmp_path, namespace, tool) for tool in ("iptables", "iptables-restore")]
+    idle = tmp_path / "no-ip"  # these slots' names may be real games' on this machine: untouched
+    idle.write_text("#!/bin/sh\n")
+    idle.chmod(0o755)
+    networks = Networks(str(idle), *tools, Registry(tmp_path / "registry"), pool_size=0)
+
+    async def stop_all() -> None:
+        stops = (networks.close(s, 27000 + s.number, keep=False) for s in slots)
+        await asyncio.gather(*stops)
+
+    asyncio.run(stop_all())
+
+    assert not [r for r in listing(namespace, "nat") if r.startswith("-A GSHOST-DNAT")]
+    runs = (tmp_path / "runs").read_text().split()
+    assert runs.count("iptables-restore") == 1  # the three stops' rules together

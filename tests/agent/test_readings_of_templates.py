@@ -1,7 +1,5 @@
 """Every shipped template's game, run sandboxed by a real agent, has readings of its own
-process tree while it runs (memory and uptime above zero), and its node sends them as soon as
-the game is ready: the control plane shows a running server's readings only once a heartbeat
-brought them."""
+process tree while it runs (memory and uptime above zero)."""
 
 from __future__ import annotations
 
@@ -16,7 +14,6 @@ from tests.agent.test_freeciv import SETTINGS as FREECIV_SETTINGS
 
 SHIPPED = sorted(path.stem for path in Path(games.__file__).parent.glob("*.toml"))
 SETTINGS: dict[str, dict[str, Any]] = {"freeciv": FREECIV_SETTINGS}
-HEARTBEAT_SECONDS = 10  # the agent's period: a reading that waits for the next one is late
 
 
 def test_the_shipped_templates_are_the_demo_and_freeciv() -> None:
@@ -40,3 +37,20 @@ def test_a_running_game_has_memory_and_uptime(game, module_agent, module_control
     stats = wait_until(grown, timeout=10, interval=0.2)
     assert stats["state"] == "running"
     assert stats["memory_mb"] > 0
+
+
+def test_a_games_readings_reach_the_control_plane_as_soon_as_it_is_ready(
+    module_agent, module_control_plane
+):
+    """The node's heartbeat goes at once when a game becomes ready, not at its next period
+    (10 s): the control plane, which never calls the node for readings, shows them at once."""
+    server_id = running_game(module_agent, module_control_plane, "demo")
+
+    def sent() -> dict[str, Any] | None:
+        with module_control_plane.lock:
+            beats = list(module_control_plane.heartbeats)
+        readings = [beat.get("readings", {}).get(server_id) or {} for beat in beats]
+        return next((r for r in readings if r.get("memory_mb", 0) > 0), None)
+
+    reading = wait_until(sent, timeout=3, interval=0.1)
+    assert reading["state"] == "running"

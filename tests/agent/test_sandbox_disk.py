@@ -35,13 +35,14 @@ import os, sys
 
 kept = []  # files deleted but held open: what a directory walk never sees
 
-def write(file, megabytes):
+def write(file, megabytes, sync=True):
     done = 0
     try:
         for _ in range(megabytes):
             file.write(b"x" * (1 << 20))
-            file.flush()
-            os.fsync(file.fileno())
+            file.flush()  # ext4 takes the blocks now (delayed allocation): a refusal is ENOSPC
+            if sync:
+                os.fsync(file.fileno())
             done += 1
     except OSError as error:
         return f"{done} MB then {os.strerror(error.errno)}"
@@ -54,10 +55,10 @@ def probe(words):
         os.unlink(arguments[0])
         kept.append(file)
         return write(file, int(arguments[1]))
-    if name == "fill":  # PATH MB
+    if name == "fill":  # PATH MB: in the page cache (the kernel counts it as taken)
         os.makedirs(os.path.dirname(arguments[0]) or ".", exist_ok=True)
         with open(arguments[0], "wb") as file:
-            return write(file, int(arguments[1]))
+            return write(file, int(arguments[1]), sync=False)
     if name == "many":  # DIR N: empty files
         made = 0
         try:
@@ -300,9 +301,12 @@ def test_a_directory_that_held_files_before_gets_its_own_filesystem_with_them(tm
     assert not directory.exists() and not disks.image("srv_before").exists()
 
 
-def test_a_first_start_takes_a_blank_filesystem_made_ahead(agent, control_plane):
+def test_a_first_start_takes_a_blank_filesystem_made_ahead(make_agent, control_plane):
+    agent = make_agent()
+    agent.env["AGENT_NETWORK_POOL"] = "2"  # as many blanks, made 5 s after the agent starts
+    agent.start()
     pool = agent.data_dir / "disks" / "pool"
-    blanks = set(wait_until(lambda: len(mounts_under(pool)) >= 8 and mounts_under(pool), 120))
+    blanks = set(wait_until(lambda: len(mounts_under(pool)) >= 2 and mounts_under(pool), 120))
 
     server_id, _ = agent.start_server("demo")
     control_plane.wait_for_report(server_id, "ready")

@@ -3,13 +3,14 @@ line that seals a game in, and the network slots' addresses and forwarding."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
 
 import pytest
 
-from gshost_agent.netns import PortTaken, Registry, Slot, forwarding_rules, stale
+from gshost_agent.netns import Networks, PortTaken, Registry, Slot, forwarding_rules, stale
 from gshost_agent.sandbox import (
     GameBox,
     Sandboxing,
@@ -151,10 +152,56 @@ def test_only_the_games_port_is_forwarded_tcp_and_udp():
         ({"claimed_at": 9e12}, False),  # one under way
         ({"pooled_by": 1}, False),
         ({"pooled_by": 2**22 + 1}, True),
+        ({"swept_by": 1}, False),  # another agent removing it
+        ({"swept_by": 2**22 + 1}, True),  # one that died doing so
     ],
 )
 def test_a_slot_nobody_holds_is_stale(entry, expected):
     assert stale(entry) is expected
+
+
+def test_a_slot_another_agent_is_sweeping_is_neither_claimed_nor_stale(tmp_path: Path) -> None:
+    registry = Registry(tmp_path)
+    with registry.locked():
+        forwarded = {"port": 27015, "node_network": os.readlink("/proc/self/ns/net")}
+        registry.mark_sweeping(Slot(0), os.getppid(), forwarded)  # by a live agent
+
+    claimed = registry.claim({"server_id": "srv_b"}, 27000)
+
+    assert claimed.number == 1
+    assert not stale(registry.entries()[0])
+    with pytest.raises(PortTaken):  # its forwarding is not gone yet
+        registry.claim({"server_id": "srv_c"}, 27015)
+
+
+# A stand-in for `ip` and `iptables`: notes each call and whether the slots' lock was free
+# meanwhile; lists one namespace (gsh7) and one forwarding rule (to slot 8) that no slot holds.
+COMMAND = """#!/bin/sh
+TO=100.72.0.34:27015
+if flock -n -x {lock} true; then state=free; else state=held; fi
+echo "$state $*" >> {log}
+case "$*" in
+  "netns list") echo "gsh7 (id: 3)" ;;
+  *"-S GSHOST-DNAT") echo "-A GSHOST-DNAT -p tcp --dport 27015 -j DNAT --to-destination $TO" ;;
+esac
+"""
+
+
+def test_a_sweep_runs_no_command_while_it_holds_the_slots_lock(tmp_path: Path) -> None:
+    registry = Registry(tmp_path / "registry")
+    log = tmp_path / "calls"
+    command = tmp_path / "command"
+    command.write_text(COMMAND.format(lock=registry.root / "lock", log=log))
+    command.chmod(0o755)
+    networks = Networks(str(command), str(command), str(command), registry)
+
+    asyncio.run(networks.sweep())
+
+    calls = log.read_text().splitlines()
+    assert "free netns delete gsh7" in calls
+    assert any(call.startswith("free -w -t nat -D GSHOST-DNAT") for call in calls)
+    assert [call for call in calls if not call.startswith("free ")] == []
+    assert registry.entries() == {}  # what it held while removing them, released
 
 
 def _claimed_elsewhere(registry: Registry, port: int, node_network: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from gshost_agent.data_jobs import JobThreads
+from gshost_agent.launcher import Launcher
 from gshost_agent.layout import GameIdentity, Layout
 from gshost_agent.protocol import ReportKind, ServerState, format_time
 from gshost_agent.server_state import (
@@ -198,11 +199,10 @@ class Game:
             server_id=SERVER,
             layout=self.layout,
             identity=self.layout.identity,
-            memory_root=None,
             report=self.record,
             catalog=self.catalog,
             jobs=self.jobs,
-            spawn_keeper=self.keepers,
+            launcher=Launcher(layout=self.layout, memory_root=None, spawn_keeper=self.keepers),
             attach_keeper=lambda run_dir: self.keepers.last,  # type: ignore[arg-type,return-value]
         )
 
@@ -570,8 +570,11 @@ def test_console_lines_are_numbered_on_from_the_previous_run(tmp_path: Path) -> 
 
         await game.running()
 
-        assert game.supervisor.console_after(0)["lines"][-1] == {"n": 4, "text": "ready"}
-        assert game.supervisor.console_after(3) == {"lines": [{"n": 4, "text": "ready"}], "last": 4}
+        assert game.supervisor.console_after(0).to_json()["lines"][-1] == {"n": 4, "text": "ready"}
+        assert game.supervisor.console_after(3).to_json() == {
+            "lines": [{"n": 4, "text": "ready"}],
+            "last": 4,
+        }
 
     run(test, tmp_path)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gshost_agent.protocol import Minute, format_time
 from gshost_agent.readings import Sample, SampleStore, UnsentMinutes
 
 SERVER = "srv_unit0001"
@@ -25,15 +26,15 @@ def sampled(store: SampleStore, minute: int, *values: tuple[float, float, int]) 
         store.add(Sample(TEN_O_CLOCK + minute * 60 + n * 10, cpu, memory, players))
 
 
-def ats(pending_minutes: list[dict[str, object]]) -> list[object]:
-    return [minute["at"] for minute in pending_minutes]
+def ats(pending_minutes: list[Minute]) -> list[str]:
+    return [format_time(minute.at) for minute in pending_minutes]
 
 
 def test_it_carries_the_means_of_each_completed_minute(store: SampleStore) -> None:
     sampled(store, 0, (1.0, 100.0, 0), (2.0, 101.0, 1), (4.0, 102.0, 1))
     sampled(store, 1, (5.0, 200.0, 2))
     pending = UnsentMinutes().pending({SERVER: store}, TEN_O_CLOCK + 90)
-    assert pending.minutes == {
+    assert {server: [m.to_json() for m in sent] for server, sent in pending.minutes.items()} == {
         SERVER: [
             {"at": "2026-11-26T10:00:00Z", "cpu_percent": 2.3, "memory_mb": 101.0,
              "players_online": 1},

@@ -42,6 +42,7 @@ RECORD_FIELDS = {
     "user_agent",
     "request_id",
     "url",
+    "details",
 }
 
 
@@ -88,6 +89,7 @@ def test_it_records_an_accepted_call_with_every_contract_field(make_key, reader)
         "user_agent": "deployer/2.1",
         "request_id": "req-42",
         "url": None,
+        "details": None,
     }
     assert record["action"]
 

@@ -6,6 +6,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
@@ -183,3 +185,19 @@ def test_it_filters_the_audit_page(owner_page, make_key, acme_server):
     rows = owner_page.locator("table.audit tbody tr")
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text(reader.key_id)
+
+
+def test_it_adds_an_ssh_key_from_the_nav_and_removes_it(owner_page):
+    public = ed25519.Ed25519PrivateKey.generate().public_key()
+    line = public.public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    ).decode()
+    owner_page.goto("/panel/keys/")
+    owner_page.get_by_role("link", name="SSH keys").click()
+    owner_page.fill("input[name=name]", "laptop")
+    owner_page.fill("textarea[name=public_key]", line + " alice@laptop")
+    owner_page.get_by_role("button", name="Add key").click()
+    row = owner_page.locator("tr.ssh-key-row", has_text="laptop")
+    expect(row).to_contain_text("SHA256:")
+    row.get_by_role("button", name="Remove").click()
+    expect(owner_page.locator("tr.ssh-key-row")).to_have_count(0)

@@ -1,15 +1,22 @@
 """Heartbeats cheap enough for a fleet: a known node's heartbeat is one UPDATE, which also
-checks its token, so a token rotated since it was remembered changes nothing."""
+checks its token, so a token rotated since it was remembered changes nothing; only while a
+withdrawal of access waits for the node does it read them."""
 
 import json
 import logging
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from freezegun import freeze_time
 
+from gshost.withdrawals import Withdrawal
+from servers.agents import withdrawal_push as withdrawal_push_module
+from servers.agents.withdrawal_push import WITHDRAWAL_KEPT, withdrawal_push
 from servers.fleet.nodes import node_rotate_token
 from servers.models import Node, Server
 
@@ -35,6 +42,23 @@ def test_a_known_nodes_heartbeat_is_one_update(
     assert beat(node_token, {demo_server.id: "stopped"}).status_code == 200
     with CaptureQueriesContext(connection) as queries:
         assert beat(node_token, {demo_server.id: "stopped"}).status_code == 200
+    assert [query["sql"].split()[0] for query in queries.captured_queries] == ["UPDATE"]
+
+
+def test_a_heartbeat_reads_the_withdrawals_only_while_one_waits_for_the_node(
+    agent_node: Node, node_token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(withdrawal_push_module, "_push", lambda node, message: None)  # unreached
+    assert beat(node_token).status_code == 200
+    withdrawal_push(Withdrawal(reason="key revoked", key_ids=frozenset({"abcd1234"})))
+    with CaptureQueriesContext(connection) as queries:
+        answer = beat(node_token).json()
+    assert [w["key_ids"] for w in answer["withdrawals"]] == [["abcd1234"]]
+    assert any("pendingwithdrawal" in q["sql"].lower() for q in queries.captured_queries)
+    with freeze_time(timezone.now() + WITHDRAWAL_KEPT + timedelta(seconds=1)):
+        assert beat(node_token).json()["withdrawals"] == []  # the node known again
+        with CaptureQueriesContext(connection) as queries:
+            assert beat(node_token).json()["withdrawals"] == []
     assert [query["sql"].split()[0] for query in queries.captured_queries] == ["UPDATE"]
 
 

@@ -16,7 +16,7 @@ from gshost.api.errors import ErrorCode
 from gshost.errors import DomainError
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-PACKAGES = ("accounts", "audit", "servers", "webhooks", "gshost")
+PACKAGES = ("accounts", "application", "audit", "servers", "webhooks", "gshost")
 
 ERROR_MODULES = ["gshost.errors", *(f"{app}.errors" for app in PACKAGES[:-1])]
 

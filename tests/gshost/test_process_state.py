@@ -30,6 +30,7 @@ NOT_STATE = {
     "gshost/monitoring/metrics.py": "collectors the apps add at start",
     "gshost/schedules.py": "schedules the apps declare at start",
     "accounts/panel_sessions.py": "sessions-ended hooks the apps register at start",
+    "gshost/withdrawals.py": "access-withdrawal carriers the apps register at start",
 }
 
 

@@ -10,6 +10,7 @@ Every run of this module shares one SQLite file, one run directory and one set o
 runs in one checkout do; the django-q2 ORM broker carries the tasks.
 """
 
+import asyncio
 import contextlib
 import fcntl
 import json
@@ -29,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import asyncssh
 import pytest
 
 from tests.processes import command_line, descendants, process, processes, unmount_under
@@ -167,7 +169,7 @@ class Checkout:
 
     env: dict[str, str]
     workdir: Path
-    ports: tuple[int, int, int]
+    ports: tuple[int, int, int, int]
     runs: int = 0
 
     def start(self) -> MakeRun:
@@ -178,12 +180,16 @@ class Checkout:
         _wait_for(lambda: PROMPT in _read(log), 60, "the shell's prompt", log)
         terminal.type(b"make run\n")
         run = MakeRun(terminal, log)
-        _wait_for(
-            lambda: all(_receiver_saw(run, "server.started", name) for name in DEMO_SERVERS),
-            START_SECONDS,
-            "server.started of every demo server",
-            log,
-        )
+        try:
+            _wait_for(
+                lambda: all(_receiver_saw(run, "server.started", name) for name in DEMO_SERVERS),
+                START_SECONDS,
+                "server.started of every demo server",
+                log,
+            )
+        except BaseException:
+            _kill_everything_left(run)  # a run that did not start holds its ports for nobody
+            raise
         return run
 
     def second_terminal(self, *command: str) -> subprocess.CompletedProcess[str]:
@@ -204,7 +210,7 @@ def checkout_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Check
     # The games' user must reach their directories: pytest's own temporary tree is private.
     agent_data = Path(tempfile.mkdtemp(prefix="gshost-make-run-test-", dir="/tmp"))
     agent_data.chmod(0o711)
-    ports = (_free_port(), _free_port(), _free_port())
+    ports = (_free_port(), _free_port(), _free_port(), _free_port())
     env = {
         name: value
         for name, value in os.environ.items()
@@ -219,6 +225,7 @@ def checkout_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Check
         "PORT": str(ports[0]),
         "RECEIVER_PORT": str(ports[1]),
         "AGENT_PORT": str(ports[2]),
+        "AGENT_SFTP_PORT": str(ports[3]),
         "AGENT_DATA_DIR": str(agent_data),
         "RUN_DIR": str(workdir / "run"),
     }
@@ -280,13 +287,21 @@ def _demo_server(run: MakeRun, server: str) -> tuple[str, int]:
     return found[1], int(found[2])
 
 
-def _game_process(run: MakeRun, server: str) -> int:
+def _game_process(run: MakeRun, checkout: Checkout, server: str) -> int:
     wanted = f"demo_game.py --port {_demo_server(run, server)[1]} "
-    # The game itself, not the sandbox's processes (bubblewrap's) whose command ends with its.
-    [pid] = [
+    # Among this run's keepers' processes only: other agents on the machine (the suite's other
+    # parts) run demo games on the same port numbers, in network namespaces of their own.
+    keepers = {
         found.pid
         for found in processes()
-        if wanted in (line := command_line(found.pid) + " ") and "bwrap" not in line.split()[0]
+        if f"gshost_agent.keeper {checkout.env['AGENT_DATA_DIR']}/" in command_line(found.pid)
+    }
+    ours = keepers.union(*(descendants(keeper) for keeper in keepers))
+    # The game itself, not the sandbox's processes (bubblewrap's) whose command ends with its.
+    [pid] = [
+        pid
+        for pid in ours
+        if wanted in (line := command_line(pid) + " ") and "bwrap" not in line.split()[0]
     ]
     return pid
 
@@ -312,11 +327,33 @@ def _assert_everything_stops(
     assert all(_port_free(port) for port in checkout.ports)
 
 
-def test_it_runs_the_demo_servers_as_real_games_that_deliver_server_started(running):
+def test_it_runs_the_demo_servers_as_real_games_that_deliver_server_started(running, checkout):
     payload = _delivered_payload(running, "server.started", "Survival")
     assert payload["data"] == {"previous_state": "starting"}
-    pid = _game_process(running, "Survival")
+    pid = _game_process(running, checkout, "Survival")
     assert Path(f"/proc/{pid}").stat().st_uid != 0  # a game never runs as root
+
+
+def test_the_demo_servers_files_are_served_over_sftp(running, checkout):
+    found = re.search(r"files: sftp -P (\d+) (\S+)@127\.0\.0\.1", running.output())
+    assert found is not None, running.output()[-4000:]
+    port, username = int(found[1]), found[2]
+    assert port == checkout.ports[3]
+
+    async def upload() -> list[str]:
+        async with (
+            asyncssh.connect("127.0.0.1", port, username=username, password="demo-password",
+                             known_hosts=None, client_keys=None) as connection,
+            connection.start_sftp_client() as sftp,
+        ):  # fmt: skip
+            async with sftp.open("/from-sftp.txt", "wb") as file:
+                await file.write(b"uploaded\n")
+            return list(await sftp.listdir("/"))
+
+    assert "from-sftp.txt" in asyncio.run(upload())
+    server_id = username.rpartition(".")[2]
+    written = Path(checkout.env["AGENT_DATA_DIR"]) / "servers" / server_id / "from-sftp.txt"
+    assert written.read_bytes() == b"uploaded\n"
 
 
 def test_a_second_make_run_refuses_while_the_first_holds_its_ports(running, checkout):
@@ -345,8 +382,8 @@ def test_a_second_terminal_runs_manage_py_with_the_settings_make_run_wrote(runni
     )
 
 
-def test_it_delivers_server_crashed_when_a_game_is_killed(running):
-    os.kill(_game_process(running, "Creative"), signal.SIGKILL)
+def test_it_delivers_server_crashed_when_a_game_is_killed(running, checkout):
+    os.kill(_game_process(running, checkout, "Creative"), signal.SIGKILL)
     _wait_for(
         lambda: _receiver_saw(running, "server.crashed", "Creative"),
         60,

@@ -95,6 +95,12 @@ def test_it_documents_server_not_found_on_every_server_route(client):
             assert "server_not_found" in _error_codes(operation, "404"), (method, path)
 
 
+def test_it_documents_server_suspended_on_every_action_on_a_server(client):
+    for path, method, operation in _operations(client):
+        if "/{server_id}/" in path and method in {"post", "put", "patch", "delete"}:
+            assert "server_suspended" in _error_codes(operation, "409"), (method, path)
+
+
 def test_it_documents_payload_too_large_on_every_operation_with_a_body(client):
     for path, method, operation in _operations(client):
         if method in {"post", "patch"}:

@@ -125,6 +125,8 @@ ROUTES = [
     PanelRoute("post", S + "/console", Scope.CONSOLE_WRITE, {"command": "say hi"}, ok=302),
     PanelRoute("post", S + "/crash-restarts", Scope.SERVERS_WRITE, {}, ok=302),
     PanelRoute("get", S + "/console/lines", Scope.SERVERS_READ),
+    # A server of the simulated node: no live console there (an agent node's gives 201).
+    PanelRoute("post", S + "/console/session", Scope.SERVERS_READ, ok=501),
     PanelRoute("get", S + "/schedules", Scope.SCHEDULES_READ),
     PanelRoute("get", S + "/schedules/new", Scope.SCHEDULES_EXECUTE, also=COMMAND),
     PanelRoute(
@@ -147,6 +149,29 @@ ROUTES = [
     PanelRoute("post", S + "/schedules/{schedule}/toggle", Scope.SCHEDULES_EXECUTE, ok=302),
     PanelRoute("post", S + "/schedules/{schedule}/run", Scope.SCHEDULES_EXECUTE, ok=302),
     PanelRoute("post", S + "/schedules/{schedule}/delete", Scope.SCHEDULES_EXECUTE, ok=302),
+    # The file manager; the world's server is on the simulated node, which serves no files.
+    PanelRoute("get", S + "/files", Scope.FILES_READ),
+    PanelRoute("get", S + "/files/edit", Scope.FILES_READ),
+    PanelRoute(
+        "post",
+        S + "/files/edit",
+        Scope.FILES_WRITE,
+        {"path": "/a.txt", "content": "x"},
+        ok=400,
+        also=(Scope.FILES_READ.value,),
+    ),
+    PanelRoute("get", S + "/files/download", Scope.FILES_READ, ok=302),
+    PanelRoute("post", S + "/files/upload-link", Scope.FILES_WRITE, {"path": "/"}, ok=400),
+    PanelRoute(
+        "post",
+        S + "/files/change",
+        Scope.FILES_WRITE,
+        {"action": "directory", "folder": "/", "name": "mods"},
+        ok=302,
+    ),
+    PanelRoute(
+        "post", S + "/files/delete", Scope.FILES_DELETE, {"folder": "/", "paths": "/a.txt"}, ok=302
+    ),
     PanelRoute("get", S + "/backups", Scope.BACKUPS_READ),
     PanelRoute("post", S + "/backups/new", Scope.BACKUPS_CREATE, {"name": "b"}, ok=302),
     PanelRoute("post", S + "/backups/{backup}/restore", Scope.BACKUPS_RESTORE, ok=302),
@@ -186,6 +211,9 @@ ROUTES = [
             ("get", "sessions/", {}, 200),
             ("post", "sessions/1/end/", {}, 302),
             ("post", "sessions/end-others/", {}, 302),
+            ("get", "ssh-keys/", {}, 200),
+            ("post", "ssh-keys/", {"name": "k", "public_key": "not a key"}, 400),
+            ("post", "ssh-keys/1/remove/", {}, 302),
         ]
     ),
     PanelRoute(
@@ -361,10 +389,13 @@ def test_the_panel_matrix(
     assert snapshot(world.acme) == before
 
 
-# Not in the matrix: the sign-in pages (tests/accounts/test_second_factor.py), and /panel/
-# itself (a redirect to the key list).
+# Not in the matrix: the sign-in pages (tests/accounts/test_second_factor.py), the owner's
+# one-time links, which sign in by their token alone (tests/application/test_login_links.py),
+# and /panel/ itself (a redirect to the key list).
 OUTSIDE_THE_MATRIX = {
     "accounts/login/",
+    "accounts/login/link/<str:token>/",
+    "accounts/login/set-password/<str:token>/",
     "accounts/login/second-factor/",
     "accounts/login/passkey/options/",
     "accounts/login/passkey/",

@@ -1,5 +1,7 @@
 """A small stand-in for a node's agent: real HTTPS on loopback with a throw-away trustme CA,
-the bearer token checked, every request recorded, answers scripted per (method, path).
+the bearer token checked, every request recorded (and the bodies the agent reads as the
+protocol's messages read so: one that is not fails the test), answers scripted per (method,
+path).
 
 Only the far side of the network is faked; the control plane's AgentRuntime talks to it as it
 would to `gshost-agent` (docs/agent-protocol.md).
@@ -8,6 +10,7 @@ would to `gshost-agent` (docs/agent-protocol.md).
 from __future__ import annotations
 
 import json
+import re
 import ssl
 import sys
 import threading
@@ -18,6 +21,24 @@ from typing import Any
 
 import pytest
 import trustme
+
+from gshost_agent.protocol import (
+    JobRequest,
+    ProtocolError,
+    StartRequest,
+    TransferExpected,
+    TransferFetch,
+    TransferSend,
+)
+
+# The bodies the agent reads as the protocol's messages, by the end of their route.
+MESSAGES: list[tuple[re.Pattern[str], Callable[[Any], object]]] = [
+    (re.compile(r"/v1/servers/[^/]+/(start|restart)"), StartRequest.from_json),
+    (re.compile(r"/v1/servers/[^/]+/jobs"), JobRequest.from_json),
+    (re.compile(r"/v1/servers/[^/]+/transfer"), TransferSend.from_json),
+    (re.compile(r"/v1/transfers/[^/]+"), TransferExpected.from_json),
+    (re.compile(r"/v1/transfers/[^/]+/fetch"), TransferFetch.from_json),
+]
 
 
 @dataclass(frozen=True)
@@ -43,6 +64,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PUT(self) -> None:
         self._serve()
 
+    def do_DELETE(self) -> None:
+        self._serve()
+
     def _serve(self) -> None:
         agent = self.server.agent
         length = int(self.headers.get("Content-Length") or 0)
@@ -50,6 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         authorization = self.headers.get("Authorization")
         agent.requests.append(AgentRequest(self.command, self.path, authorization, body))
+        agent.check(self.command, self.path.split("?")[0], body)
         if agent.on_request is not None:
             agent.on_request(agent.requests[-1])
         if authorization != f"Bearer {agent.token}":
@@ -83,6 +108,7 @@ class StandInAgent:
         self.ca = trustme.CA()
         self.token = ""
         self.requests: list[AgentRequest] = []
+        self.malformed: list[str] = []  # bodies that were no protocol message
         self.answers: dict[tuple[str, str], tuple[int, Any]] = {}
         # Called with each request before it is answered, in the agent's thread.
         self.on_request: Callable[[AgentRequest], None] | None = None
@@ -98,6 +124,17 @@ class StandInAgent:
     @property
     def ca_pem(self) -> str:
         return self.ca.cert_pem.bytes().decode()
+
+    def check(self, method: str, path: str, body: Any) -> None:
+        """A POST's body is read as the agent reads it: one that is not is kept."""
+        if method != "POST":
+            return
+        for route, message in MESSAGES:
+            if route.fullmatch(path):
+                try:
+                    message(body)
+                except ProtocolError as error:
+                    self.malformed.append(f"{path}: {error.field}: {error}")
 
     def answer(self, method: str, path: str, status: int, body: Any) -> None:
         self.answers[(method, path)] = (status, body)
@@ -127,3 +164,4 @@ def stand_in_agent() -> Iterator[StandInAgent]:
         yield agent
     finally:
         agent.stop()
+    assert agent.malformed == []  # everything the control plane sent was a protocol message

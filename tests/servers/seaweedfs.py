@@ -104,12 +104,14 @@ class SeaweedFS:
     def new_bucket(self) -> str:
         """A new bucket that takes writes: SeaweedFS gives a new bucket its volumes at its first
         write, which can fail while a loaded machine makes them, so a probe is written (and
-        removed) until one succeeds."""
+        removed) until one succeeds. Making the bucket is retried the same way: on a loaded
+        machine the filer can refuse it for a moment, or make it and answer too late."""
         name = "backups-" + secrets.token_hex(6)
-        self.client.create_bucket(Bucket=name)
         deadline = time.monotonic() + START_SECONDS
         while True:
             try:
+                with contextlib.suppress(self.client.exceptions.BucketAlreadyOwnedByYou):
+                    self.client.create_bucket(Bucket=name)
                 self.client.put_object(Bucket=name, Key="probe", Body=b"probe")
                 self.client.delete_object(Bucket=name, Key="probe")
                 return name

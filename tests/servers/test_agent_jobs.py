@@ -5,6 +5,8 @@ import json
 
 import pytest
 from django.test import Client
+from django.utils import timezone
+from freezegun import freeze_time
 
 from audit.actors import Actor
 from servers.backups.jobs import backup_create
@@ -239,6 +241,36 @@ def test_a_failed_backup_job_fails_its_backup_with_the_error(demo_server, node_t
     backup.refresh_from_db()
     assert (job.state, job.error) == (JobState.FAILED, "No space left on device")
     assert (backup.state, backup.size_bytes, backup.sha256) == (BackupState.FAILED, None, "")
+
+
+def test_a_backup_beyond_the_servers_limit_deletes_the_oldest_and_its_archive_on_the_node(
+    demo_server, node_token, stand_in_agent, django_capture_on_commit_callbacks
+):
+    Server.objects.filter(id=demo_server.id).update(backups_limit=2)
+    demo_server.refresh_from_db()
+    with freeze_time(timezone.now()) as frozen:
+        made = []
+        for _ in range(3):
+            with django_capture_on_commit_callbacks(execute=True):
+                made.append(made_backup(demo_server, node_token))
+            frozen.tick(1)
+    oldest = made[0]
+
+    kept = Backup.objects.filter(server=demo_server).values_list("id", flat=True)
+    assert sorted(kept) == sorted(backup.id for backup in made[1:])
+    (removal,) = stand_in_agent.calls("DELETE")
+    assert removal.path == f"/v1/servers/{demo_server.id}/backups/{oldest.id}"
+
+
+def test_a_failed_backup_deletes_none_of_those_kept(demo_server, node_token, stand_in_agent):
+    Server.objects.filter(id=demo_server.id).update(backups_limit=1)
+    demo_server.refresh_from_db()
+    kept = made_backup(demo_server, node_token)
+    _, job = backup_create(server=demo_server, actor=Actor.system("test"))
+
+    post_report(finished(demo_server, job.id, succeeded=False, error="No space left"), node_token)
+
+    assert Backup.objects.get(id=kept.id).state == BackupState.AVAILABLE
 
 
 def test_a_job_report_is_applied_once(demo_server, node_token):

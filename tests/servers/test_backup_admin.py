@@ -7,6 +7,7 @@ says where each backup is kept."""
 from datetime import timedelta
 
 import pytest
+from django.contrib.messages import get_messages
 from django.utils import timezone
 
 from audit.actors import Actor
@@ -41,7 +42,13 @@ def lose(node: Node) -> None:
 
 
 def delete_page(client, backup: Backup):
-    return client.post(f"/admin/servers/backup/{backup.id}/delete/", {"post": "yes"})
+    """Admin's delete, as staff confirm it: a redirect, with no word about the backup (a
+    refusal, or "does not exist")."""
+    response = client.post(f"/admin/servers/backup/{backup.id}/delete/", {"post": "yes"})
+    said = [str(message) for message in get_messages(response.wsgi_request)]
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    assert not [message for message in said if backup.id in message], said
+    return response
 
 
 def test_a_deleted_backup_stays_deleting_until_its_object_is_gone(

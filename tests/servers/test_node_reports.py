@@ -83,7 +83,7 @@ def test_a_heartbeat_makes_the_node_online_for_30_seconds(agent_node, node_token
     with freeze_time("2026-11-26 10:00:00"):
         response = post(HEARTBEAT, body, node_token)
     assert response.status_code == 200
-    assert response.json() == {"node": "node-1"}
+    assert response.json()["node"] == "node-1"
     node = Node.objects.get(id=agent_node.id)
     assert node.agent_version == "0.3.0"
     with freeze_time("2026-11-26 10:00:29"):

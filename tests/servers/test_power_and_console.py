@@ -29,7 +29,8 @@ def test_it_accepts_a_start_and_answers_202_with_the_server(make_key, acme_serve
     assert response.json()["id"] == acme_server.id
     assert response.json()["state"] == "starting"
     assert set(response.json()) == {
-        "id", "name", "game", "state", "address", "node", "plan", "restart_on_crash", "created_at"
+        "id", "name", "game", "state", "address", "node", "plan", "restart_on_crash",
+        "suspended", "created_at",
     }  # fmt: skip
 
 

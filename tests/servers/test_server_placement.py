@@ -124,7 +124,7 @@ def test_the_plan_given_is_the_servers(acme):
 
 
 def test_it_refuses_a_plan_value_out_of_bounds(acme):
-    with pytest.raises(CommandError, match="memory_mb must be a whole number from 64"):
+    with pytest.raises(CommandError, match="memory_mb must be a whole number from 32"):
         createserver("acme", "X", "--memory", "0")
 
 
@@ -189,7 +189,7 @@ def test_it_refuses_a_simulated_game_on_an_agent_node_naming_its_games(acme, gam
 @pytest.mark.parametrize("game", ["demo", "freeciv"])
 def test_it_refuses_a_template_game_on_the_simulated_node_naming_its_games(acme, game):
     register("node-a")
-    with pytest.raises(CommandError, match=r"does not run .*it runs: minecraft, custom"):
+    with pytest.raises(CommandError, match=r"does not run .*it runs: custom, minecraft"):
         createserver("acme", "X", "--game", game, "--node", "simulated")
 
 
@@ -259,6 +259,12 @@ def test_a_server_added_in_admin_is_placed_by_the_rule(staff_client, acme):
     admin_add(staff_client, acme)
     server = Server.objects.select_related("node").get(name="Added")
     assert (server.node.name, server.port) == ("node-a", 27000)
+
+
+def test_a_server_added_in_admin_keeps_the_backups_limit_given(staff_client, acme):
+    online("node-a")
+    admin_add(staff_client, acme, backups_limit="3")
+    assert Server.objects.get(name="Added").backups_limit == 3
 
 
 def test_admin_refuses_a_server_no_node_has_room_for(staff_client, acme):

@@ -57,6 +57,7 @@ def test_it_returns_a_server_with_the_contract_fields(make_key, acme_server):
         "node": "simulated",
         "plan": {"memory_mb": 1024, "disk_mb": 10240, "cpu_percent": 100, "processes": 256},
         "restart_on_crash": True,
+        "suspended": False,
         "created_at": body["created_at"],
     }
     assert TIMESTAMP.fullmatch(body["created_at"])

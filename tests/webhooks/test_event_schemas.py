@@ -51,6 +51,8 @@ DATA: dict[Event, dict[str, Any]] = {
         "new_address": "203.0.113.20:25566",
         "port_changed": True,
     },
+    Event.SERVER_SUSPENDED: {},
+    Event.SERVER_UNSUSPENDED: {},
 }
 
 

@@ -61,9 +61,10 @@ def test_it_sends_anonymous_visitors_to_the_login_page(client, webhook):
     assert response["Location"].startswith("/accounts/login/")
 
 
-def test_it_offers_the_eight_events_as_checkboxes(alice_client):
+def test_it_offers_the_ten_events_as_checkboxes(alice_client):
     page = alice_client.get(f"{PANEL}new").content.decode()
-    assert page.count('type="checkbox" name="events"') == 8
+    assert page.count('type="checkbox" name="events"') == 10
+    assert 'value="server.suspended"' in page and 'value="server.unsuspended"' in page
 
 
 def test_it_shows_the_signing_secret_once_after_creation(alice_client):

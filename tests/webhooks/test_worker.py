@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -27,6 +28,14 @@ from webhooks.targets.signed import refused
 from webhooks.targets.transport import AttemptResult
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def no_engine_left_running() -> Iterator[None]:
+    """The engine a test starts stops with it: its senders would go on scanning and recording
+    (and counting in the metrics) through the tests that follow."""
+    yield
+    engine.stop_engine()
 
 
 def settled(*deliveries: Delivery) -> bool:

@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 ``webhooks`` section: the eight event deliveries and the test ping.
+"""The OpenAPI 3.1 ``webhooks`` section: the ten event deliveries and the test ping.
 
 A drf-spectacular postprocessing hook. The JSON Schemas describe the bodies exactly (every
 member required but those only agent nodes send, no others allowed), so a receiver can
@@ -105,6 +105,9 @@ EVENT_DATA: Final[dict[Event, dict[str, Any]]] = {
             "port_changed": {"type": "boolean"},
         }
     ),
+    # Suspended or unsuspended by the Application API: the record says `suspended` too.
+    Event.SERVER_SUSPENDED: _object({}),
+    Event.SERVER_UNSUSPENDED: _object({}),
 }
 
 HEADERS: Final = {

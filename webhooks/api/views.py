@@ -147,7 +147,7 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
-# The schema names the eight events; another name is `422 unknown_event` (naming it).
+# The schema names the ten events; another name is `422 unknown_event` (naming it).
 @extend_schema_field({"type": "string", "enum": [event.value for event in Event]})
 class EventNameField(StrictCharField):
     pass

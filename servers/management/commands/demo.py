@@ -10,7 +10,7 @@ CA, its token is written to the token file when that file does not hold a workin
 demo organization's servers are `demo` games on it: real processes once the agent runs.
 
 With `DEMO_WEBHOOK_URL` set (`make run` sets it to its local receiver), the demo organization
-also gets a webhook to that URL for all eight events. A signing secret is shown only once, so
+also gets a webhook to that URL for every event. A signing secret is shown only once, so
 each run replaces the webhook of that URL (and its history) with a new one and writes its
 secret to `DEMO_WEBHOOK_SECRET_FILE`, where the receiver reads it to verify signatures.
 """
@@ -31,6 +31,7 @@ from accounts.services import member_add, organization_create
 from audit.actors import Actor
 from servers.demo import LocalNodeSetup, ensure_demo_extras, ensure_local_node
 from servers.models import Node, Server
+from servers.runtime import host_traits
 from servers.selectors import server_list_for_organization
 from servers.services import server_create
 from webhooks.events import Event
@@ -38,6 +39,7 @@ from webhooks.selectors import webhook_list_for_org
 from webhooks.services import webhook_create, webhook_delete
 
 DEMO_PASSWORD = "demo-password"
+DEFAULT_SFTP_PORT = 2022  # the local agent's (AGENT_SFTP_PORT's default)
 ADMIN_EMAIL = "admin@demo.gshost.test"
 DEFAULT_PANEL_URL = "http://127.0.0.1:8000/panel/keys/"
 
@@ -179,12 +181,17 @@ def _describe(demo: DemoOrganization, organization: Organization, servers: list[
         f"{server.address}"
         for server in servers
     ]
-    if any(server.node.is_agent for server in servers):
-        playable = next(server for server in servers if server.node.is_agent)
+    playable = next((s for s in servers if not host_traits(s.node).invents_readings), None)
+    if playable is not None:
         host, port = playable.address.rsplit(":", 1)
         lines.append(
             f"  play: .venv/bin/python -m gshost_agent.play {host} {port}, "
             "then type JOIN <your name> (once it runs)"
+        )
+        lines.append(
+            f"  files: sftp -P {os.environ.get('AGENT_SFTP_PORT') or DEFAULT_SFTP_PORT} "
+            f"{demo.owner}.{playable.id}@{host}  "
+            f"(password {DEMO_PASSWORD})"
         )
     return "\n".join(lines)
 
@@ -208,7 +215,7 @@ def _how_to_see_a_delivery(panel_url: str, webhook: tuple[str, str]) -> str:
     deliveries_url = urljoin(panel_url, f"/panel/webhooks/{webhook_id}/deliveries")
     return "\n".join(
         [
-            f"Webhook {webhook_id} sends all eight events to {url}",
+            f"Webhook {webhook_id} sends every event to {url}",
             "(the local receiver, which prints each delivery and whether its signature verified).",
             "  1. the demo's servers are being started now on the local agent: each start is",
             "     delivered as server.started (stop or start one at "

@@ -12,6 +12,7 @@ from audit.actors import Actor
 from gshost.errors import DomainError
 from servers.agents.transfers import migration_to_node_begin, migration_to_node_run
 from servers.models import MigrationState, Node, Server
+from servers.runtime import host_traits
 from servers.simulated.mishaps import mishap_crash, mishap_fail_start, mishap_migrate
 
 WHAT = ("crash", "fail-start", "migrate")
@@ -61,7 +62,7 @@ def _simulate(server: Server, options: dict[str, Any]) -> str:
         return (
             f"{server.id} failed to start ({server.state} -> {after.state}); server.crashed fired."
         )
-    if server.node.is_agent or options["node"]:
+    if host_traits(server.node).moves_between_nodes or options["node"]:
         return _migrate_to_node(server, options["node"])
     migration = mishap_migrate(server=server, new_address=options["new_address"])
     return (
@@ -71,7 +72,7 @@ def _simulate(server: Server, options: dict[str, Any]) -> str:
 
 
 def _migrate_to_node(server: Server, node_name: str | None) -> str:
-    if not server.node.is_agent:
+    if not host_traits(server.node).moves_between_nodes:
         raise CommandError("--node is for servers on agent nodes; this one moves by address.")
     target = Node.objects.filter(name=node_name).first() if node_name else None
     if target is None:

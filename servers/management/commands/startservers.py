@@ -35,7 +35,10 @@ class Command(BaseCommand):
         if organization is None:
             raise CommandError(f"No organization with slug {options['slug']!r}.")
         stopped = Server.objects.filter(
-            organization=organization, state=ServerState.STOPPED, node__kind=NodeKind.AGENT
+            organization=organization,
+            state=ServerState.STOPPED,
+            node__kind=NodeKind.AGENT,
+            delete_requested_at__isnull=True,
         ).select_related("node")
         deadline = time.monotonic() + options["wait"]
         _wait_for_nodes({server.node_id for server in stopped}, deadline)
