@@ -7,6 +7,7 @@ from typing import Any
 
 import freezegun
 import pytest
+from django.conf import settings
 from django.core.cache import cache
 from django.test import Client
 from rest_framework.test import APIClient
@@ -23,6 +24,21 @@ from servers.services import server_create
 freezegun.configure(extend_ignore_list=["_pytest.timing"])
 
 API = "/api/public/v1"
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    django_db_modify_db_settings_parallel_suffix: None, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """On SQLite the test database is a file of this run's own, never memory. Django gives an
+    in-memory database's one connection to every thread of the live server, so two requests at
+    once (a page and its favicon, an agent's heartbeat and a report) fail with "database table
+    is locked". With a file each thread has a connection of its own, as the service has."""
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.sqlite3":
+        database.setdefault("TEST", {})["NAME"] = str(
+            tmp_path_factory.mktemp("db") / "test.sqlite3"
+        )
 
 
 @pytest.fixture(autouse=True)
