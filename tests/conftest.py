@@ -55,13 +55,6 @@ def _forget_process_state() -> None:
 
 
 @pytest.fixture
-def fast_password_hashing(settings: Any) -> None:
-    """Opt in (`pytestmark = pytest.mark.usefixtures("fast_password_hashing")`) where no test
-    is about passwords: PBKDF2 costs about 0.3 s per person of the cast."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
 def acme(db: None) -> Organization:
     return organization_create(slug="acme", name="Acme")
 

@@ -16,8 +16,6 @@ from tests.conftest import API, client_for, error_of
 TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 CURRENT = f"{API}/account/keys/current"
 KEYS = f"{API}/account/keys"
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")

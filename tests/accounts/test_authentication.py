@@ -21,8 +21,6 @@ from tests.conftest import API, client_for, error_of
 TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 CURRENT = f"{API}/account/keys/current"
 
 

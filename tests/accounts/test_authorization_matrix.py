@@ -17,8 +17,6 @@ from tests.conftest import API, IssuedKey, client_for, error_of
 TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 EVERY_SCOPE_USED = ["servers:read", "keys:read", "keys:revoke", "audit:read"]
 
 ROUTES = {

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from webhooks.events import Event
 from webhooks.models import Webhook
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_password_hashing")]
+pytestmark = pytest.mark.django_db
 
 URL = "https://receiver.gshost-demo.example:8443/hook"
 

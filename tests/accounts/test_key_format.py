@@ -13,8 +13,6 @@ from accounts.models import ApiKey
 from tests.base62 import base62
 from tests.conftest import API, client_for, error_of
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 SHAPE = re.compile(r"gsk_[0-9A-Za-z]{8}_[0-9A-Za-z]{43}")
 
 

@@ -1,15 +1,12 @@
 """An unknown key id is answered with the same work as a known one with a wrong secret: both
 from the process's memory once seen, and both with the secret hashed and compared."""
 
-import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from accounts import keys
 from tests.accounts.test_authentication import well_formed_token
 from tests.conftest import client_for
-
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
 CURRENT = "/api/public/v1/account/keys/current"
 

@@ -3,7 +3,6 @@ is dropped, and a dropped key is read (or its use written) again, so answers sta
 
 from datetime import UTC, datetime
 
-import pytest
 from django.utils import timezone
 from freezegun import freeze_time
 
@@ -11,8 +10,6 @@ from accounts import key_records, usage
 from accounts.models import ApiKey
 from gshost.lru import LruDict
 from tests.conftest import API, client_for, error_of
-
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
 CURRENT = f"{API}/account/keys/current"
 

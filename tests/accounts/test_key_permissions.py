@@ -15,8 +15,6 @@ from accounts.services import (
 from audit.actors import Actor
 from audit.services import PanelContext
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 OWNER_SCOPES = ["servers:read", "servers:power", "keys:read", "audit:read"]
 
 

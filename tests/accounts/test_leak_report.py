@@ -17,8 +17,6 @@ from accounts.models import ApiKey, LeakSource, RevocationReason
 from audit.models import AuditRecord
 from tests.conftest import API, client_for, error_of
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 REPORT = f"{API}/keys/report-leaked"
 FOUND_AT = "https://pastebin.example/raw/abc123"
 

@@ -8,8 +8,6 @@ from django.test import RequestFactory
 from accounts.leaks import leak_context, leaked_token_handle
 from accounts.models import ApiKey, LeakSource
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 FOUND_AT = "https://github.com/octo/app/blob/main/.env"
 
 

@@ -23,8 +23,6 @@ from audit.models import AuditRecord
 from audit.services import PanelContext
 from tests.conftest import API, client_for
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 PANEL = PanelContext(user_email="alice@acme.test", path="/panel/keys/", ip="127.0.0.1")
 
 

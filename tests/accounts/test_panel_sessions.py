@@ -9,8 +9,6 @@ from audit.models import AuditRecord
 from audit.services import PanelAction
 from tests.accounts.second_factor_kit import code_of, enrol_totp, is_signed_in
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 SESSIONS = "/accounts/sessions/"
 FIREFOX = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0"
 CHROME = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/131.0 Safari/537.36"

@@ -13,8 +13,6 @@ from accounts.ssh_keys import fingerprint_of, parse_public_key, withdrawal_key_i
 from audit.models import AuditRecord
 from audit.services import PanelAction
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 PAGE = "/accounts/ssh-keys/"
 
 

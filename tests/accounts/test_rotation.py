@@ -18,8 +18,6 @@ from tests.conftest import API, client_for, error_of
 TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 CURRENT = f"{API}/account/keys/current"
 ROTATED_AT = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 ROTATED_AT_UNIX = int(ROTATED_AT.timestamp())

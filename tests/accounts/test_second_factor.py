@@ -19,8 +19,6 @@ from tests.accounts.second_factor_kit import (
     secret_on,
 )
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 ALICE = ("alice@acme.test", "alice-pw-123")
 START = "2026-12-01 10:00:00"
 

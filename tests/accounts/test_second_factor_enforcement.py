@@ -12,8 +12,6 @@ from audit.services import PanelAction
 from tests.accounts.second_factor_kit import SECURITY, code_of, enrol_totp, secret_on
 from tests.gshost.test_production_settings import base_environment, python
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 RULE = "/accounts/security/organization/"
 
 

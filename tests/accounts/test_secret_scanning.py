@@ -42,8 +42,6 @@ from tests.accounts.secret_scanning_kit import (
 )
 from tests.conftest import API, client_for, error_of
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 FOUND_AT = "https://github.com/octo/app/blob/main/.env"
 
 

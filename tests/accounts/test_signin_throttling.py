@@ -12,8 +12,6 @@ from freezegun import freeze_time
 
 from accounts.models import User
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 LOGIN = "/accounts/login/"
 ADMIN_LOGIN = "/admin/login/"
 RIGHT = {"username": "alice@acme.test", "password": "alice-pw-123"}

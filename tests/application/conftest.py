@@ -53,7 +53,7 @@ def mint(scopes: Iterable[str] = CATALOGUE, **options: Any) -> str:
 
 
 @pytest.fixture
-def billing(live_server: Any, fast_password_hashing: None) -> Billing:
+def billing(live_server: Any) -> Billing:
     return Billing(base=live_server.url, key=mint())
 
 

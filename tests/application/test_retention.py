@@ -19,7 +19,7 @@ from application.retention import application_purge_expired
 from tests.application.conftest import mint
 
 
-def test_the_hourly_purge_drops_only_what_is_due(db, settings, fast_password_hashing):
+def test_the_hourly_purge_drops_only_what_is_due(db, settings):
     mint()
     key = IntegrationKey.objects.get()
     organization = organization_create(slug="shop", name="Shop")

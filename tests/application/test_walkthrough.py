@@ -25,7 +25,7 @@ def walkthrough() -> str:
 
 
 @pytest.mark.skipif(shutil.which("jq") is None, reason="the walk-through uses jq")
-def test_the_documented_walkthrough_runs_against_the_service(live_server, fast_password_hashing):
+def test_the_documented_walkthrough_runs_against_the_service(live_server):
     script = walkthrough()
     assert script.count("curl ") == 7
 

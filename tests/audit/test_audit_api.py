@@ -23,8 +23,6 @@ from tests.conftest import API, IssuedKey, client_for, error_of
 TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 AUDIT = f"{API}/account/audit"
 CURRENT = f"{API}/account/keys/current"
 RECORD_FIELDS = {

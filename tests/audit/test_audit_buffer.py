@@ -18,8 +18,6 @@ from audit.buffer import AuditBuffer, audit_buffer
 from audit.models import AuditRecord
 from tests.conftest import API, client_for
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 CURRENT = f"{API}/account/keys/current"
 AWKWARD_TEXT = {
     "tab": "a\tb",

@@ -5,8 +5,6 @@ import pytest
 
 from tests.conftest import API, client_for, error_of
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 AUDIT = f"{API}/account/audit"
 
 

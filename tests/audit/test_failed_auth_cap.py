@@ -11,8 +11,6 @@ from audit.models import AuditRecord
 from tests.accounts.test_authentication import well_formed_token
 from tests.conftest import client_for
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 CURRENT = "/api/public/v1/account/keys/current"
 
 

@@ -6,6 +6,7 @@ browser is ever downloaded. A failing test leaves a screenshot in tests/browser/
 
 import contextlib
 import os
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,50 @@ TIMEOUT_MS = 15_000
 expect.set_options(timeout=TIMEOUT_MS)  # assertions wait as long as actions, on a busy CI machine
 
 
+class PageLog:
+    """What a page met: its console, its failed requests and the answers of 400 and more. A
+    failed test shows it, with where the page was and what its alerts said."""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.lines: list[str] = []
+        page.on(
+            "console", lambda message: self.lines.append(f"console {message.type}: {message.text}")
+        )
+        page.on("pageerror", lambda error: self.lines.append(f"page error: {error}"))
+        page.on(
+            "requestfailed", lambda r: self.lines.append(f"failed: {r.method} {r.url} {r.failure}")
+        )
+        page.on("response", self._note_answer)
+
+    def _note_answer(self, response: Any) -> None:
+        if response.status >= 400:
+            self.lines.append(
+                f"answered {response.status}: {response.request.method} {response.url}"
+            )
+
+    def summary(self) -> str:
+        try:
+            alerts = [
+                text for text in self.page.locator("[role=alert]:visible").all_inner_texts() if text
+            ]
+            where = [f"at {self.page.url}", *(f"alert: {text}" for text in alerts)]
+        except Exception as error:  # the page may be gone; its log still helps
+            where = [f"page unreadable: {error}"]
+        return "\n".join([*where, *self.lines[-40:]])
+
+
+OPEN_PAGES: weakref.WeakSet[PageLog] = weakref.WeakSet()
+
+
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"report_{report.when}", report)
+    if report.failed:
+        for number, log in enumerate(list(OPEN_PAGES), start=1):
+            report.sections.append((f"browser page {number}", log.summary()))
 
 
 @pytest.fixture(scope="module", name="browser")
@@ -59,7 +99,10 @@ def _page(
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
+    log = PageLog(page)
+    OPEN_PAGES.add(log)
     yield page
+    OPEN_PAGES.discard(log)
     call = getattr(request.node, "report_call", None)
     if call is not None and call.failed:
         SCREENSHOTS.mkdir(exist_ok=True)

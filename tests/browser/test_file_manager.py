@@ -22,7 +22,6 @@ __all__ = ["certificates", "games_dir", "node", "rig", "server"]  # the file API
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("fast_password_hashing"),
 ]
 
 

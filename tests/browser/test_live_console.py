@@ -24,14 +24,20 @@ from servers.models import Node, Server
 from servers.services import PowerAction, server_create, server_power
 from tests.agent.conftest import AgentFactory, certificates, games_dir
 from tests.agent.lines import wait_until
-from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, TIMEOUT_MS, sign_in
+from tests.browser.conftest import (
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    OPEN_PAGES,
+    TIMEOUT_MS,
+    PageLog,
+    sign_in,
+)
 from tests.servers.agent_rig import free_port_range
 
 __all__ = ["certificates", "games_dir"]  # the agent tests' fixtures, used here too
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("fast_password_hashing"),
 ]
 
 
@@ -61,7 +67,10 @@ def trusting_browser_fixture(certificates: dict[str, Path]) -> Iterator[Browser]
 def live_page_fixture(trusting_browser: Browser, live_server: Any) -> Iterator[Page]:
     context = trusting_browser.new_context(base_url=live_server.url)
     context.set_default_timeout(TIMEOUT_MS)
-    yield context.new_page()
+    log = PageLog(context.new_page())
+    OPEN_PAGES.add(log)
+    yield log.page
+    OPEN_PAGES.discard(log)
     context.close()
 
 

@@ -28,7 +28,6 @@ TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("fast_password_hashing"),
 ]
 
 HOST = "hooks.browser-tests.example"  # a public-looking name, resolved to loopback below

@@ -11,7 +11,6 @@ from tests.browser.conftest import sign_in
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("fast_password_hashing"),
 ]
 
 # A platform authenticator that holds discoverable credentials and verifies its user at once.

@@ -19,7 +19,6 @@ from accounts.permissions import NO_SCOPE_REQUIRED
 from gshost.urls import handler500 as handler500  # this module is the tests' urlconf
 from tests.conftest import API, client_for, error_of
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 ROOT = Path(__file__).resolve().parents[2]
 
 

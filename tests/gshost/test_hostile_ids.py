@@ -21,8 +21,6 @@ from tests.webhooks.webhook_fixtures import make_delivery
 from webhooks.models import DeliveryStatus
 from webhooks.services import webhook_create
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 _PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")
 _NOT_ROUTES = {"schema/", "docs/"}
 

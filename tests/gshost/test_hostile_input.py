@@ -21,8 +21,6 @@ from webhooks.services import webhook_create
 TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 MIB = 1024 * 1024
 HOSTILE_DATETIMES = [
     "9999-12-31T23:59:59-23:59",

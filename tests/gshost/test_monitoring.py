@@ -16,8 +16,6 @@ from tests.conftest import client_for
 from tests.webhooks.webhook_fixtures import make_delivery, webhook_fixture  # noqa: F401
 from webhooks.models import DeliveryStatus
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 
 def sample(text: str, name: str, **labels: str) -> float:
     """The value of one sample in the Prometheus text format (0 when absent)."""

@@ -13,8 +13,6 @@ from audit.models import AuditRecord
 from gshost.api.pagination import CURSOR_PATTERN
 from tests.conftest import API, IssuedKey, client_for, error_of
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 AUDIT = f"{API}/account/audit"
 KEYS = f"{API}/account/keys"
 

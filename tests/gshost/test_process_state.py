@@ -5,16 +5,12 @@ import ast
 from functools import partial
 from pathlib import Path
 
-import pytest
-
 from accounts import key_records
 from gshost import process_state
 from gshost.process_state import ProcessState
 from tests.conftest import API, client_for
 from webhooks.targets import client, transport
 from webhooks.targets.dev_loopback import LOOPBACK
-
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PACKAGES = ("accounts", "audit", "gshost", "servers", "webhooks")

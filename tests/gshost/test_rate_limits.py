@@ -14,8 +14,6 @@ from accounts import key_records, keys
 from audit.models import AuditRecord
 from tests.conftest import API, client_for, error_of
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 CURRENT = f"{API}/account/keys/current"
 WINDOW_START = "2026-11-22 10:00:00"
 WINDOW_END_UNIX = int(datetime(2026, 11, 22, 10, 1, tzinfo=UTC).timestamp())

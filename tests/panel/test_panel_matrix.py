@@ -44,8 +44,6 @@ from webhooks.services import webhook_create
 TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 KEY_RULE = "key rule"  # key list, create, rotate, delete: the key service's own rule
 SIGNED_IN = "signed in"
 OWNER = "owner"  # an owner of the organization the person acts in

@@ -12,8 +12,6 @@ from audit.actors import Actor
 from servers.models import Schedule, Server
 from servers.schedules import ScheduleInput, schedule_create
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 SCHEDULER = ["servers:read", "schedules:read", "schedules:execute"]
 FORM = {"name": "Op me", "cron": "0 3 * * *", "command": "op mallory", "alert_after_missed": "3"}
 

@@ -36,12 +36,6 @@ class Published:
 
 
 @pytest.fixture(autouse=True)
-def _fast_password_hashing(settings: Any) -> None:
-    """The cast's passwords are hashed for every test; the slow default hasher buys nothing."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
 def published(monkeypatch: pytest.MonkeyPatch) -> list[Published]:
     """Every event published, in order. The webhooks app's function still runs, so delivery
     rows are written as in production."""

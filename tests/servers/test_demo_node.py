@@ -13,7 +13,7 @@ from servers.models import Node, Server, ServerState
 from tests.servers.agent_standin import StandInAgent
 from tests.servers.node_fixtures import beat
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_password_hashing")]
+pytestmark = pytest.mark.django_db
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 dev_agent_cert = __import__("dev-agent-cert")

@@ -11,8 +11,6 @@ from servers.models import Node
 from servers.services import server_create
 from tests.servers.node_fixtures import beat, register
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 HEARTBEAT = "/internal/nodes/heartbeat"
 FINGERPRINT = "SHA256:" + "A" * 42 + "0"
 

@@ -10,8 +10,6 @@ from audit.actors import Actor
 from servers.services import server_create
 from tests.conftest import API, client_for, error_of
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
 

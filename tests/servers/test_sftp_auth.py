@@ -20,8 +20,6 @@ from servers.models import Server
 from servers.services import server_create
 from tests.servers.node_fixtures import register
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 ROUTE = "/api/node/v1/sftp-auth"
 ADDRESS = "203.0.113.5"
 

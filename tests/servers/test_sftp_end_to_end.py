@@ -40,12 +40,6 @@ pytestmark = [
 _T = TypeVar("_T")
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings: Any) -> None:
-    """The cast's passwords hashed as the web service checks them (its own settings)."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
-
-
 @pytest.fixture(scope="module")
 def web(
     django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory

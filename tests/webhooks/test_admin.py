@@ -13,9 +13,6 @@ from webhooks.services import webhook_create
 TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
-
 @pytest.fixture
 def created(acme) -> tuple[Webhook, str]:
     return webhook_create(organization=acme, url=URL, events=["server.crashed"], actor=TEST_ACTOR)

@@ -23,8 +23,6 @@ from webhooks.services import webhook_create
 TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 DELIVERY_FIELDS = {
     "id",
     "webhook_id",

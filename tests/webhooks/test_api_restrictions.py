@@ -10,8 +10,6 @@ from tests.webhooks.webhook_fixtures import HOOKS, URL, WEBHOOK_SCOPES, add_atte
 from webhooks import dispatch
 from webhooks.models import Delivery, DeliveryStatus, Webhook
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 
 @pytest.fixture
 def restricted(make_key, acme_server) -> Any:

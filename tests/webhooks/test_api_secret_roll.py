@@ -19,8 +19,6 @@ from tests.webhooks.webhook_fixtures import (
 from webhooks.models import Webhook
 from webhooks.secrets import decrypt_secret, signing_keys
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 START = "2026-11-20T10:00:00Z"
 
 

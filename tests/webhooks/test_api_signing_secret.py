@@ -9,8 +9,6 @@ from tests.webhooks.webhook_fixtures import (
 from webhooks.models import Webhook
 from webhooks.secrets import decrypt_secret, encrypt_secret
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 OLD_KEY = Fernet.generate_key().decode()
 NEW_KEY = Fernet.generate_key().decode()
 

@@ -33,7 +33,7 @@ from webhooks.services import webhook_create
 TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing", "frozen")
+pytestmark = pytest.mark.usefixtures("frozen")
 
 NOW = datetime.fromisoformat("2026-11-22T12:30:00+00:00")
 

@@ -17,7 +17,7 @@ from tests.webhooks.webhook_fixtures import (
 )
 from webhooks.models import Delivery
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing", "engine_settings")
+pytestmark = pytest.mark.usefixtures("engine_settings")
 
 RESULT_FIELDS = {"success", "status_code", "duration_ms", "response_body", "error"}
 

@@ -19,8 +19,6 @@ from tests.webhooks.webhook_fixtures import (
 )
 from webhooks.models import Delivery, DeliveryAttempt, Webhook
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 RECORD_FIELDS = {"id", "url", "events", "description", "status", "created_at", "updated_at"}
 SECRET = re.compile(r"whsec_[0-9A-Za-z]{43}")
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")

@@ -20,8 +20,6 @@ from webhooks.metrics import AttemptOutcome, attempts_recorded
 from webhooks.models import DeliveryOutcomeCount, DeliveryStatus, Webhook
 from webhooks.retention import purge_delivery_history
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 
 @pytest.fixture
 def owner(hooks: Hooks, settings):

@@ -15,7 +15,7 @@ from tests.webhooks.webhook_fixtures import (  # noqa: F401
 from webhooks.health.notices import _claim_notice, deliveries_failed
 from webhooks.models import DeliveryStatus, Webhook
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing", "locmem_email", "alice", "bob")
+pytestmark = pytest.mark.usefixtures("locmem_email", "alice", "bob")
 
 START = "2026-11-22T10:00:00Z"
 

@@ -25,8 +25,6 @@ from webhooks.services import webhook_create
 TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 PANEL = "/panel/webhooks/"
 SHOWN_SECRET = re.compile(r'<code id="new-signing-secret">(whsec_[0-9A-Za-z]{43})</code>')
 

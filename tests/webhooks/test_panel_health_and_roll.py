@@ -3,7 +3,6 @@
 import re
 from datetime import timedelta
 
-import pytest
 from django.utils import timezone
 
 from audit.models import AuditRecord, Source
@@ -12,8 +11,6 @@ from tests.webhooks.webhook_fixtures import make_delivery, webhook_fixture  # no
 from webhooks.health.rollup import apply_changes, settled_changes
 from webhooks.models import DeliveryStatus, Webhook
 from webhooks.secrets import decrypt_secret
-
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
 
 PANEL = "/panel/webhooks/"
 SHOWN_SECRET = re.compile(r'<code id="new-signing-secret">(whsec_[0-9A-Za-z]{43})</code>')

@@ -23,7 +23,7 @@ from webhooks.services import webhook_create, webhook_send_test
 TEST_ACTOR = Actor.system("tests")  # not a panel action: it writes no audit row
 
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing", "engine_settings")
+pytestmark = pytest.mark.usefixtures("engine_settings")
 
 SLOW_SECONDS = 2.0
 

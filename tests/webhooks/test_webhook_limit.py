@@ -12,8 +12,6 @@ from webhooks.errors import WebhookLimitReached
 from webhooks.models import Webhook
 from webhooks.services import webhook_create
 
-pytestmark = pytest.mark.usefixtures("fast_password_hashing")
-
 
 def _fill(organization: Organization, count: int) -> None:
     for number in range(count):
