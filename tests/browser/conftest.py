@@ -1,7 +1,9 @@
 """Browser tests: Debian's Chromium driven by Playwright, against the live test server.
 
 `scripts/ensure-browser.sh` (run by `make test`) installs `chromium` from apt when missing; no
-browser is ever downloaded. A failing test leaves a screenshot in tests/browser/screenshots/.
+browser is ever downloaded. It runs in a network namespace of its own
+(tests/browser/quiet_network.py). A failing test shows what its pages met and leaves a
+screenshot in tests/browser/screenshots/.
 """
 
 import contextlib
@@ -13,6 +15,8 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.browser.quiet_network import QuietNetwork, quiet_network
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
@@ -26,7 +30,7 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
 ]
 SCREENSHOTS = Path(__file__).with_name("screenshots")
-TIMEOUT_MS = 15_000
+TIMEOUT_MS = 30_000
 expect.set_options(timeout=TIMEOUT_MS)  # assertions wait as long as actions, on a busy CI machine
 
 
@@ -76,18 +80,32 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
             report.sections.append((f"browser page {number}", log.summary()))
 
 
-@pytest.fixture(scope="module", name="browser")
-def browser_fixture() -> Iterator[Browser]:
+@pytest.fixture(scope="session", name="quiet_network")
+def quiet_network_fixture() -> Iterator[QuietNetwork]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/ensure-browser.sh (make test does)")
+    with quiet_network(CHROMIUM) as network:
+        yield network
+
+
+@contextlib.contextmanager
+def chromium_launched(network: QuietNetwork, flags: list[str]) -> Iterator[Browser]:
     """Playwright's sync API keeps an event loop on this thread while the browser is open; the
     database set-up and the ORM calls the tests make between browser steps are still plain
     synchronous calls, which Django allows only when told so."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/ensure-browser.sh (make test does)")
     with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
         patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        browser = playwright.chromium.launch(
+            executable_path=network.executable, args=[*flags, *network.flags]
+        )
         yield browser
         browser.close()
+
+
+@pytest.fixture(scope="module", name="browser")
+def browser_fixture(quiet_network: QuietNetwork) -> Iterator[Browser]:
+    with chromium_launched(quiet_network, CHROMIUM_FLAGS) as browser:
+        yield browser
 
 
 @contextlib.contextmanager

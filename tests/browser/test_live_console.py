@@ -4,7 +4,7 @@ socket without a reload, and the mirror when the node cannot be reached."""
 
 import base64
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from django.db import OperationalError
 from django.utils import timezone
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from accounts.models import Membership, Organization
 from audit.actors import Actor
@@ -25,13 +24,14 @@ from servers.services import PowerAction, server_create, server_power
 from tests.agent.conftest import AgentFactory, certificates, games_dir
 from tests.agent.lines import wait_until
 from tests.browser.conftest import (
-    CHROMIUM,
     CHROMIUM_FLAGS,
     OPEN_PAGES,
     TIMEOUT_MS,
     PageLog,
+    chromium_launched,
     sign_in,
 )
+from tests.browser.quiet_network import QuietNetwork
 from tests.servers.agent_rig import free_port_range
 
 __all__ = ["certificates", "games_dir"]  # the agent tests' fixtures, used here too
@@ -53,14 +53,13 @@ def spki_hash(pem: Path) -> str:
 
 
 @pytest.fixture(name="trusting_browser")
-def trusting_browser_fixture(certificates: dict[str, Path]) -> Iterator[Browser]:
+def trusting_browser_fixture(
+    certificates: dict[str, Path], quiet_network: QuietNetwork
+) -> Iterator[Browser]:
     trusted = spki_hash(certificates["cert"])
     flags = [*CHROMIUM_FLAGS, f"--ignore-certificate-errors-spki-list={trusted}"]
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=flags)
+    with chromium_launched(quiet_network, flags) as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture(name="live_page")
@@ -72,15 +71,6 @@ def live_page_fixture(trusting_browser: Browser, live_server: Any) -> Iterator[P
     yield log.page
     OPEN_PAGES.discard(log)
     context.close()
-
-
-def read(query: Callable[[], Any]) -> Any:
-    """A read beside the live server's writes: on SQLite (its shared in-memory database) a
-    table another connection is writing is locked for a moment; None then, to ask again."""
-    try:
-        return query()
-    except OperationalError:
-        return None
 
 
 @pytest.fixture(name="agent_server")
@@ -106,13 +96,13 @@ def agent_server_fixture(
         encrypted_token=encrypt_secret(token), token_hash=token_hash(token)
     )
     agent.start()
-    wait_until(lambda: read(lambda: Node.objects.get(id=created.node.id).last_heartbeat_at), 20)
+    wait_until(lambda: Node.objects.get(id=created.node.id).last_heartbeat_at, 20)
     node = Node.objects.get(id=created.node.id)
     server = server_create(
         actor=Actor.system("test"), organization=acme, name="Live", game="demo", node=node
     )
     server_power(server=server, action=PowerAction.START, actor=Actor.system("test"))
-    wait_until(lambda: read(lambda: Server.objects.get(id=server.id).state) == "running", 30)
+    wait_until(lambda: Server.objects.get(id=server.id).state == "running", 30)
     yield server
     factory.clean_up()
 
@@ -131,7 +121,7 @@ def test_the_console_streams_from_the_node_and_sends_a_typed_command_over_the_so
     expect(output).to_contain_text("[say] hello over the socket")
     assert live_page.evaluate("window.notReloaded") is True
     assert live_page.input_value("input[name=command]") == ""
-    (sent,) = wait_until(lambda: read(lambda: list(agent_server.console_commands.all())), 10)
+    (sent,) = wait_until(lambda: list(agent_server.console_commands.all()), 10)
     assert (sent.source, sent.user_email) == ("websocket", "alice@acme.test")
 
 
