@@ -19,6 +19,7 @@ from audit.services import PanelContext
 from gshost import process_state
 from servers.models import Server
 from servers.services import server_create
+from tests import no_delay  # noqa: F401 - test servers answer without Nagle's delay
 
 # pytest's own clock must stay real under frozen time, or --durations reports nonsense.
 freezegun.configure(extend_ignore_list=["_pytest.timing"])

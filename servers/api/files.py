@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -14,7 +15,8 @@ from accounts.scopes import Scope
 from audit.services import note_audit_details
 from gshost.api.errors import invalid_request
 from gshost.api.input import parse_input
-from servers.api.base import NODE_UNAVAILABLE, ServerRouteViewSet
+from gshost.api.schema import ERROR_CODES
+from servers.api.base import ServerRouteViewSet
 from servers.files.agent import CONTENT_LIMIT
 from servers.files.errors import FileTooLarge
 from servers.files.services import (
@@ -36,6 +38,17 @@ from servers.files.services import (
 )
 
 MAX_PATHS = 1000
+# What a schema can say of a customer path: text without NUL. The node also refuses a path that
+# leaves the server directory and one over FILE_PATH_MAX_BYTES bytes of UTF-8 (400 path_invalid).
+PATH_PATTERN = r"^[^\x00]+$"
+# A listing's cursor: base64url, padded (servers.files.services).
+CURSOR_PATTERN = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2}==|[A-Za-z0-9_-]{3}=)?$"
+# Files live on agent nodes: a server elsewhere is 409 invalid_state, whatever the method.
+FILE_ERRORS = {ERROR_CODES: {409: ["invalid_state"], 503: ["node_unavailable"]}}
+
+
+def path_field() -> serializers.CharField:
+    return serializers.CharField(trim_whitespace=False, validators=[RegexValidator(PATH_PATTERN)])
 
 
 class FileEntrySerializer(serializers.Serializer[Any]):
@@ -65,18 +78,16 @@ class LinkSerializer(serializers.Serializer[Any]):
 
 
 class PathInput(serializers.Serializer[Any]):
-    path = serializers.CharField(trim_whitespace=False)
+    path = path_field()
 
 
 class PathsInput(serializers.Serializer[Any]):
-    paths = serializers.ListField(
-        child=serializers.CharField(trim_whitespace=False), min_length=1, max_length=MAX_PATHS
-    )
+    paths = serializers.ListField(child=path_field(), min_length=1, max_length=MAX_PATHS)
 
 
 class RenameInput(serializers.Serializer[Any]):
-    from_ = serializers.CharField(trim_whitespace=False)
-    to = serializers.CharField(trim_whitespace=False)
+    from_ = path_field()
+    to = path_field()
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         fields = super().get_fields()
@@ -85,28 +96,36 @@ class RenameInput(serializers.Serializer[Any]):
 
 
 class CompressInput(PathsInput):
-    archive = serializers.CharField(trim_whitespace=False)
+    archive = path_field()
 
 
 class DecompressInput(serializers.Serializer[Any]):
-    archive = serializers.CharField(trim_whitespace=False)
-    directory = serializers.CharField(trim_whitespace=False)
+    archive = path_field()
+    directory = path_field()
 
 
 class PullInput(serializers.Serializer[Any]):
     url = serializers.CharField(max_length=8192)
-    path = serializers.CharField(trim_whitespace=False)
+    path = path_field()
 
 
 class DirectoryInput(serializers.Serializer[Any]):
-    directory = serializers.CharField(trim_whitespace=False)
+    directory = path_field()
 
 
-PATH_PARAMETER = OpenApiParameter("path", str, description="A path from the server's root, /")
+PATH_PARAMETER = OpenApiParameter(
+    "path", str, required=True, pattern=PATH_PATTERN, description="A path from the server's root, /"
+)
 LIST_PARAMETERS = [
-    OpenApiParameter("path", str, description="The directory; default /"),
-    OpenApiParameter("limit", int, description=f"1 to {LIST_MOST}, default {LIST_DEFAULT}"),
-    OpenApiParameter("cursor", str),
+    OpenApiParameter("path", str, pattern=PATH_PATTERN, description="The directory; default /"),
+    OpenApiParameter(
+        "limit",
+        {"type": "integer", "minimum": 1},
+        description=f"Entries per page, default {LIST_DEFAULT}; at most {LIST_MOST} are returned.",
+    ),
+    OpenApiParameter(
+        "cursor", str, pattern=CURSOR_PATTERN, description="Taken from a page's `next`, unchanged."
+    ),
 ]
 
 
@@ -115,7 +134,7 @@ DELETED = OpenApiResponse(description='{"deleted": [paths]}')
 
 class FilesViewSet(ServerRouteViewSet):
     scopes = {
-        "list": Scope.FILES_READ,
+        "listing": Scope.FILES_READ,
         "read": Scope.FILES_READ,
         "write": Scope.FILES_WRITE,
         "rename": Scope.FILES_WRITE,
@@ -133,8 +152,9 @@ class FilesViewSet(ServerRouteViewSet):
         note_audit_details(self.request._request, details, action=action)
 
     @extend_schema(parameters=LIST_PARAMETERS, responses=FileListSerializer,
-                   extensions=NODE_UNAVAILABLE)  # fmt: skip
-    def list(self, request: Request, server_id: str) -> Response:
+                   extensions=FILE_ERRORS)  # fmt: skip
+    def listing(self, request: Request, server_id: str) -> Response:
+        """One page of a directory (an action not named `list`: the answer is one object)."""
         server = self.server()
         path = clean_path(request.query_params.get("path", "/"))
         listing = files_list(
@@ -150,7 +170,7 @@ class FilesViewSet(ServerRouteViewSet):
     @extend_schema(
         parameters=[PATH_PARAMETER],
         responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
-        extensions=NODE_UNAVAILABLE,
+        extensions=FILE_ERRORS,
     )
     def read(self, request: Request, server_id: str) -> HttpResponse:
         server = self.server()
@@ -162,7 +182,7 @@ class FilesViewSet(ServerRouteViewSet):
         parameters=[PATH_PARAMETER],
         request={"application/octet-stream": OpenApiTypes.BINARY},
         responses=FileEntrySerializer,
-        extensions=NODE_UNAVAILABLE,
+        extensions=FILE_ERRORS,
     )
     def write(self, request: Request, server_id: str) -> Response:
         server = self.server()
@@ -178,7 +198,7 @@ class FilesViewSet(ServerRouteViewSet):
         entry = files_write(server=server, path=path, content=content, actor=self.actor())
         return Response(entry)
 
-    @extend_schema(request=RenameInput, responses=FileEntrySerializer, extensions=NODE_UNAVAILABLE)
+    @extend_schema(request=RenameInput, responses=FileEntrySerializer, extensions=FILE_ERRORS)
     def rename(self, request: Request, server_id: str) -> Response:
         server = self.server()
         given = parse_input(request, RenameInput)
@@ -188,7 +208,7 @@ class FilesViewSet(ServerRouteViewSet):
             files_rename(server=server, source=source, target=target, actor=self.actor())
         )
 
-    @extend_schema(request=PathInput, responses=WorkSerializer, extensions=NODE_UNAVAILABLE)
+    @extend_schema(request=PathInput, responses=WorkSerializer, extensions=FILE_ERRORS)
     def copy(self, request: Request, server_id: str) -> Response:
         server = self.server()
         path = clean_path(parse_input(request, PathInput)["path"])
@@ -196,14 +216,14 @@ class FilesViewSet(ServerRouteViewSet):
         return _work(files_copy(server=server, path=path, actor=self.actor()))
 
     @extend_schema(request=PathInput, responses={201: FileEntrySerializer},
-                   extensions=NODE_UNAVAILABLE)  # fmt: skip
+                   extensions=FILE_ERRORS)  # fmt: skip
     def directory(self, request: Request, server_id: str) -> Response:
         server = self.server()
         path = clean_path(parse_input(request, PathInput)["path"])
         self._note(path=path)
         return Response(files_make_directory(server=server, path=path, actor=self.actor()), 201)
 
-    @extend_schema(request=PathsInput, responses=DELETED, extensions=NODE_UNAVAILABLE)
+    @extend_schema(request=PathsInput, responses=DELETED, extensions=FILE_ERRORS)
     def delete_paths(self, request: Request, server_id: str) -> Response:
         # Not named `delete`: a view's `delete` method would put DELETE in every route's Allow.
         server = self.server()
@@ -211,7 +231,7 @@ class FilesViewSet(ServerRouteViewSet):
         self._note(paths=paths)
         return Response(files_delete(server=server, paths=paths, actor=self.actor()))
 
-    @extend_schema(request=CompressInput, responses=WorkSerializer, extensions=NODE_UNAVAILABLE)
+    @extend_schema(request=CompressInput, responses=WorkSerializer, extensions=FILE_ERRORS)
     def compress(self, request: Request, server_id: str) -> Response:
         server = self.server()
         given = parse_input(request, CompressInput)
@@ -221,7 +241,7 @@ class FilesViewSet(ServerRouteViewSet):
         made = files_compress(server=server, paths=paths, archive=archive, actor=self.actor())
         return _work(made)
 
-    @extend_schema(request=DecompressInput, responses=WorkSerializer, extensions=NODE_UNAVAILABLE)
+    @extend_schema(request=DecompressInput, responses=WorkSerializer, extensions=FILE_ERRORS)
     def decompress(self, request: Request, server_id: str) -> Response:
         server = self.server()
         given = parse_input(request, DecompressInput)
@@ -233,7 +253,7 @@ class FilesViewSet(ServerRouteViewSet):
         )
         return _work(done)
 
-    @extend_schema(request=PullInput, responses=WorkSerializer, extensions=NODE_UNAVAILABLE)
+    @extend_schema(request=PullInput, responses=WorkSerializer, extensions=FILE_ERRORS)
     def pull(self, request: Request, server_id: str) -> Response:
         server = self.server()
         given = parse_input(request, PullInput)
@@ -241,7 +261,7 @@ class FilesViewSet(ServerRouteViewSet):
         self._note(url=given["url"], path=path)
         return _work(files_pull(server=server, url=given["url"], path=path, actor=self.actor()))
 
-    @extend_schema(request=PathInput, responses=LinkSerializer, extensions=NODE_UNAVAILABLE)
+    @extend_schema(request=PathInput, responses=LinkSerializer, extensions=FILE_ERRORS)
     def download_link(self, request: Request, server_id: str) -> Response:
         server = self.server()
         path = clean_path(parse_input(request, PathInput)["path"])
@@ -249,7 +269,7 @@ class FilesViewSet(ServerRouteViewSet):
         link = files_download_link(server=server, path=path, actor=self.actor())
         return Response(LinkSerializer(link).data)
 
-    @extend_schema(request=DirectoryInput, responses=LinkSerializer, extensions=NODE_UNAVAILABLE)
+    @extend_schema(request=DirectoryInput, responses=LinkSerializer, extensions=FILE_ERRORS)
     def upload_link(self, request: Request, server_id: str) -> Response:
         server = self.server()
         directory = clean_path(parse_input(request, DirectoryInput)["directory"], "directory")

@@ -15,7 +15,7 @@ SERVER = "servers/<str:server_id>"
 FILES = f"{SERVER}/files"
 
 urlpatterns = [
-    path(FILES, FilesViewSet.as_view({"get": "list"}), name="files.list"),
+    path(FILES, FilesViewSet.as_view({"get": "listing"}), name="files.list"),
     path(
         f"{FILES}/content",
         FilesViewSet.as_view({"get": "read", "put": "write"}),

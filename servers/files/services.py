@@ -79,8 +79,10 @@ def files_list(*, server: Server, path: str, limit: int, cursor: str | None) -> 
 
 
 def _after_of(cursor: str) -> str:
+    """The name a page starts after. Any base64url is a position among the names, even one that
+    is not UTF-8 (its bytes are read as text, replacement characters and all)."""
     try:
-        return urlsafe_b64decode(cursor.encode("ascii")).decode()
+        return urlsafe_b64decode(cursor.encode("ascii")).decode(errors="replace")
     except (ValueError, UnicodeError):
         raise InvalidInput("cursor: not a cursor of this listing.") from None
 

@@ -47,6 +47,10 @@ ALL_SCOPES = [
     "webhooks:read",
     "webhooks:write",
     "webhooks:manage",
+    "files:read",
+    "files:write",
+    "files:delete",
+    "files:sftp",
 ]
 
 

@@ -17,12 +17,14 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
 
 from audit.models import AuditRecord
 from gshost.encryption import encrypt_secret
+from servers.api.files import CURSOR_PATTERN
 from servers.fleet.nodes import NodeInput, node_create, token_hash
 from servers.models import Node, Server
 from tests.agent.conftest import (
@@ -531,6 +533,16 @@ def test_reading_over_8_mib_needs_a_download_link(
     answer = call(key, server, "get", "content", path=f"{home}/world.dat")
     assert answer.status_code == 413
     assert error_of(answer)["code"] == "file_too_large"
+
+
+def test_a_listings_cursor_has_the_shape_the_schema_states(
+    server: Server, key: Any, home: str
+) -> None:
+    for name in ("a.txt", "b.txt"):
+        call(key, server, "put", "content", b"x", path=f"{home}/{name}")
+    next_page = call(key, server, "get", path=home, limit="1").json()["next"]
+    cursor = parse_qs(urlsplit(next_page).query)["cursor"][0]
+    assert re.fullmatch(CURSOR_PATTERN, cursor)
 
 
 def test_a_forged_cursor_is_invalid_request(server: Server, key: Any) -> None:
