@@ -29,6 +29,7 @@ AGENT_STOP_SECONDS=3
 groups=()
 agent_group=""
 step=""  # the pid of a one-off step (demo data, starting the servers) under way
+watcher=""  # the pid of the terminal's watcher
 
 stop_agent() {
   [[ -n "$agent_group" ]] || return 0
@@ -46,6 +47,7 @@ stop_agent() {
 
 stop_all() {
   trap '' INT TERM HUP
+  [[ -n "$watcher" ]] && kill -TERM "$watcher" 2>/dev/null
   [[ -n "$step" ]] && kill -TERM "$step" 2>/dev/null
   stop_agent
   for group in "${groups[@]}"; do kill -TERM -- "-$group" 2>/dev/null; done
@@ -96,6 +98,15 @@ PYTHON
 trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
 trap 'stop_all; exit 129' HUP
+
+# A closed terminal sends SIGHUP to its session's leader only. An interactive shell passes it
+# on to this job; `make` as the leader (`ssh -t host make run`, `script -c "make run"`) only
+# waits for its recipe. So while there is a terminal, it is watched, and its going is a HUP.
+has_terminal() { { : >/dev/tty; } 2>/dev/null; }
+if has_terminal; then
+  (while has_terminal; do sleep 1; done; kill -HUP "$$") &
+  watcher=$!
+fi
 
 taken=$(taken_ports "$PORT" "$RECEIVER_PORT" "$AGENT_PORT" "$AGENT_SFTP_PORT")
 for setting in PORT RECEIVER_PORT AGENT_PORT AGENT_SFTP_PORT; do

@@ -85,16 +85,20 @@ def _take_the_terminal() -> None:
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
+SHELL = ("bash", "--norc", "--noprofile", "-i")
+
+
 class Terminal:
-    """An interactive bash on a pseudo-terminal, with job control: what a terminal window runs.
+    """An interactive bash on a pseudo-terminal, with job control: what a terminal window runs
+    (or ``program`` alone, as `ssh -t host make run` runs it: the terminal's session leader).
     Everything written to the terminal (what is typed, echoed, and all that `make run` prints)
     is copied to ``log`` until the window is closed."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(self, env: dict[str, str], log: Path, program: tuple[str, ...] = SHELL) -> None:
         self.master, replica = pty.openpty()
         self.log = log
         self.shell = subprocess.Popen(
-            ["bash", "--norc", "--noprofile", "-i"],
+            list(program),
             cwd=ROOT,
             env={**env, "HISTFILE": "/dev/null", "PS1": PROMPT.decode()},
             stdin=replica,
@@ -151,10 +155,14 @@ class MakeRun:
         return pid
 
     def script(self) -> int:
+        """The script make runs, not the watcher of its terminal (a subshell of it)."""
+        make = self.make()
         [pid] = [
             pid
             for pid in descendants(self.terminal.shell.pid)
             if "run-web-and-worker.sh" in command_line(pid)
+            and (found := process(pid)) is not None
+            and found.parent == make
         ]
         return pid
 
@@ -172,13 +180,17 @@ class Checkout:
     ports: tuple[int, int, int, int]
     runs: int = 0
 
-    def start(self) -> MakeRun:
+    def start(self, *, make_leads: bool = False) -> MakeRun:
+        """`make run` typed into a shell's terminal, or run as the terminal's leader."""
         self.runs += 1
         log = self.workdir / f"terminal-{self.runs}.log"
-        terminal = Terminal(self.env, log)
-        # Typed once the shell shows its prompt, as a person does.
-        _wait_for(lambda: PROMPT in _read(log), 60, "the shell's prompt", log)
-        terminal.type(b"make run\n")
+        if make_leads:
+            terminal = Terminal(self.env, log, program=("make", "run"))
+        else:
+            terminal = Terminal(self.env, log)
+            # Typed once the shell shows its prompt, as a person does.
+            _wait_for(lambda: PROMPT in _read(log), 60, "the shell's prompt", log)
+            terminal.type(b"make run\n")
         run = MakeRun(terminal, log)
         try:
             _wait_for(
@@ -250,8 +262,8 @@ def _kill_everything_left(run: MakeRun) -> None:
 
 
 @contextlib.contextmanager
-def _make_run(checkout: Checkout) -> Iterator[MakeRun]:
-    run = checkout.start()
+def _make_run(checkout: Checkout, *, make_leads: bool = False) -> Iterator[MakeRun]:
+    run = checkout.start(make_leads=make_leads)
     try:
         yield run
     finally:
@@ -409,6 +421,12 @@ def test_ctrl_c_stops_everything_it_started(running, checkout):
 
 def test_a_closed_terminal_stops_everything_it_started(checkout):
     with _make_run(checkout) as run:
+        _assert_everything_stops(run, checkout, lambda run: run.terminal.close(), seen=False)
+
+
+def test_a_closed_terminal_stops_everything_when_make_is_its_leader(checkout):
+    """The kernel's SIGHUP goes to make alone, which passes it to no one."""
+    with _make_run(checkout, make_leads=True) as run:
         _assert_everything_stops(run, checkout, lambda run: run.terminal.close(), seen=False)
 
 
