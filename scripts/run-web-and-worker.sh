@@ -81,6 +81,15 @@ run_step() {
   return "$status"
 }
 
+# Waits up to $2 seconds for something on 127.0.0.1 to accept connections on port $1.
+wait_for_port() {
+  local deadline=$((SECONDS + $2))
+  until (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
 # Prints those of the given ports that something on 127.0.0.1 already listens on.
 taken_ports() {
   "$PY" - "$@" <<'PYTHON'
@@ -186,6 +195,9 @@ if [[ "${DEMO:-0}" == 1 ]]; then
     "$PY" -m gshost_agent --stop-servers-on-exit &
   agent_group=$!
   groups+=("$agent_group")
+  # Started once this agent listens: right after an earlier run, the node's last heartbeat
+  # (that run's agent's) still looks fresh, and a start sent before would find no one.
+  run_step wait_for_port "$AGENT_PORT" 30 || echo "the agent does not listen on $AGENT_PORT yet"
   run_step "$PY" manage.py startservers demo --wait 30 || echo "the demo's servers were not all started"
 fi
 
