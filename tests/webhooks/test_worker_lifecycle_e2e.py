@@ -42,6 +42,7 @@ from tests.webhooks.worker_cluster import (
     purge_queued_tasks,
     start_cluster,
     stop_cluster,
+    wait_until_cluster_runs,
 )
 from webhooks.events import Event
 from webhooks.models import Delivery, DeliveryStatus
@@ -227,6 +228,7 @@ def test_a_power_action_during_a_broker_outage_answers_202_and_everything_follow
     hooks = Hooks(acme, receiver)
     hooks.webhook()
     cluster(REDIS_URL=own_redis.url, SIMULATED_RUNTIME_DELAY_SECONDS="1")
+    wait_until_cluster_runs(own_redis.url)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_key(['servers:power']).full_key}")
     own_redis.kill()

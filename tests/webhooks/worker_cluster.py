@@ -12,9 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 from django.conf import settings
 from django.db import connection
 from django_q.brokers import get_broker
+from django_q.conf import Conf
+from django_q.signing import SignedPackage
 
 from tests.webhooks.receiver import HttpsReceiver
 
@@ -74,3 +77,17 @@ def note_after(path: str, seconds: float, mark: str) -> None:
     time.sleep(seconds)
     with open(path, "a") as notes:
         notes.write(f"{mark}\n")
+
+
+def wait_until_cluster_runs(redis_url: str, timeout: float = 60) -> None:
+    """Until a cluster on this Redis has started all of its processes (its sentinel's status,
+    saved in Redis, is Idle or Working): one still starting exits if Redis goes away."""
+    stats = redis.Redis.from_url(redis_url)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for key in stats.keys(f"{Conf.Q_STAT}:*"):
+            packed = stats.get(key)
+            if packed and SignedPackage.loads(packed).status in (Conf.IDLE, Conf.WORKING):
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"no cluster runs on {redis_url} after {timeout} s")
