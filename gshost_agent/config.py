@@ -89,7 +89,7 @@ def _control_url(value: str) -> str:
         raise ConfigError("AGENT_CONTROL_URL", "expected an https:// URL")
     if parts.query or parts.fragment or parts.username or parts.password:
         raise ConfigError("AGENT_CONTROL_URL", "a base URL without credentials, query or fragment")
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
         raise ConfigError("AGENT_CONTROL_URL", "http:// is accepted only for a loopback host")
     try:
         parts.port  # noqa: B018 (urlsplit checks the port only when asked)
@@ -98,7 +98,7 @@ def _control_url(value: str) -> str:
     return value.rstrip("/")
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import psutil
 
+from gshost_agent.config import is_loopback
+
 CLONE_NEWNET = 0x40000000
 _OURS = re.compile(r"^gsb(?P<pid>\d+)$")
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -134,7 +136,7 @@ class Socks5Relay:
         else:
             raise ValueError(f"address type {kind}")
         port = int.from_bytes(_read(client, 2), "big")
-        if command != 1 or not _is_loopback(host):
+        if command != 1 or not is_loopback(host):
             client.sendall(b"\x05\x02\x00\x01" + bytes(6))  # not allowed by the ruleset
             raise ValueError(f"refused: command {command} to {host}")
         try:
@@ -145,15 +147,6 @@ class Socks5Relay:
         upstream.settimeout(None)
         client.sendall(b"\x05\x00\x00\x01" + bytes(6))
         return upstream
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _loopback_address(host: str) -> str:
