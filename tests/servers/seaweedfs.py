@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import secrets
 import shutil
 import socket
@@ -34,17 +35,28 @@ GRPC_OFFSET = 10_000  # each SeaweedFS service's gRPC port is its port + 10000
 START_SECONDS = 90
 
 
-def free_port_pair() -> int:
-    """A loopback port that is free, and so is the port 10000 above it."""
-    while True:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port + GRPC_OFFSET > 65535:
-            continue
-        with contextlib.suppress(OSError), socket.socket() as probe:
-            probe.bind(("127.0.0.1", port + GRPC_OFFSET))
-            return int(port)
+PORTS = range(12_000, 22_000)
+"""Where SeaweedFS's ports are picked. They and their gRPC twins (22000-31999) lie below the
+kernel's ephemeral range (32768 up), so no outgoing connection of another test part can take
+one between the probe and SeaweedFS's own bind, which SeaweedFS answers by exiting."""
+START_ATTEMPTS = 3
+PORT_TAKEN = "address already in use"
+
+
+def free_port_pairs(names: tuple[str, ...]) -> dict[str, int]:
+    """Distinct loopback ports that are free, and so are the ports 10000 above them."""
+    free = filter(pair_is_free, random.sample(PORTS, len(PORTS)))
+    return {name: next(free) for name in names}
+
+
+def pair_is_free(port: int) -> bool:
+    try:
+        with socket.socket() as probe, socket.socket() as twin:
+            probe.bind(("127.0.0.1", port))
+            twin.bind(("127.0.0.1", port + GRPC_OFFSET))
+            return True
+    except OSError:
+        return False
 
 
 class SeaweedFS:
@@ -60,10 +72,22 @@ class SeaweedFS:
             ]
         }
         (self.directory / "s3.json").write_text(json.dumps(identities))
-        ports = {name: free_port_pair() for name in ("master", "volume", "filer", "s3")}
+        self.log = self.directory / "weed.log"
+        for attempt in range(1, START_ATTEMPTS + 1):
+            self._start(free_port_pairs(("master", "volume", "filer", "s3")))
+            if self._wait_until_up():
+                return
+            said = self.log.read_text()
+            self.stop_process()
+            if PORT_TAKEN not in said or attempt == START_ATTEMPTS:
+                self.stop()
+                raise AssertionError(f"SeaweedFS did not start:\n{said}")
+
+    def _start(self, ports: dict[str, int]) -> None:
         self.endpoint = f"http://127.0.0.1:{ports['s3']}"
+        data = tempfile.mkdtemp(prefix="data-", dir=self.directory)
         command = [
-            str(WEED), "server", f"-dir={self.directory}", "-ip=127.0.0.1",
+            str(WEED), "server", f"-dir={data}", "-ip=127.0.0.1",
             "-ip.bind=127.0.0.1", "-s3", f"-s3.config={self.directory / 's3.json'}",
             f"-s3.port={ports['s3']}", f"-s3.port.grpc={ports['s3'] + GRPC_OFFSET}",
             "-s3.port.iceberg=0", "-s3.port.lance=0",
@@ -72,7 +96,6 @@ class SeaweedFS:
             f"-filer.port={ports['filer']}", f"-filer.port.grpc={ports['filer'] + GRPC_OFFSET}",
             "-volume.max=0", "-master.volumeSizeLimitMB=256",
         ]  # fmt: skip
-        self.log = self.directory / "weed.log"
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -85,20 +108,18 @@ class SeaweedFS:
             region_name=REGION,
             config=Config(signature_version="s3v4", s3={"addressing_style": "path"}),
         )
-        self._wait_until_up()
 
-    def _wait_until_up(self) -> None:
+    def _wait_until_up(self) -> bool:
+        """Whether it answers before it exits or START_SECONDS pass."""
         deadline = time.monotonic() + START_SECONDS
         while True:
             try:
                 self.client.create_bucket(Bucket="probe")
                 self.client.delete_bucket(Bucket="probe")
-                return
+                return True
             except Exception:
                 if time.monotonic() > deadline or self.process.poll() is not None:
-                    said = self.log.read_text()
-                    self.stop()
-                    raise AssertionError(f"SeaweedFS did not start:\n{said}") from None
+                    return False
                 time.sleep(0.3)
 
     def new_bucket(self) -> str:
@@ -143,8 +164,11 @@ class SeaweedFS:
             "BACKUP_S3_REGION": REGION,
         }
 
-    def stop(self) -> None:
+    def stop_process(self) -> None:
         stop_group(self.process, timeout=10)
+
+    def stop(self) -> None:
+        self.stop_process()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
