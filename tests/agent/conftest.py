@@ -34,7 +34,8 @@ import trustme
 from gshost_agent import sandbox
 from gshost_agent.netns import Networks, Registry
 from tests.agent.control_plane import TOKEN, ControlPlane
-from tests.agent.lines import LineReader, free_port, wait_until
+from tests.agent.lines import LineReader, wait_until
+from tests.ports import free_port
 from tests.processes import unmount_under
 
 ROOT = Path(__file__).resolve().parents[2]

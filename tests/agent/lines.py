@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import queue
 import re
-import socket
 import threading
 import time
 from typing import IO, Any
@@ -45,12 +44,6 @@ class LineReader:
             if re.search(pattern, line):
                 return line
         raise AssertionError(f"no line matching {pattern!r} within {timeout} s; seen {self.seen}")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def wait_until(condition, timeout: float = 10.0, interval: float = 0.05):  # type: ignore[no-untyped-def]

@@ -25,7 +25,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.agent.conftest import Agent, AgentFactory, new_server_id
 from tests.agent.control_plane import ControlPlane
-from tests.agent.lines import free_port, wait_until
+from tests.agent.lines import wait_until
+from tests.ports import free_port
 
 NODE = "node-a"
 PANEL = "https://panel.example.test"

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from gshost_agent import demo_game
-from tests.agent.lines import LineReader, free_port
+from tests.agent.lines import LineReader
+from tests.ports import free_port
 
 
 @dataclass

@@ -19,7 +19,8 @@ import pytest
 
 from gshost_agent.identities import in_range
 from tests.agent.conftest import new_server_id, wait_for_exit
-from tests.agent.lines import LineReader, free_port, wait_until
+from tests.agent.lines import LineReader, wait_until
+from tests.ports import free_port
 
 FREECIV = Path("/usr/games/freeciv-server")
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,8 @@ import pytest
 import requests
 
 from tests.agent.conftest import Agent, ControlPlane
-from tests.agent.lines import free_port, probe, wait_until
+from tests.agent.lines import probe, wait_until
+from tests.ports import free_port
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
 

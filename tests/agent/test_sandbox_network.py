@@ -16,8 +16,9 @@ from gshost_agent.netns import Slot
 from gshost_agent.server_state import Intent
 from tests.agent.conftest import AgentFactory
 from tests.agent.control_plane import TOKEN, ControlPlane
-from tests.agent.lines import free_port, probe
+from tests.agent.lines import probe
 from tests.agent.node_namespace import NodeAgent, NodeNetwork, data_dir
+from tests.ports import free_port
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,8 @@ from gshost_agent.sftp.host_key import fingerprint, host_key
 from gshost_agent.withdrawals import Withdrawal
 from tests.agent.conftest import Agent, AgentFactory, new_server_id
 from tests.agent.control_plane import ControlPlane
-from tests.agent.lines import free_port, probe, wait_until
+from tests.agent.lines import probe, wait_until
+from tests.ports import free_port
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the agent sandboxes as root")
 

@@ -20,8 +20,9 @@ import pytest
 import requests
 
 from tests.agent.conftest import Agent
-from tests.agent.lines import free_port, wait_until
+from tests.agent.lines import wait_until
 from tests.agent.test_data_jobs import server_dir, stopped_demo
+from tests.ports import free_port
 
 BIG_FILE_MB = 64  # random bytes: the upload lasts long enough to kill an agent during it
 

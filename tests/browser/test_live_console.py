@@ -32,7 +32,7 @@ from tests.browser.conftest import (
     sign_in,
 )
 from tests.browser.quiet_network import QuietNetwork
-from tests.servers.agent_rig import free_port_range
+from tests.ports import free_port_range
 
 __all__ = ["certificates", "games_dir"]  # the agent tests' fixtures, used here too
 

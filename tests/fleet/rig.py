@@ -27,8 +27,9 @@ from django.db import connection
 
 from servers.fleet.nodes import NodeInput, node_create
 from servers.models import Node
-from tests.agent.lines import LineReader, free_port
+from tests.agent.lines import LineReader
 from tests.fleet.netns import Host, Network
+from tests.ports import free_port
 from tests.processes import stop_group, unmount_under
 
 ROOT = Path(__file__).resolve().parents[2]

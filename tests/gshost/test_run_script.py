@@ -33,6 +33,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
+from tests.ports import free_port
 from tests.processes import command_line, descendants, process, processes, unmount_under
 
 # make run is SQLite and the ORM broker whatever the suite runs on: once, in the SQLite pass.
@@ -47,12 +48,6 @@ START_SECONDS = 180  # the first run installs, migrates and collects static file
 STOP_SECONDS = 30
 STOPPED = "stopped web, worker, receiver and agent"
 PROMPT = b"gshost-terminal$ "
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _port_free(port: int) -> bool:
@@ -222,7 +217,7 @@ def checkout_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Check
     # The games' user must reach their directories: pytest's own temporary tree is private.
     agent_data = Path(tempfile.mkdtemp(prefix="gshost-make-run-test-", dir="/tmp"))
     agent_data.chmod(0o711)
-    ports = (_free_port(), _free_port(), _free_port(), _free_port())
+    ports = (free_port(), free_port(), free_port(), free_port())
     env = {
         name: value
         for name, value in os.environ.items()

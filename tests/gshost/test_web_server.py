@@ -8,7 +8,6 @@ a local HTTPS receiver that answers one byte at a time.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.ports import free_port
 from tests.webhooks.receiver import HttpsReceiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,12 +41,6 @@ hook, _ = webhook_create(organization=org, url="{url}", events=["server.started"
                          actor=Actor.system("tests"))
 print(json.dumps({{"key": key, "webhook": hook.id}}))
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ import requests
 from servers.fleet.nodes import NodeInput, node_create
 from servers.models import Node
 from tests.agent.conftest import Agent, AgentFactory
-from tests.agent.lines import free_port
+from tests.ports import free_port, free_port_range
 from tests.processes import stop_group
 from tests.webhooks.receiver import HttpsReceiver
 from tests.webhooks.worker_cluster import worker_environment
@@ -88,22 +87,6 @@ class Api:
 
     def post(self, path: str, body: dict[str, Any]) -> requests.Response:
         return self.session.post(self.base + path, json=body, timeout=30)
-
-
-def free_port_range(size: int) -> str:
-    """FIRST-LAST of `size` ports all free now (the node gives its servers these ports)."""
-    for _ in range(200):
-        first = free_port()
-        if first + size > 65535:
-            continue
-        try:
-            for port in range(first, first + size):
-                with socket.socket() as probe:
-                    probe.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return f"{first}-{first + size - 1}"
-    raise AssertionError("no free port range")
 
 
 def register_agent_node(

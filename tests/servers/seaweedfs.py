@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,38 +23,20 @@ import boto3
 import pytest
 from botocore.client import Config
 
+from tests.ports import PAIR_OFFSET, free_port_pairs
 from tests.processes import stop_group
 
 WEED = Path(sys.executable).parent / "weed"
 ACCESS_KEY_ID = "gshost-tests"
 SECRET_ACCESS_KEY = "tests-only-" + "s3cr3t" * 5
 REGION = "us-east-1"
-GRPC_OFFSET = 10_000  # each SeaweedFS service's gRPC port is its port + 10000
 START_SECONDS = 90
 
 
-PORTS = range(12_000, 22_000)
-"""Where SeaweedFS's ports are picked. They and their gRPC twins (22000-31999) lie below the
-kernel's ephemeral range (32768 up), so no outgoing connection of another test part can take
-one between the probe and SeaweedFS's own bind, which SeaweedFS answers by exiting."""
+SERVICES = ("master", "volume", "filer", "s3")
 START_ATTEMPTS = 3
+"""SeaweedFS exits when a port it was given is taken; it is then started on new ones."""
 PORT_TAKEN = "address already in use"
-
-
-def free_port_pairs(names: tuple[str, ...]) -> dict[str, int]:
-    """Distinct loopback ports that are free, and so are the ports 10000 above them."""
-    free = filter(pair_is_free, random.sample(PORTS, len(PORTS)))
-    return {name: next(free) for name in names}
-
-
-def pair_is_free(port: int) -> bool:
-    try:
-        with socket.socket() as probe, socket.socket() as twin:
-            probe.bind(("127.0.0.1", port))
-            twin.bind(("127.0.0.1", port + GRPC_OFFSET))
-            return True
-    except OSError:
-        return False
 
 
 class SeaweedFS:
@@ -74,7 +54,7 @@ class SeaweedFS:
         (self.directory / "s3.json").write_text(json.dumps(identities))
         self.log = self.directory / "weed.log"
         for attempt in range(1, START_ATTEMPTS + 1):
-            self._start(free_port_pairs(("master", "volume", "filer", "s3")))
+            self._start(dict(zip(SERVICES, free_port_pairs(len(SERVICES)), strict=True)))
             if self._wait_until_up():
                 return
             said = self.log.read_text()
@@ -89,11 +69,11 @@ class SeaweedFS:
         command = [
             str(WEED), "server", f"-dir={data}", "-ip=127.0.0.1",
             "-ip.bind=127.0.0.1", "-s3", f"-s3.config={self.directory / 's3.json'}",
-            f"-s3.port={ports['s3']}", f"-s3.port.grpc={ports['s3'] + GRPC_OFFSET}",
+            f"-s3.port={ports['s3']}", f"-s3.port.grpc={ports['s3'] + PAIR_OFFSET}",
             "-s3.port.iceberg=0", "-s3.port.lance=0",
-            f"-master.port={ports['master']}", f"-master.port.grpc={ports['master'] + GRPC_OFFSET}",
-            f"-volume.port={ports['volume']}", f"-volume.port.grpc={ports['volume'] + GRPC_OFFSET}",
-            f"-filer.port={ports['filer']}", f"-filer.port.grpc={ports['filer'] + GRPC_OFFSET}",
+            f"-master.port={ports['master']}", f"-master.port.grpc={ports['master'] + PAIR_OFFSET}",
+            f"-volume.port={ports['volume']}", f"-volume.port.grpc={ports['volume'] + PAIR_OFFSET}",
+            f"-filer.port={ports['filer']}", f"-filer.port.grpc={ports['filer'] + PAIR_OFFSET}",
             "-volume.max=0", "-master.volumeSizeLimitMB=256",
         ]  # fmt: skip
         with self.log.open("wb") as log:

@@ -35,9 +35,9 @@ from tests.agent.conftest import (
     certificates,
     games_dir,
 )
-from tests.agent.lines import free_port, probe, wait_until
+from tests.agent.lines import probe, wait_until
 from tests.conftest import API, client_for, error_of
-from tests.servers.agent_rig import free_port_range
+from tests.ports import free_port, free_port_range
 from tests.servers.node_fixtures import beat
 
 __all__ = ["certificates", "games_dir"]  # the agent tests' fixtures

@@ -41,9 +41,9 @@ from tests.agent.conftest import (
     certificates,
     games_dir,
 )
-from tests.agent.lines import free_port, wait_until
+from tests.agent.lines import wait_until
 from tests.agent.test_transfers import small_disk, tree
-from tests.servers.agent_rig import free_port_range
+from tests.ports import free_port, free_port_range
 from tests.webhooks.worker_cluster import ON_POSTGRES
 
 __all__ = ["certificates", "games_dir", "small_disk"]  # the agent tests' fixtures

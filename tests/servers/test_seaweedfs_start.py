@@ -10,13 +10,13 @@ from tests.servers import seaweedfs
 
 
 def test_seaweedfs_starts_on_new_ports_when_one_it_was_given_is_taken(monkeypatch: Any) -> None:
-    given: list[dict[str, int]] = []
+    given: list[list[int]] = []
     pick = seaweedfs.free_port_pairs
 
-    def ports_of_which_the_first_is_taken(names: tuple[str, ...]) -> dict[str, int]:
-        ports = pick(names)
+    def ports_of_which_the_first_is_taken(count: int) -> list[int]:
+        ports = pick(count)
         if not given:
-            taker.bind(("127.0.0.1", ports["s3"] + seaweedfs.GRPC_OFFSET))
+            taker.bind(("127.0.0.1", ports[-1] + seaweedfs.PAIR_OFFSET))
             taker.listen()
         given.append(ports)
         return ports

@@ -21,7 +21,7 @@ from audit.models import AuditRecord
 from servers.models import Node, Server
 from servers.services import server_create
 from tests.agent.conftest import Agent, AgentFactory, certificates, games_dir
-from tests.agent.lines import free_port
+from tests.ports import free_port
 from tests.servers.agent_rig import Web, register_agent_node, wait_until
 from tests.servers.node_fixtures import register
 from tests.webhooks.delivery_fixtures import HOST
