@@ -8,6 +8,7 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
@@ -92,3 +93,21 @@ def test_a_person_manages_a_servers_files(
     with page.expect_download() as download:
         page.click('[data-download="c.txt"]')
     assert Path(download.value.path()).read_text() == "alpha, edited\n"
+
+
+def test_an_upload_that_cannot_reach_the_node_says_so_and_writes_nothing(
+    files_page: Page, rig: dict[str, Any], server: Server, tmp_path: Path
+) -> None:
+    page = files_page
+    node_host = urlsplit(server.node.url).netloc
+    page.route(f"https://{node_host}/**", lambda route: route.abort("connectionrefused"))
+    page.goto(f"/panel/servers/{server.id}/files/?path=/")
+
+    (tmp_path / "lost.txt").write_text("never arrives\n")
+    page.set_input_files("#upload-files", str(tmp_path / "lost.txt"))
+    page.click("text=Upload to /")
+
+    expect(page.locator("[data-upload-status]")).to_contain_text(
+        f"Upload failed: the server's node ({node_host}) was not reached"
+    )
+    assert not (Path(rig["agent"].data_dir) / "servers" / server.id / "lost.txt").exists()
