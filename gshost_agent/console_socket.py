@@ -178,6 +178,11 @@ def frame(event: str, *args: Any) -> str:
     return json.dumps({"event": event, "args": list(args)}, ensure_ascii=False)
 
 
+def utf8_size(text: str) -> int:
+    """The bytes a text frame takes on the wire (an ASCII text's length costs nothing)."""
+    return len(text) if text.isascii() else len(text.encode())
+
+
 class Bucket:
     """At most `count` frames in any `seconds`: a sliding window."""
 
@@ -219,7 +224,7 @@ class ConsoleSocket:
         if self._closing:
             return
         self._queue.append(text)
-        self._waiting_bytes += len(text)
+        self._waiting_bytes += utf8_size(text)
         self._ready.set()
         transport = self.request.transport
         buffered = transport.get_write_buffer_size() if transport is not None else 0
@@ -232,7 +237,7 @@ class ConsoleSocket:
             self._ready.clear()
             while self._queue:
                 text = self._queue.popleft()
-                self._waiting_bytes -= len(text)
+                self._waiting_bytes -= utf8_size(text)
                 await self.ws.send_str(text)
 
     def close_soon(self, code: int, reason: str) -> None:
@@ -291,8 +296,11 @@ class ConsoleSocket:
                 self.console.leave(self)
 
     async def _authenticate(self) -> None:
+        # One deadline for the whole wait: `receive(timeout=…)` starts its timeout again after
+        # each ping it answers, so a client that only pings would never be refused.
         try:
-            message = await self.ws.receive(timeout=AUTH_SECONDS)
+            async with asyncio.timeout(AUTH_SECONDS):
+                message = await self.ws.receive()
         except TimeoutError:
             await self._refuse("authentication timed out")
             return
@@ -547,7 +555,8 @@ class Consoles:
 
 
 async def console_socket_view(request: web.Request, consoles: Consoles, server_id: str) -> Any:
-    ws = web.WebSocketResponse(max_msg_size=FRAME_LIMIT, timeout=CLOSE_SECONDS, heartbeat=30.0)
+    # aiohttp refuses a frame of max_msg_size bytes itself: FRAME_LIMIT bytes must still pass.
+    ws = web.WebSocketResponse(max_msg_size=FRAME_LIMIT + 1, timeout=CLOSE_SECONDS, heartbeat=30.0)
     await ws.prepare(request)
     sock = request.transport.get_extra_info("socket") if request.transport else None
     if sock is not None:

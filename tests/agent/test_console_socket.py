@@ -232,6 +232,28 @@ def test_a_socket_that_does_not_authenticate_within_5_s_is_closed_4401(console_a
     assert code == 4401
 
 
+def test_pings_do_not_put_off_the_5_s_given_for_auth(console_agent, game):
+    async def scenario() -> tuple[list, int | None, bool]:
+        async with aiohttp.ClientSession() as session:
+            ws = await Client(console_agent).open(session, game)
+
+            async def ping_for_20_s() -> None:
+                for _ in range(40):
+                    await ws.ping()
+                    await asyncio.sleep(0.5)
+
+            pinging = asyncio.create_task(ping_for_20_s())
+            frames = await frames_until(ws, lambda f: f["event"] == "jwt error", timeout=30)
+            code = await close_code(ws)
+            still_pinging = not pinging.done()
+            pinging.cancel()
+            return frames, code, still_pinging
+
+    frames, code, still_pinging = run(scenario())
+    assert frames == [{"event": "jwt error", "args": ["authentication timed out"]}]
+    assert (code, still_pinging) == (4401, True)
+
+
 @pytest.mark.parametrize(
     ("claims", "reason"),
     [
@@ -444,6 +466,20 @@ def test_the_31st_socket_of_a_server_is_closed_4429_after_its_auth(console_agent
             return code
 
     assert run(scenario()) == 4429
+
+
+def test_a_frame_of_exactly_4_kib_is_taken(console_agent, game):
+    envelope = json.dumps({"event": "send stats", "args": [""]})
+    exactly_4_kib = json.dumps({"event": "send stats", "args": ["x" * (4096 - len(envelope))]})
+    assert len(exactly_4_kib.encode()) == 4096
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with aiohttp.ClientSession() as session:
+            ws, _ = await Client(console_agent).authed(session, game)
+            await ws.send_str(exactly_4_kib)
+            return await frames_until(ws, lambda f: f["event"] == "stats")
+
+    assert run(scenario())[-1]["event"] == "stats"
 
 
 def test_a_frame_over_4_kib_closes_the_socket_1009(console_agent, game):
