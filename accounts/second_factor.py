@@ -97,12 +97,15 @@ def totp_enrolment_confirm(*, user: User, code: str, context: PanelContext) -> l
     person had none (shown once), else an empty list."""
     with transaction.atomic():
         device = TOTPDevice.objects.select_for_update().filter(user=user, confirmed=False).first()
-        if device is None or not device.verify_token(_normalised(code)):
-            raise CodeRefused()
-        device.confirmed = True
-        device.save(update_fields=["confirmed"])
-        audit_person_action(user=user, context=context, action=PanelAction.MFA_TOTP_ADD)
-        return recovery_codes_first(user=user, context=context)
+        if device is not None and device.verify_token(_normalised(code)):
+            device.confirmed = True
+            device.save(update_fields=["confirmed"])
+            audit_person_action(user=user, context=context, action=PanelAction.MFA_TOTP_ADD)
+            return recovery_codes_first(user=user, context=context)
+    audit_person_action(
+        user=user, context=context, action=PanelAction.MFA_CODE_FAIL, status_code=400
+    )
+    raise CodeRefused()
 
 
 # --- Recovery codes ---

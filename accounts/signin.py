@@ -26,7 +26,7 @@ from axes.models import AccessAttempt
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db.models import Max, Q, QuerySet, Sum
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 
@@ -166,9 +166,26 @@ def lockout_response(
     request: HttpRequest, original: HttpResponse | None = None, credentials: Credentials = None
 ) -> HttpResponse:
     """429 with the time to try again (in the page and in Retry-After)."""
-    until = locked_until(request, credentials)
-    seconds = max(1, int((until - timezone.now()).total_seconds() + 0.999))
+    until, seconds = _lock_left(request, credentials)
     context = {"until": until, "minutes": (seconds + 59) // 60}
     response = render(request, "accounts/locked_out.html", context, status=429)
     response["Retry-After"] = str(seconds)
     return response
+
+
+def lockout_json(request: HttpRequest, credentials: Credentials) -> JsonResponse:
+    """The same for the passkey step's script: 429, the time in the message and Retry-After."""
+    until, seconds = _lock_left(request, credentials)
+    minutes = (seconds + 59) // 60
+    message = (
+        f"Too many failed attempts: try again after {until:%H:%M} UTC "
+        f"(in about {minutes} minute{'s' if minutes != 1 else ''})."
+    )
+    response = JsonResponse({"error": message}, status=429)
+    response["Retry-After"] = str(seconds)
+    return response
+
+
+def _lock_left(request: HttpRequest, credentials: Credentials) -> tuple[datetime, int]:
+    until = locked_until(request, credentials)
+    return until, max(1, int((until - timezone.now()).total_seconds() + 0.999))

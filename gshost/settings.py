@@ -365,6 +365,9 @@ OTP_TOTP_ISSUER = "gshost"
 # LOGIN_FAILURE_* limits above (accounts.second_factor.code_check).
 OTP_TOTP_THROTTLE_FACTOR = 0
 OTP_STATIC_THROTTLE_FACTOR = 0
+# Codes are taken one step either side of the server's clock, always: no drift is learnt from
+# the codes accepted, which would move the window for good.
+OTP_TOTP_SYNC = False
 
 # Request bodies: at most 1 MiB (the API answers 413 payload_too_large, the panel 400).
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024

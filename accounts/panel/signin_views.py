@@ -21,7 +21,7 @@ from accounts.panel.forms import CodeForm, EmailAuthenticationForm
 from accounts.panel.signin_flow import Pending, pending_of, pending_start, sign_in_complete
 from accounts.passkeys import Relying, authentication_options, passkey_authenticate
 from accounts.second_factor import Method, code_check, has_second_factor, sign_in_locked
-from accounts.signin import lockout_response
+from accounts.signin import lockout_json, lockout_response
 from audit.services import PanelContext
 
 CHALLENGE_KEY = "passkey_sign_in_challenge"
@@ -124,7 +124,7 @@ def passkey_sign_in(request: HttpRequest) -> JsonResponse:
     pending = pending_of(request)
     body = _body_of(request)
     if pending is not None and sign_in_locked(request, pending.user):
-        return JsonResponse({"error": SignInLocked.default_message}, status=429)
+        return lockout_json(request, credentials={"username": pending.user.email})
     if challenge is None:
         return JsonResponse({"error": PasskeyRefused.default_message}, status=400)
     try:
@@ -137,7 +137,7 @@ def passkey_sign_in(request: HttpRequest) -> JsonResponse:
     except PasskeyRefused as refused:
         return JsonResponse({"error": refused.message}, status=400)
     if sign_in_locked(request, passkey.user):  # a lock holds for passkeys too
-        return JsonResponse({"error": SignInLocked.default_message}, status=429)
+        return lockout_json(request, credentials={"username": passkey.user.email})
     backend = pending.backend if pending else MODEL_BACKEND
     sign_in_complete(request, passkey.user, backend, Method.PASSKEY)
     return JsonResponse({"redirect": _next_of(request, body, pending)})

@@ -20,6 +20,7 @@ from tests.accounts.second_factor_kit import (
 )
 
 ALICE = ("alice@acme.test", "alice-pw-123")
+PASSKEY_SIGN_IN = "/accounts/login/passkey/"
 START = "2026-12-01 10:00:00"
 
 
@@ -54,6 +55,13 @@ def test_it_refuses_to_confirm_an_authenticator_app_with_a_wrong_code(alice_clie
     response = alice_client.post(TOTP_ADD, {"code": "000000"})
     assert response.status_code == 400
     assert "Not set up." in alice_client.get(SECURITY).content.decode()
+
+
+def test_it_audits_a_wrong_code_given_to_confirm_an_authenticator_app(alice_client, alice):
+    alice_client.get(TOTP_ADD)
+    alice_client.post(TOTP_ADD, {"code": "000000"})
+    row = AuditRecord.objects.get(action=PanelAction.MFA_CODE_FAIL)
+    assert (row.actor_email, row.status_code) == ("alice@acme.test", 400)
 
 
 def test_it_shows_ten_recovery_codes_once_with_the_first_factor(alice_client):
@@ -106,6 +114,24 @@ def test_it_accepts_the_code_of_the_step_before_or_after(enrolled, visitor):
         assert visitor.post(SECOND_FACTOR, {"code": code}).status_code == 302
 
 
+def test_a_code_of_the_step_after_does_not_shift_the_window(enrolled):
+    """The window is one step either side of the server's clock, always: an accepted code of
+    the step ahead must not move it (django-otp's drift tracking, OTP_TOTP_SYNC, is off)."""
+    secret, _ = enrolled
+    ahead, behind = Client(), Client()
+    with freeze_time(START) as clock:
+        clock.tick(90)
+        code_ahead = code_of(secret)
+        clock.tick(-30)  # the app's clock is one step ahead of the server's
+        password_step(ahead, *ALICE)
+        assert ahead.post(SECOND_FACTOR, {"code": code_ahead}).status_code == 302
+        clock.tick(60)
+        code_behind = code_of(secret)
+        clock.tick(30)  # now it is one step behind
+        password_step(behind, *ALICE)
+        assert behind.post(SECOND_FACTOR, {"code": code_behind}).status_code == 302
+
+
 def test_it_signs_in_with_a_recovery_code_once(enrolled):
     _, codes = enrolled
     first, second = Client(), Client()
@@ -127,6 +153,18 @@ def test_it_counts_wrong_codes_toward_the_sign_in_limit(enrolled, visitor, setti
         response = visitor.post(SECOND_FACTOR, {"code": code_of(secret)})
     assert response.status_code == 429
     assert not is_signed_in(visitor)
+
+
+def test_a_locked_sign_in_tells_the_passkey_step_when_to_try_again(enrolled, visitor, settings):
+    settings.LOGIN_FAILURE_LIMIT = settings.AXES_FAILURE_LIMIT = 3
+    with freeze_time(START):
+        password_step(visitor, *ALICE)
+        for _ in range(3):
+            visitor.post(SECOND_FACTOR, {"code": "123456"})
+        response = visitor.post(PASSKEY_SIGN_IN, "{}", content_type="application/json")
+    assert response.status_code == 429
+    assert int(response["Retry-After"]) > 0
+    assert "try again after" in response.json()["error"]
 
 
 def test_wrong_codes_and_wrong_passwords_share_one_count(enrolled, visitor, settings):
