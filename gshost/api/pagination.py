@@ -22,7 +22,6 @@ from gshost.api.errors import ApiError, invalid_request
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 100
-_LIMIT_MESSAGE = "limit must be an integer from 1 to 100."
 _DIGITS = re.compile(r"[0-9]+")  # no sign, space, underscore or non-ASCII digit
 # What the API hands out, and all that it takes: direction, microseconds since 1970, the id
 # (every id the API pages by: a type prefix and base62, or an API key's id).
@@ -31,19 +30,20 @@ MAX_CURSOR_LENGTH = 57
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def parse_limit(raw: str | None) -> int:
-    """`?limit=`: absent is the default; digits only; above MAX_LIMIT is MAX_LIMIT."""
+def parse_limit(raw: str | None, *, default: int = DEFAULT_LIMIT, most: int = MAX_LIMIT) -> int:
+    """`?limit=`: absent is `default`; digits only; above `most` is `most`."""
     if raw is None:
-        return DEFAULT_LIMIT
+        return default
+    message = f"limit must be an integer from 1 to {most}."
     if _DIGITS.fullmatch(raw) is None:
-        raise invalid_request(_LIMIT_MESSAGE, {"limit": ["Not an integer."]}) from None
+        raise invalid_request(message, {"limit": ["Not an integer."]}) from None
     digits = raw.lstrip("0") or "0"
     # However many digits: a number that long is far above the maximum (and int() of thousands
     # of digits would be refused by Python itself).
-    limit = int(digits) if len(digits) <= len(str(MAX_LIMIT)) else MAX_LIMIT
+    limit = int(digits) if len(digits) <= len(str(most)) else most
     if limit < 1:
-        raise invalid_request(_LIMIT_MESSAGE, {"limit": ["Must be at least 1."]})
-    return min(limit, MAX_LIMIT)
+        raise invalid_request(message, {"limit": ["Must be at least 1."]})
+    return min(limit, most)
 
 
 def _encode(moment: datetime, pk: str, backwards: bool) -> str:

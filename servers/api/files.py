@@ -7,14 +7,16 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.fields import empty
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
 from accounts.scopes import Scope
 from audit.services import note_audit_details
-from gshost.api.errors import invalid_request
+from gshost.api.fields import StrictCharField, TimestampField
 from gshost.api.input import parse_input
+from gshost.api.pagination import parse_limit
 from gshost.api.schema import ERROR_CODES
 from servers.api.base import ServerRouteViewSet
 from servers.files.agent import CONTENT_LIMIT
@@ -43,12 +45,24 @@ MAX_PATHS = 1000
 PATH_PATTERN = r"^[^\x00]+$"
 # A listing's cursor: base64url, padded (servers.files.services).
 CURSOR_PATTERN = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2}==|[A-Za-z0-9_-]{3}=)?$"
-# Files live on agent nodes: a server elsewhere is 409 invalid_state, whatever the method.
-FILE_ERRORS = {ERROR_CODES: {409: ["invalid_state"], 503: ["node_unavailable"]}}
+# Every file route: a bad path is 400 invalid_path; files live on agent nodes, so a server
+# elsewhere is 409 invalid_state, whatever the method.
+FILE_ERRORS = {
+    ERROR_CODES: {400: ["invalid_path"], 409: ["invalid_state"], 503: ["node_unavailable"]}
+}
 
 
-def path_field() -> serializers.CharField:
-    return serializers.CharField(trim_whitespace=False, validators=[RegexValidator(PATH_PATTERN)])
+class PathField(StrictCharField):
+    """A customer path. The schema states that it holds no NUL; one that does is refused as
+    the node refuses any bad path (400 invalid_path), not as a malformed body."""
+
+    def __init__(self) -> None:
+        super().__init__(trim_whitespace=False, validators=[RegexValidator(PATH_PATTERN)])
+
+    def run_validation(self, data: Any = empty) -> Any:
+        if isinstance(data, str) and "\x00" in data:
+            clean_path(data, self.field_name or str(getattr(self.parent, "field_name", "path")))
+        return super().run_validation(data)
 
 
 class FileEntrySerializer(serializers.Serializer[Any]):
@@ -74,20 +88,20 @@ class WorkSerializer(serializers.Serializer[Any]):
 
 class LinkSerializer(serializers.Serializer[Any]):
     url = serializers.URLField()
-    expires_at = serializers.DateTimeField()
+    expires_at = TimestampField()
 
 
 class PathInput(serializers.Serializer[Any]):
-    path = path_field()
+    path = PathField()
 
 
 class PathsInput(serializers.Serializer[Any]):
-    paths = serializers.ListField(child=path_field(), min_length=1, max_length=MAX_PATHS)
+    paths = serializers.ListField(child=PathField(), min_length=1, max_length=MAX_PATHS)
 
 
 class RenameInput(serializers.Serializer[Any]):
-    from_ = path_field()
-    to = path_field()
+    from_ = PathField()
+    to = PathField()
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         fields = super().get_fields()
@@ -96,21 +110,21 @@ class RenameInput(serializers.Serializer[Any]):
 
 
 class CompressInput(PathsInput):
-    archive = path_field()
+    archive = PathField()
 
 
 class DecompressInput(serializers.Serializer[Any]):
-    archive = path_field()
-    directory = path_field()
+    archive = PathField()
+    directory = PathField()
 
 
 class PullInput(serializers.Serializer[Any]):
     url = serializers.CharField(max_length=8192)
-    path = path_field()
+    path = PathField()
 
 
 class DirectoryInput(serializers.Serializer[Any]):
-    directory = path_field()
+    directory = PathField()
 
 
 PATH_PARAMETER = OpenApiParameter(
@@ -284,11 +298,4 @@ def _work(answer: dict[str, Any]) -> Response:
 
 
 def _limit(request: Request) -> int:
-    given = request.query_params.get("limit")
-    if given is None:
-        return LIST_DEFAULT
-    if not given.isdigit() or int(given) < 1:
-        raise invalid_request(
-            "limit must be a whole number of at least 1.", {"limit": ["Invalid."]}
-        )
-    return min(int(given), LIST_MOST)
+    return parse_limit(request.query_params.get("limit"), default=LIST_DEFAULT, most=LIST_MOST)

@@ -257,6 +257,19 @@ def test_paths_that_leave_the_root_are_invalid(server: Server, key: Any) -> None
         assert error_of(answer)["code"] == "invalid_path"
 
 
+def test_a_nul_in_a_body_path_is_an_invalid_path(server: Server, key: Any) -> None:
+    bodies = {
+        "rename": {"from": "/a\x00b", "to": "/c"},
+        "delete": {"paths": ["/a\x00b"]},
+        "directory": {"path": "/a\x00b"},
+        "compress": {"paths": ["/a"], "archive": "/a\x00b.tar.gz"},
+        "download-link": {"path": "/a\x00b"},
+    }
+    for action, body in bodies.items():
+        answer = call(key, server, "post", action, body)
+        assert (answer.status_code, error_of(answer)["code"]) == (400, "invalid_path"), action
+
+
 # Reading and writing
 
 
@@ -473,6 +486,7 @@ def test_every_answer_of_a_link_may_be_read_by_the_panels_page(rig: dict[str, An
 def test_an_upload_link_takes_several_files_once(rig: dict[str, Any], server: Server, key: Any,
                                                  home: str) -> None:  # fmt: skip
     link = call(key, server, "post", "upload-link", {"directory": home}).json()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", link["expires_at"])
     files = [("files", ("a.txt", b"alpha")), ("files", ("b.txt", b"beta"))]
     ca = str(rig["agent"].ca)
     answer = requests.post(link["url"], files=files, verify=ca, timeout=10)
@@ -519,11 +533,12 @@ def test_another_organizations_server_is_not_found(server: Server, make_key: Any
 
 
 def test_a_listing_limit_is_checked_and_clamped(server: Server, key: Any) -> None:
-    for bad in ("0", "-1", "two"):
+    for bad in ("0", "-1", "two", "²"):
         answer = call(key, server, "get", path="/", limit=bad)
         assert answer.status_code == 400
         assert error_of(answer)["code"] == "invalid_request"
     assert call(key, server, "get", path="/", limit="5000").status_code == 200
+    assert call(key, server, "get", path="/", limit="9" * 5000).status_code == 200
 
 
 def test_reading_over_8_mib_needs_a_download_link(
