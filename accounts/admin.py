@@ -4,13 +4,16 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from accounts.models import ApiKey, Membership, Organization, SshKey, User
+from accounts.panel_sessions import panel_session_rekey
+from accounts.passwords import password_changed
 from accounts.scopes import Scope
 from accounts.services import api_key_revoke, member_remove, membership_save
 from audit.actors import Actor
@@ -31,6 +34,17 @@ class OrganizationAdmin(admin.ModelAdmin):
     search_fields = ("name", "slug", "id")
     readonly_fields = ("id", "created_at")
     inlines = (MembershipInline,)
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        """Memberships change through the services, which withdraw a removed or narrowed
+        member's console sockets and SFTP sessions."""
+        if formset.model is not Membership:
+            super().save_formset(request, form, formset, change)
+            return
+        for membership in formset.save(commit=False):
+            membership_save(membership=membership)
+        for membership in formset.deleted_objects:
+            member_remove(membership=membership)
 
 
 class EmailUserCreationForm(AdminUserCreationForm):
@@ -54,6 +68,27 @@ class UserAdmin(DjangoUserAdmin):
 
     form = EmailUserChangeForm
     add_form = EmailUserCreationForm
+
+    def user_change_password(
+        self, request: HttpRequest, id: str, form_url: str = ""
+    ) -> HttpResponse:
+        """Django's page; a password saved there (its answer is a redirect) is followed as
+        every new password is: audited, and the person's other sessions end."""
+        old_key = request.session.session_key
+        response = super().user_change_password(request, id, form_url)
+        if request.method != "POST" or response.status_code != 302:
+            return response
+        user = self.get_object(request, unquote(id))
+        if user is not None:
+            if user.pk == request.user.pk:  # Django kept them signed in, on a new key
+                panel_session_rekey(old_key, request.session.session_key)
+            password_changed(
+                user=user,
+                context=PanelContext.from_request(request),
+                keep_session_key=request.session.session_key,
+            )
+        return response
+
     fieldsets = (
         (None, {"fields": ("email", "password")}),
         (

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods
 
 from accounts.panel.access import Open, open_to
 from accounts.panel.signin_flow import pending_start
+from accounts.passwords import password_set
 from accounts.second_factor import has_second_factor
 from application.links import owner_link_use, owner_link_valid
 from application.models import LinkPurpose
@@ -69,7 +70,8 @@ def set_password_by_link(request: HttpRequest, token: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         if owner_link_use(token=token, purpose=LinkPurpose.SET_PASSWORD) is None:
             return _to_sign_in(request)
-        form.save()  # type: ignore[attr-defined]
+        password = form.cleaned_data["new_password1"]
+        password_set(user=link.user, password=password, context=PanelContext.from_request(request))
         messages.success(request, "Your password is set. Sign in with it.")
         return redirect("login")
     return render(request, "application/set_password.html", {"form": form})

@@ -22,9 +22,9 @@ from accounts.panel.access import Open, open_to
 from accounts.panel.forms import CodeForm, SecondFactorRuleForm
 from accounts.panel.organization import current_membership
 from accounts.panel.signin_flow import mark_verified, recovery_codes_stash, recovery_codes_take
-from accounts.panel_sessions import EndReason, panel_session_rekey, person_sessions_end
+from accounts.panel_sessions import panel_session_rekey
 from accounts.passkeys import Relying, passkey_register, registration_options
-from accounts.person_audit import audit_person_action
+from accounts.passwords import password_changed
 from accounts.second_factor import (
     Method,
     code_check,
@@ -38,7 +38,7 @@ from accounts.second_factor import (
     totp_secret,
 )
 from accounts.signin import lockout_response
-from audit.services import PanelAction, PanelContext
+from audit.services import PanelContext
 
 REGISTRATION_CHALLENGE_KEY = "passkey_registration_challenge"
 
@@ -235,12 +235,9 @@ def password_change(request: HttpRequest) -> HttpResponse:
     old_key = request.session.session_key
     update_session_auth_hash(request, user)  # a new session key, kept signed in
     panel_session_rekey(old_key, request.session.session_key)
-    context = PanelContext.from_request(request)
-    audit_person_action(user=user, context=context, action=PanelAction.PASSWORD_CHANGE)
-    person_sessions_end(
+    password_changed(
         user=user,
-        reason=EndReason.PASSWORD_CHANGED,
-        context=context,
+        context=PanelContext.from_request(request),
         keep_session_key=request.session.session_key,
     )
     messages.success(request, "Your password is changed; your other sessions are signed out.")

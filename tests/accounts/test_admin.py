@@ -6,6 +6,7 @@ from django.contrib.admin.utils import quote
 from accounts.models import ApiKey, User
 from audit.models import AuditRecord, Source
 from audit.services import PanelAction, PanelContext, audit_panel_action
+from tests.admin_forms import submitted
 
 
 def test_it_never_shows_the_secret_hash_or_the_key(staff_client, make_key):
@@ -119,3 +120,56 @@ def test_it_edits_a_members_scopes_with_checkboxes(staff_client, bob):
     assert response.status_code == 302, response.content.decode()
     bob.refresh_from_db()
     assert bob.scopes == ["servers:read", "audit:read"]
+
+
+def _organization_page_with(staff_client, acme, change) -> int:  # type: ignore[no-untyped-def]
+    """Submit the organization's admin page as shown, after `change` edits its fields."""
+    url = f"/admin/accounts/organization/{quote(acme.pk)}/change/"
+    fields = submitted(staff_client.get(url).content.decode(), 'id="organization_form"')
+    change(fields)
+    return int(staff_client.post(url, fields).status_code)
+
+
+def _inline_row_of(fields: dict[str, list[str]], membership) -> str:  # type: ignore[no-untyped-def]
+    """The prefix of the membership's row in the page's inline form."""
+    ids = (
+        name
+        for name, value in fields.items()
+        if name.endswith("-id") and value == [str(membership.pk)]
+    )
+    return next(ids).removesuffix("-id")
+
+
+def test_a_member_removed_on_the_organizations_page_loses_their_sockets_and_sessions(
+    staff_client, acme, acme_server, alice, bob, monkeypatch, django_capture_on_commit_callbacks
+):
+    carried: list = []
+    monkeypatch.setattr("gshost.withdrawals._carriers", [carried.append])
+
+    def remove_bob(fields: dict[str, list[str]]) -> None:
+        fields[f"{_inline_row_of(fields, bob)}-DELETE"] = ["on"]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _organization_page_with(staff_client, acme, remove_bob) == 302
+    assert not acme.memberships.filter(user=bob.user).exists()
+    (withdrawal,) = carried
+    assert withdrawal.person_ids == frozenset({str(bob.user_id)})
+    assert withdrawal.server_ids == frozenset({acme_server.id})
+
+
+def test_a_scope_taken_away_on_the_organizations_page_withdraws_the_members_access(
+    staff_client, acme, acme_server, alice, bob, monkeypatch, django_capture_on_commit_callbacks
+):
+    carried: list = []
+    monkeypatch.setattr("gshost.withdrawals._carriers", [carried.append])
+
+    def narrow_bob(fields: dict[str, list[str]]) -> None:
+        fields[f"{_inline_row_of(fields, bob)}-scopes"] = ['["servers:read"]']
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _organization_page_with(staff_client, acme, narrow_bob) == 302
+    bob.refresh_from_db()
+    assert bob.scopes == ["servers:read"]
+    (withdrawal,) = carried
+    assert withdrawal.person_ids == frozenset({str(bob.user_id)})
+    assert withdrawal.server_ids == frozenset({acme_server.id})

@@ -8,7 +8,6 @@ from __future__ import annotations
 import shutil
 import signal
 from collections.abc import Iterator
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 from django.test import Client
 
 from servers.models import Node, Server, ServerState
+from tests.admin_forms import submitted
 from tests.agent.conftest import certificates, games_dir
 from tests.agent.lines import wait_until
 from tests.processes import unmount_under
@@ -35,42 +35,6 @@ pytestmark = [*pytestmark, needs_postgres_and_redis]
 
 CHANGELIST = "/admin/servers/server/"
 REBUILD_SECONDS = 180
-
-
-class FormFields(HTMLParser):
-    """What a browser submits of a page's form: its inputs and each select's chosen option."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fields: list[tuple[str, str]] = []
-        self._select: str | None = None
-        self._chosen: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attributes = {name: value or "" for name, value in attrs}
-        if tag == "input" and attributes.get("name") and attributes.get("type") != "submit":
-            self.fields.append((attributes["name"], attributes.get("value", "")))
-        elif tag == "select":
-            self._select, self._chosen = attributes["name"], None
-        elif tag == "option" and self._select is not None and self._first_or_selected(attributes):
-            self._chosen = attributes.get("value", "")
-
-    def _first_or_selected(self, attributes: dict[str, str]) -> bool:
-        return self._chosen is None or "selected" in attributes
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "select" and self._select is not None:
-            self.fields.append((self._select, self._chosen or ""))
-            self._select = None
-
-
-def submitted(page: str) -> dict[str, list[str]]:
-    parser = FormFields()
-    parser.feed(page[page.index('<form method="post">') :])
-    body: dict[str, list[str]] = {}
-    for name, value in parser.fields:
-        body.setdefault(name, []).append(value)
-    return body
 
 
 @pytest.fixture
@@ -106,7 +70,7 @@ def test_staff_rebuild_a_server_of_a_lost_node_on_another_through_the_admin(
     chosen = {"action": "rebuild_on_node", "_selected_action": [server.id], "index": "0"}
     page = staff_client.post(CHANGELIST, chosen).content.decode()
     assert "Rebuild on another node" in page
-    staff_client.post(CHANGELIST, submitted(page), follow=True)
+    staff_client.post(CHANGELIST, submitted(page, '<form method="post">'), follow=True)
 
     def moved() -> Server | None:
         current = Server.objects.get(id=server.id)
