@@ -85,11 +85,13 @@ def _settle(integration_pk: int, key: str, digest: str) -> IdempotentRequest | N
     rows = IdempotentRequest.objects.filter(integration_id=integration_pk, key=key)
     row = _claim(integration_pk, key, digest)
     while row is not None:
-        if row.request_hash != digest:
+        if row.created_at < timezone.now() - KEPT_FOR:  # kept its 24 h: the key is new again
+            rows.filter(pk=row.pk).delete()
+        elif row.request_hash != digest:
             raise IdempotencyKeyReused()
-        if row.completed_at is not None:
+        elif row.completed_at is not None:
             return row
-        if row.created_at < timezone.now() - STALE_AFTER:
+        elif row.created_at < timezone.now() - STALE_AFTER:
             rows.filter(pk=row.pk, completed_at__isnull=True).delete()
         elif time.monotonic() > deadline:
             raise IdempotencyKeyInUse(retry_after=RETRY_AFTER_SECONDS)

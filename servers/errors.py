@@ -29,7 +29,8 @@ class InvalidState(InvalidStateKind):
 
 class ServerSuspended(InvalidStateKind):
     """Every customer action on a suspended server (power, console, files, SFTP, backups,
-    restores, schedules) is refused until the integration that suspended it unsuspends it."""
+    restores, schedules, settings) is refused until the integration that suspended it
+    unsuspends it."""
 
     code = "server_suspended"
     default_message = "This server is suspended."

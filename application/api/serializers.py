@@ -162,10 +162,11 @@ class PlanSerializer(serializers.ModelSerializer[Plan]):
 
 
 class ServerCreateSerializer(Closed):
-    external_id = external_id_field(required=False, allow_null=True, default=None)
+    # Required, so that a create the billing system retries finds the server it made.
+    external_id = external_id_field()
     customer = StrictCharField(max_length=40, help_text="The customer's id (org_...).")
     name = StrictCharField(max_length=100)
-    game = StrictCharField(max_length=32, required=False, allow_null=True, default=None)
+    game = StrictCharField(max_length=32)
     plan = StrictCharField(max_length=40, required=False, help_text="A plan's id (pln_...).")
     limits = LimitsSerializer(required=False, help_text="In place of plan.")
     tags = tags_field(required=False, default=list)

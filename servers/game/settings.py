@@ -15,6 +15,7 @@ from servers.errors import InvalidSetting
 from servers.game.registry import template
 from servers.models import ConfigEvent, Server, SettingChange, SettingSource
 from servers.runtime import get_runtime
+from servers.suspension import refuse_if_suspended
 
 
 class Kind(StrEnum):
@@ -130,6 +131,8 @@ def settings_update(
     its restart."""
     with transaction.atomic():
         current = Server.objects.select_for_update().get(id=server.id)
+        if source == SettingSource.PANEL:  # the customer's own change; the system's go on
+            refuse_if_suspended(current)
         cleaned = clean_values(current.game, values)
         desired = desired_settings(current)
         changed = {key: value for key, value in cleaned.items() if desired[key] != value}

@@ -17,7 +17,7 @@ from accounts.scopes import Scope
 from gshost.errors import DomainError, InvalidInput
 from gshost.panel_errors import found_or_404
 from servers.backups.jobs import backup_create, backup_restore, maintenance_start
-from servers.errors import NodeUnavailable
+from servers.errors import NodeUnavailable, ServerSuspended
 from servers.game.capabilities import Capability
 from servers.game.config_events import (
     config_event_cancel,
@@ -136,7 +136,7 @@ def _save_settings(request: HttpRequest, server: Server, form: SettingsForm) -> 
         return False
     try:
         changed = settings_update(server=server, values=form.values(), actor=person(request))
-    except InvalidInput as refusal:
+    except (InvalidInput, ServerSuspended) as refusal:
         form.add_error(None, refusal.message)
         return False
     messages.success(request, f"{len(changed)} setting(s) changed.")

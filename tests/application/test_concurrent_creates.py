@@ -174,12 +174,13 @@ def _at_once(
     return answers
 
 
-def _body(world: dict[str, str], external_id: str | None) -> dict[str, Any]:
+def _body(world: dict[str, str], external_id: str) -> dict[str, Any]:
     limits = {"memory_mb": 1024, "disk_mb": 1024, "cpu_percent": 100, "processes": 64}
     return {
         "external_id": external_id,
         "customer": world["customer"],
         "name": "mc",
+        "game": "minecraft",
         "limits": limits,
     }
 
@@ -187,8 +188,9 @@ def _body(world: dict[str, str], external_id: str | None) -> dict[str, Any]:
 def test_five_creates_with_one_idempotency_key_make_one_server(webs, world):
     before = server_count(webs, world)
 
-    answers = _at_once(webs, world, _body(world, None), **{"Idempotency-Key": "order-1"})
+    answers = _at_once(webs, world, _body(world, "s-0"), **{"Idempotency-Key": "order-1"})
 
+    # All five are the first answer again (201): the external id alone would answer 200.
     assert sorted(a.status_code for a in answers) == [201] * CREATES, [a.text for a in answers]
     assert len({a.json()["id"] for a in answers}) == 1
     assert server_count(webs, world) == before + 1

@@ -16,7 +16,7 @@ from tests.application.test_servers import order
 
 def test_the_same_key_and_body_replay_the_first_answer(billing: Billing):
     customer = billing.customer()
-    body = order(customer, external_id=None)
+    body = order(customer)
 
     first = billing.call("POST", "/servers", body, **{"Idempotency-Key": "k-1"})
     again = billing.call("POST", "/servers", body, **{"Idempotency-Key": "k-1"})
@@ -46,6 +46,19 @@ def test_a_refusal_is_kept_and_replayed_too(billing: Billing):
 
     assert first.status_code == again.status_code == 404
     assert again.json() == first.json()
+
+
+def test_a_key_is_new_again_after_24_hours(billing: Billing):
+    customer = billing.customer()
+    with freezegun.freeze_time("2026-12-01 10:00:00") as clock:
+        billing.call("POST", "/servers", order(customer, "s-1"), **{"Idempotency-Key": "k-1"})
+        clock.tick(timedelta(hours=24, seconds=1))
+        later = billing.call(
+            "POST", "/servers", order(customer, "s-2"), **{"Idempotency-Key": "k-1"}
+        )
+
+    assert later.status_code == 201 and Server.objects.count() == 2
+    assert IdempotentRequest.objects.count() == 1  # the old row made way for the new one
 
 
 def test_keys_are_per_integration(billing: Billing):

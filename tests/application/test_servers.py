@@ -215,3 +215,12 @@ def test_an_unknown_game_setting_is_refused_and_leaves_no_server(billing: Billin
 
     assert answer.status_code == 400 and error_code(answer) == "invalid_request"
     assert not Server.objects.exists()
+
+
+def test_a_create_without_an_external_id_or_a_game_is_invalid(billing: Billing):
+    customer = billing.customer()
+    for missing in ("external_id", "game"):
+        body = {k: v for k, v in order(customer).items() if k != missing}
+        answer = billing.call("POST", "/servers", body)
+        assert (answer.status_code, error_code(answer)) == (400, "invalid_request"), missing
+    assert Server.objects.count() == 0

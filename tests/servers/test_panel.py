@@ -12,6 +12,7 @@ from servers.backups.jobs import backup_create
 from servers.models import ConfigEvent, Job, Schedule, ScheduleRun, Server, SettingChange
 from servers.runtime import runtime_sweep
 from servers.schedules import ScheduleInput, schedule_create
+from servers.services import server_suspend
 from tests.servers.conftest import Published
 
 PANEL = "/panel/servers/"
@@ -271,6 +272,16 @@ def test_a_person_changes_settings_and_the_history_says_who(alice_client, acme_s
         "difficulty": "alice@acme.test",
     }
     assert "Welcome" in page(alice_client, f"{PANEL}{acme_server.id}/settings/")
+
+
+def test_a_suspended_servers_settings_do_not_change(alice_client, acme_server):
+    server_suspend(server=acme_server, actor=Actor.system("billing"))
+    form = {"max_players": "40", "motd": "Hi", "difficulty": "hard", "pvp": "true"}
+    form["view_distance"] = "10"
+    response = alice_client.post(f"{PANEL}{acme_server.id}/settings", form)
+    assert response.status_code == 400
+    assert "This server is suspended." in response.content.decode()
+    assert not SettingChange.objects.exists()
 
 
 def test_a_reader_sees_settings_but_cannot_change_them(bob_client, acme_server):
