@@ -107,8 +107,11 @@ def sftp_login_check(*, node: Node, credentials: SftpCredentials) -> SftpLogin:
     try:
         login = _checked(node, credentials)
     except SftpLoginRefused:
-        for bucket, limit in buckets:
-            rate_limits.hit(bucket, limit)
+        # A key merely offered (the client asks whether it would do; an ssh-agent offers each
+        # of its keys in turn) is no failed login: only a wrong password or signature is.
+        if credentials.password is not None or credentials.signed:
+            for bucket, limit in buckets:
+                rate_limits.hit(bucket, limit)
         raise
     if credentials.public_key is not None and not credentials.signed:
         return login

@@ -165,6 +165,17 @@ def test_failures_are_throttled_per_client_address_and_username(alice, server, n
     assert other_address.status_code == 200
 
 
+def test_keys_merely_offered_are_no_failures(alice, server, nodes):
+    username = login_of(alice, server)
+    for _ in range(10):  # an ssh-agent holding many keys offers each in turn
+        public = ed25519.Ed25519PrivateKey.generate().public_key()
+        line = public.public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+        ).decode()
+        assert ask(nodes["a"][1], username=username, public_key=line).status_code == 403
+    assert ask(nodes["a"][1], username=username, password="alice-pw-123").status_code == 200
+
+
 def test_another_username_from_a_throttled_address_still_logs_in(alice, bob, server, nodes):
     for _ in range(6):
         ask(nodes["a"][1], username=login_of(bob, server), password="wrong")
