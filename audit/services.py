@@ -169,16 +169,37 @@ def audit_sftp_login(
 ) -> AuditRecord:
     """A person signed in to a server's SFTP (from `ip`, the SSH client's address), with
     their `password` or an SSH `key` (`method`, in the row's details)."""
+    return audit_sftp_action(
+        organization_id=organization_id,
+        user_email=user_email,
+        server_id=server_id,
+        action=SFTP_LOGIN_ACTION,
+        details={"path": "/", "with": method},
+        ip=ip,
+    )
+
+
+def audit_sftp_action(
+    *,
+    organization_id: str,
+    user_email: str,
+    server_id: str,
+    action: str,
+    details: dict[str, Any],
+    ip: str | None = None,
+) -> AuditRecord:
+    """What a person did over SFTP: a login, or a change to the server's files (as its node
+    reported it), with the paths in the row's details as the file API's rows have them."""
     return AuditRecord.objects.create(
         organization_id=organization_id,
         source=Source.SFTP,
         actor_type=ActorType.USER,
         actor_email=user_email,
-        action=SFTP_LOGIN_ACTION,
+        action=action,
         status_code=200,
         server_id=server_id,
         ip=ip,
-        details=json.dumps({"path": "/", "with": method}),
+        details=json.dumps(details, ensure_ascii=False),
     )
 
 

@@ -161,6 +161,7 @@ class Node:
             files=self.files,
             withdrawals=self.withdrawals,
             ask=self.control.sftp_auth,
+            report=self.report,
         )
         self._tasks: list[asyncio.Task[None]] = []
         # Set when a game becomes ready: the next heartbeat goes at once, so the control plane

@@ -59,6 +59,7 @@ class ReportKind(enum.StrEnum):
     STARTED_BY_NODE = "started_by_node"  # again after a restore that stopped it; `ready` follows
     JOB_PROGRESS = "job_progress"
     JOB_FINISHED = "job_finished"
+    FILES_CHANGED = "files_changed"  # a person changed the server's files over SFTP
 
 
 # Reports of what a game process did carry its pid, exit and last output; job reports do not.
@@ -73,6 +74,8 @@ PROCESS_REPORTS = frozenset(
     }
 )
 JOB_REPORTS = frozenset({ReportKind.JOB_PROGRESS, ReportKind.JOB_FINISHED})
+# What a `files_changed` report says was done, with the paths it names (a rename: from, to).
+FILE_CHANGES = {"files.write": 1, "files.directory": 1, "files.delete": 1, "files.rename": 2}
 
 
 def last_output(lines: list[str] | tuple[str, ...]) -> list[str]:

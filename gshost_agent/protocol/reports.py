@@ -1,6 +1,7 @@
 """A report (`POST /internal/nodes/reports`, agent -> control plane): what a game process did
-(`PROCESS_REPORTS`), or how a job on a server's data goes (`JOB_REPORTS`). One a request, each
-with its outbox's id and sequence number, so the control plane applies it once."""
+(`PROCESS_REPORTS`), how a job on a server's data goes (`JOB_REPORTS`), or what a person changed
+in the server's files over SFTP (`files_changed`, for the audit). One a request, each with its
+outbox's id and sequence number, so the control plane applies it once."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from gshost_agent.protocol import fields
+from gshost_agent.protocol.files import InvalidFilePath, file_path
 from gshost_agent.protocol.names import (
+    FILE_CHANGES,
     JOB_ID,
     JOB_REPORTS,
     OUTBOX_ID,
@@ -33,7 +36,8 @@ class Report:
     """`outbox_id` and `seq` are given by the agent's outbox (empty and 0 until then). A
     process report has `pid`, `exit_code`, `signal`, `oom`, `last_output` and, for a crash
     the agent caused, `reason`; a job report `job_id` and its `progress` (job_progress) or
-    `succeeded`, `error`, `size_bytes` and `sha256` (job_finished)."""
+    `succeeded`, `error`, `size_bytes` and `sha256` (job_finished); a `files_changed` report
+    the `person_id` of the login, its `change` (a FILE_CHANGES name) and the `paths`."""
 
     server_id: str
     kind: ReportKind
@@ -52,9 +56,13 @@ class Report:
     error: str | None = None
     size_bytes: int | None = None
     sha256: str | None = None
+    person_id: str | None = None
+    change: str | None = None
+    paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "last_output", tuple(self.last_output))
+        object.__setattr__(self, "paths", tuple(self.paths))
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -76,6 +84,8 @@ class Report:
                 body["reason"] = self.reason
         elif self.kind == ReportKind.JOB_PROGRESS:
             body |= {"job_id": self.job_id, "progress": self.progress}
+        elif self.kind == ReportKind.FILES_CHANGED:
+            body |= {"person_id": self.person_id, "change": self.change, "paths": list(self.paths)}
         else:
             body |= {
                 "job_id": self.job_id,
@@ -112,6 +122,8 @@ class Report:
             last_output=_last_output(body.get("last_output")),
             reason=reason,
         )
+        if report.kind == ReportKind.FILES_CHANGED:
+            return _with_change(report, body)
         return report if report.kind not in JOB_REPORTS else _with_job(report, body)
 
 
@@ -146,6 +158,23 @@ def _with_job(report: Report, body: dict[str, Any]) -> Report:
         size_bytes=size,
         sha256=sha256,
     )
+
+
+def _with_change(report: Report, body: dict[str, Any]) -> Report:
+    change = body.get("change")
+    if not isinstance(change, str) or change not in FILE_CHANGES:
+        raise ProtocolError("change", f"change must be one of {', '.join(FILE_CHANGES)}.")
+    count = FILE_CHANGES[change]
+    paths = body.get("paths")
+    what = f"a list of {count} path{'s' if count > 1 else ''}"
+    if not isinstance(paths, list) or len(paths) != count:
+        raise ProtocolError("paths", f"paths must be {what}.")
+    try:
+        cleaned = tuple(file_path(path) for path in fields.strings(paths, "paths", count, what))
+    except InvalidFilePath as invalid:
+        raise ProtocolError("paths", f"paths: {invalid}.") from None
+    person_id = fields.required_text(body, "person_id", longest=40)
+    return _replaced(report, person_id=person_id, change=change, paths=cleaned)
 
 
 def _replaced(report: Report, **changes: Any) -> Report:

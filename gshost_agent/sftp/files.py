@@ -7,6 +7,9 @@ method in the SFTP worker threads: read, list, stat and readlink need `files:rea
 writing, mkdir, rename and setstat `files:write`; remove and rmdir `files:delete`. Making
 links is refused. `map_path` refuses, so a method asyncssh would run on its own fails.
 
+Each change done (a file written and closed, a folder made, a removal, a rename, attributes
+set) is told to `noted`, which reports it to the control plane for the audit.
+
 Errors carry the file API's code in their text ("path_outside_server: …"), as SFTPv3 statuses:
 no such file, permission denied (outside the server, denied by the template), or failure.
 """
@@ -91,15 +94,18 @@ class JailedSftp(asyncssh.SFTPServer):
         room: Callable[[Jail], int],
         pool: Executor,
         ended: Callable[[JailedSftp], None],
+        noted: Callable[[Login, str, tuple[str, ...]], None],
     ) -> None:
         super().__init__(chan)
         self.login = login
+        self._noted = noted
         self._jail_of = jail
         self._room = room  # what may still be written there (blocking)
         self._jail: Jail | None = None
         self._pool = pool
         self._ended = ended
         self._files: set[JailFile] = set()
+        self._writing: set[JailFile] = set()  # opened to write: a change once closed
         self.serving = True
 
     def end(self) -> None:
@@ -190,26 +196,38 @@ class JailedSftp(asyncssh.SFTPServer):
     async def mkdir(self, path: bytes, attrs: SFTPAttrs) -> None:
         shown, mode = _path(path), (attrs.permissions or 0o755) & 0o777
         await self._run((WRITE,), lambda jail: jail.mkdir(shown, mode=mode))
+        self._note("files.directory", shown)
 
     async def rmdir(self, path: bytes) -> None:
         shown = _path(path)
         await self._run((DELETE,), lambda jail: jail.rmdir(shown))
+        self._note("files.delete", shown)
 
     async def remove(self, path: bytes) -> None:
         shown = _path(path)
         await self._run((DELETE,), lambda jail: jail.remove(shown))
+        self._note("files.delete", shown)
 
     async def rename(self, oldpath: bytes, newpath: bytes) -> None:
         source, target = _path(oldpath), _path(newpath)
         await self._run((WRITE,), lambda jail: jail.rename(source, target))
+        self._note("files.rename", source, target)
 
     async def posix_rename(self, oldpath: bytes, newpath: bytes) -> None:
         source, target = _path(oldpath), _path(newpath)
         await self._run((WRITE,), lambda jail: jail.rename(source, target, replace=True))
+        self._note("files.rename", source, target)
 
     async def setstat(self, path: bytes, attrs: SFTPAttrs) -> None:
         shown = _path(path)
         await self._run((WRITE,), lambda jail: _set_attributes(jail, shown, attrs))
+        self._note("files.write", shown)
+
+    def _note(self, change: str, *paths: str) -> None:
+        try:
+            self._noted(self.login, change, paths)
+        except Exception:  # the change is made: a report not kept is logged, not the client's
+            logger.exception("%s: an SFTP change not reported", self.login.server_id)
 
     lsetstat = setstat  # the same: nothing here follows a link
 
@@ -245,6 +263,8 @@ class JailedSftp(asyncssh.SFTPServer):
 
         file = await self._run(scopes, opened)
         self._files.add(file)
+        if write:
+            self._writing.add(file)
         return file
 
     def open56(self, path: bytes, desired_access: int, flags: int, attrs: SFTPAttrs) -> None:
@@ -300,6 +320,13 @@ class JailedSftp(asyncssh.SFTPServer):
                 await asyncio.get_running_loop().run_in_executor(self._pool, file_obj.close)
             except JailError as error:
                 raise sftp_error(error) from None
+            finally:
+                self._written(file_obj)
+
+    def _written(self, file: JailFile) -> None:
+        if file in self._writing:
+            self._writing.discard(file)
+            self._note("files.write", file.path)
 
     def exit(self) -> None:
         for file in list(self._files):
@@ -307,6 +334,7 @@ class JailedSftp(asyncssh.SFTPServer):
                 file.close()
             except Exception:
                 logger.debug("%s: a file did not close", self.login.server_id)
+            self._written(file)
         self._files.clear()
         self._ended(self)
 

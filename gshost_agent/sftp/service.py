@@ -12,12 +12,13 @@ import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import asyncssh
 
 from gshost_agent.files.jail import Jail
 from gshost_agent.files.spaces import FileSpaces
+from gshost_agent.protocol import ReportKind
 from gshost_agent.sftp.files import JailedSftp
 from gshost_agent.sftp.host_key import fingerprint, host_key
 from gshost_agent.sftp.logins import EXTRA_INFO, Ask, ConnectionGate, Login, SftpLogins
@@ -31,6 +32,10 @@ MAX_SESSIONS = 500  # open at once on the node; more are refused until some end
 MAX_CONNECTIONS = 1000  # SSH connections, logged in or still logging in
 
 
+class Reporter(Protocol):
+    def __call__(self, server_id: str, kind: ReportKind, details: dict[str, Any]) -> None: ...
+
+
 class SftpService:
     def __init__(
         self,
@@ -41,8 +46,10 @@ class SftpService:
         files: FileSpaces,
         withdrawals: Withdrawals,
         ask: Ask,
+        report: Reporter,
     ) -> None:
         self.host, self.port = host, port
+        self._report = report
         self._key_directory = key_directory
         self._files = files
         self._withdrawals, self._ask = withdrawals, ask
@@ -95,6 +102,7 @@ class SftpService:
             room=lambda jail: self._files.room_bytes(login.server_id, jail, login.disk_mb),
             pool=self._pool,
             ended=self._ended,
+            noted=self._noted,
         )
         refused = self._withdrawals.refuses(
             server_id=login.server_id,
@@ -108,6 +116,11 @@ class SftpService:
         else:
             self.sessions.add(session)
         return session
+
+    def _noted(self, login: Login, change: str, paths: tuple[str, ...]) -> None:
+        """A change made over SFTP, reported (through the outbox) for the audit."""
+        details = {"person_id": login.person_id, "change": change, "paths": paths}
+        self._report(login.server_id, ReportKind.FILES_CHANGED, details)
 
     async def _jail(self, login: Login) -> Jail:
         """The server's files (its directory made, with its filesystem, when it has none)."""

@@ -15,6 +15,7 @@ from django.utils import timezone
 from gshost_agent.protocol import Heartbeat, Minute, Report, ReportKind
 from servers.agents.last_readings import readings_keep
 from servers.agents.minutes import server_minutes_keep
+from servers.agents.sftp_logins import sftp_change_record
 from servers.backups.jobs import job_begin, job_finish, job_progress
 from servers.backups.storage import backup_object_forget, backup_upload_settle
 from servers.errors import InvalidState, JobNotOnNode, NodeTokenChanged, ServerNotOnNode
@@ -194,6 +195,15 @@ def _apply_once(node: Node, report: Report) -> ReportOutcome:
 
 
 def _apply(node: Node, report: Report) -> ReportOutcome:
+    if report.kind == ReportKind.FILES_CHANGED:
+        server = Server.objects.get(id=report.server_id)
+        sftp_change_record(
+            server=server,
+            person_id=report.person_id or "",
+            change=report.change or "",
+            paths=report.paths,
+        )
+        return ReportOutcome.APPLIED
     if report.job_id is not None:
         applied = _apply_job(report)
         if not applied:

@@ -20,14 +20,15 @@ from __future__ import annotations
 import ipaddress
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 
-from accounts.models import Membership
+from accounts.models import Membership, User
 from accounts.scopes import Scope
 from accounts.selectors import person_by_credential
 from accounts.services import ssh_key_note_used
-from audit.services import audit_sftp_login
+from audit.services import audit_sftp_action, audit_sftp_login
 from gshost.api import rate_limits
 from gshost.errors import RateLimited
 from servers.errors import SftpLoginRefused
@@ -169,3 +170,25 @@ def _checked(node: Node, credentials: SftpCredentials) -> SftpLogin:
 def _refused(why: str) -> SftpLoginRefused:
     logger.info("SFTP login refused: %s", why)
     return SftpLoginRefused()
+
+
+def sftp_change_record(
+    *, server: Server, person_id: str, change: str, paths: tuple[str, ...]
+) -> None:
+    """A change a person made over SFTP, as the server's node reported it: an audit row of the
+    server's organization, with the paths as the file API's rows give them."""
+    people = User.objects.filter(pk=person_id) if person_id.isdigit() else User.objects.none()
+    email = people.values_list("email", flat=True).first()
+    if change == "files.rename":
+        details: dict[str, Any] = {"from": paths[0], "to": paths[1]}
+    elif change == "files.delete":
+        details = {"paths": list(paths)}
+    else:
+        details = {"path": paths[0]}
+    audit_sftp_action(
+        organization_id=server.organization_id,
+        user_email=email or f"person {person_id}",  # gone since: their id still says who
+        server_id=server.id,
+        action=change,
+        details=details,
+    )

@@ -212,6 +212,18 @@ FINISHED_JSON = {
     "size_bytes": 1_048_576,
     "sha256": "a" * 64,
 }
+RENAMED = Report(outbox_id="obx_1", seq=4, server_id=SERVER, kind=ReportKind.FILES_CHANGED, at=TEN,
+                 person_id="42", change="files.rename", paths=("/a.txt", "/b.txt"))  # fmt: skip
+RENAMED_JSON = {
+    "outbox_id": "obx_1",
+    "seq": 4,
+    "server_id": SERVER,
+    "kind": "files_changed",
+    "at": "2026-11-26T10:00:00Z",
+    "person_id": "42",
+    "change": "files.rename",
+    "paths": ["/a.txt", "/b.txt"],
+}
 
 RESTORE = JobRequest(job_id="job_abc", kind=JobKind.RESTORE, game="demo", backup_id="bkp_abc",
                      sha256="b" * 64, disk_mb=2048, download_url="https://bucket/a",
@@ -255,6 +267,7 @@ EXAMPLES = [
     (READY, READY_JSON),
     (PROGRESS, PROGRESS_JSON),
     (FINISHED, FINISHED_JSON),
+    (RENAMED, RENAMED_JSON),
     (START, START_JSON),
     (RESTORE, RESTORE_JSON),
     (BACKUP, BACKUP_JSON),
@@ -288,6 +301,20 @@ def test_each_message_is_its_body_and_reads_back_as_itself(message: Any, body: A
 @pytest.mark.parametrize(("message", "body"), EXAMPLES, ids=lambda v: type(v).__name__)
 def test_a_member_a_message_does_not_know_is_ignored(message: Any, body: Any) -> None:
     assert type(message).from_json({**body, "added_by_a_newer_version": [1]}) == message
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        {"change": "files.chmod"},
+        {"paths": ["/a.txt"]},
+        {"paths": ["/../x", "/b"]},
+        {"person_id": 7},
+    ],
+)
+def test_a_files_changed_report_names_a_known_change_and_its_paths(wrong: dict[str, Any]) -> None:
+    with pytest.raises(ProtocolError):
+        Report.from_json({**RENAMED_JSON, **wrong})
 
 
 def test_a_heartbeat_reads_its_readings_minutes() -> None:

@@ -211,6 +211,41 @@ def test_writes_belong_to_the_servers_user(sftp_agent, hostile):
     assert written.stat().st_uid == (directory / "mine.txt").stat().st_uid != 0
 
 
+def test_each_change_is_reported_for_the_audit_and_a_refused_one_is_not(
+    sftp_agent, hostile, logins, module_control_plane
+):
+    server_id = hostile["server_id"]
+
+    def changes() -> list[tuple[str, list[str]]]:
+        reports = module_control_plane.reports_of(server_id)
+        return [(r["change"], r["paths"]) for r in reports if r["kind"] == "files_changed"]
+
+    before = len(changes())
+
+    async def change(sftp: asyncssh.SFTPClient) -> None:
+        await sftp.mkdir("/audited")
+        async with sftp.open("/audited/a.txt", "wb") as file:
+            await file.write(b"alpha")
+        async with sftp.open("/audited/a.txt", "rb") as file:  # a read is no change
+            await file.read()
+        await sftp.rename("/audited/a.txt", "/audited/b.txt")
+        await sftp.remove("/audited/b.txt")
+        await sftp.rmdir("/audited")
+
+    run(change, sftp_agent, hostile["user"])
+    reader = logins.allow(server_id, scopes=["files:read"], person_id="8")
+    refused(lambda s: s.mkdir("/not-made"), sftp_agent, reader)
+    logins.allow(server_id)  # as before, for the other tests
+
+    assert wait_until(lambda: changes()[before:] if len(changes()) >= before + 5 else None) == [
+        ("files.directory", ["/audited"]),
+        ("files.write", ["/audited/a.txt"]),
+        ("files.rename", ["/audited/a.txt", "/audited/b.txt"]),
+        ("files.delete", ["/audited/b.txt"]),
+        ("files.delete", ["/audited"]),
+    ]
+
+
 def test_the_agent_asks_the_control_plane_with_the_clients_address(sftp_agent, hostile, logins):
     run(lambda sftp: sftp.listdir("/"), sftp_agent, hostile["user"])
     asked = logins.asked[-1]

@@ -444,3 +444,44 @@ def test_a_crash_for_the_disk_limit_fires_crashed_with_that_reason(
     put_in_state(demo_server, "running")
     post(REPORTS, report(demo_server, "crashed", signal=15, reason="disk_limit"), node_token)
     assert published[-1].data["reason"] == "disk_limit"
+
+
+# Changes made over SFTP
+
+
+def sftp_change(server, person, change, paths, seq=1):
+    return {
+        "outbox_id": "box-1",
+        "seq": seq,
+        "server_id": server.id,
+        "kind": "files_changed",
+        "at": "2026-11-26T10:00:00.000Z",
+        "person_id": str(person.user_id),
+        "change": change,
+        "paths": paths,
+    }
+
+
+def test_a_change_made_over_sftp_is_audited_with_source_sftp(demo_server, node_token, alice):
+    body = sftp_change(demo_server, alice, "files.rename", ["/a.txt", "/b.txt"])
+    assert post(REPORTS, body, node_token).json() == {"acknowledged": 1}
+    row = AuditRecord.objects.get(action="files.rename")
+    assert (row.source, row.actor_email, row.server_id) == (
+        "sftp",
+        "alice@acme.test",
+        demo_server.id,
+    )
+    assert json.loads(row.details) == {"from": "/a.txt", "to": "/b.txt"}
+
+
+def test_a_change_reported_twice_is_audited_once(demo_server, node_token, alice):
+    body = sftp_change(demo_server, alice, "files.write", ["/server.properties"], seq=3)
+    post(REPORTS, body, node_token)
+    post(REPORTS, body, node_token)
+    assert AuditRecord.objects.filter(action="files.write", source="sftp").count() == 1
+
+
+def test_a_change_of_an_unknown_kind_is_refused(demo_server, node_token, alice):
+    body = sftp_change(demo_server, alice, "files.chmod", ["/a.txt"])
+    assert post(REPORTS, body, node_token).status_code == 400
+    assert not AuditRecord.objects.filter(source="sftp").exists()

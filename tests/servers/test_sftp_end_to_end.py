@@ -104,6 +104,39 @@ def test_a_person_logs_in_with_the_panel_password_and_the_login_is_audited(
     assert (row.source, row.actor_email, row.ip) == ("sftp", "alice@acme.test", "127.0.0.1")
 
 
+def test_changes_made_over_sftp_are_audited_with_source_sftp(
+    alice: Membership, node_and_agent: tuple[Node, Agent]
+) -> None:
+    node, agent = node_and_agent
+    server = demo_server(alice.organization, node)
+
+    async def change(client: asyncssh.SFTPClient) -> None:
+        await client.mkdir("/mods")
+        async with client.open("/mods/a.txt", "wb") as file:
+            await file.write(b"alpha\n")
+        await client.rename("/mods/a.txt", "/mods/b.txt")
+        await client.remove("/mods/b.txt")
+
+    sftp(agent, f"alice@acme.test.{server.id}", change, password="alice-pw-123")
+
+    def audited() -> list[tuple[str, str]] | None:
+        rows = AuditRecord.objects.filter(server_id=server.id, source="sftp").order_by(
+            "occurred_at"
+        )
+        found = [(row.action, row.details) for row in rows.exclude(action="files.sftp_login")]
+        return found if len(found) == 4 else None
+
+    assert wait_until(audited, 20, "the SFTP changes audited") == [
+        ("files.directory", '{"path": "/mods"}'),
+        ("files.write", '{"path": "/mods/a.txt"}'),
+        ("files.rename", '{"from": "/mods/a.txt", "to": "/mods/b.txt"}'),
+        ("files.delete", '{"paths": ["/mods/b.txt"]}'),
+    ]
+    assert set(AuditRecord.objects.filter(source="sftp").values_list("actor_email", flat=True)) == {
+        "alice@acme.test"
+    }
+
+
 def test_a_person_logs_in_with_an_ssh_key_added_in_the_panel(
     alice: Membership, node_and_agent: tuple[Node, Agent]
 ) -> None:
