@@ -10,6 +10,7 @@ import asyncio
 import base64
 import json
 import secrets
+import socket
 import ssl
 import threading
 import time
@@ -499,15 +500,28 @@ def shouter(console_agent, module_control_plane) -> str:
     return server_id
 
 
+def small_receive_buffer(address: Any) -> socket.socket:
+    family, kind, protocol, _name, _where = address
+    sock = socket.socket(family, kind, protocol)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    return sock
+
+
 def test_a_slow_reader_is_closed_4408_and_a_fast_one_beside_it_misses_nothing(
     console_agent, shouter
 ):
     count, width = 2500, 1000  # 500 lines a second for 5 s: a reader keeps up, or falls behind
 
     async def scenario() -> tuple[int | None, list[str]]:
-        async with aiohttp.ClientSession() as session:
+        # The slow reader's kernel buffer is held small: loopback's autotuning could otherwise
+        # take in megabytes for it, and nothing would be left waiting on the agent's side.
+        slow_connector = aiohttp.TCPConnector(socket_factory=small_receive_buffer)
+        async with (
+            aiohttp.ClientSession() as session,
+            aiohttp.ClientSession(connector=slow_connector) as slow_session,
+        ):
             client = Client(console_agent)
-            slow, _ = await client.authed(session, shouter)
+            slow, _ = await client.authed(slow_session, shouter)
             fast, _ = await client.authed(session, shouter)
             console_agent.console(shouter, f"shout {count} {width} 500")
             last = f"{count - 1:08d} " + "x" * width

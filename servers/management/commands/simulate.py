@@ -51,7 +51,8 @@ def _simulate(server: Server, options: dict[str, Any]) -> str:
     actor = Actor.system("simulate")
     if what == "crash":
         after = mishap_crash(server=server, actor=actor, exit_code=exit_code)
-        if after.state == server.state:  # a real process was killed: its node reports it
+        # A real process was killed: its node reports the crash, which may be in already.
+        if not host_traits(server.node).invents_readings:
             return (
                 f"{server.id}: the game on node {server.node.name} was killed (SIGKILL); its "
                 "node reports the crash (server.crashed)."
