@@ -1,6 +1,7 @@
 """Servers sold through an integration: created by §15.1's placement (the service
 `createserver` uses), under an external id the database keeps unique per integration."""
 
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -12,12 +13,14 @@ from application.errors import ExternalIdConflict, NoCapacity
 from application.models import Plan, SoldServer
 from application.plans import limits_of
 from audit.actors import Actor
-from servers.errors import NoNodeFits, UnknownGame
+from servers.errors import InvalidState, NodeUnavailable, NoNodeFits, UnknownGame
 from servers.fleet.placement import Plan as Limits
 from servers.game.settings import settings_update
-from servers.models import Server, ServerState
+from servers.models import Server
 from servers.selectors import server_last_start_at
 from servers.services import PowerAction, server_change, server_create, server_power
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -90,8 +93,19 @@ def sold_server_create(
             raise
         return _same_or_conflict(known, order)
     if order.start:
-        server = server_power(server=server, action=PowerAction.START, actor=actor)
+        server = _started(server, actor)
     return server, True
+
+
+def _started(server: Server, actor: Actor) -> Server:
+    """The new server started, as `"start": true` asks. A start its node does not take leaves
+    the server made all the same (its record says how the start went): the create succeeded,
+    and a retry of it would not start it."""
+    try:
+        return server_power(server=server, action=PowerAction.START, actor=actor)
+    except (NodeUnavailable, InvalidState) as refused:
+        logger.info("Server %s made; its first start was not taken: %s", server.id, refused)
+        return Server.objects.get(id=server.id)
 
 
 @dataclass(frozen=True)
@@ -144,8 +158,9 @@ def _keep_backups(server: Server, plan: Plan) -> Server:
 
 
 def pending_restart(server: Server, limits_changed_at: datetime | None) -> bool:
-    """The game runs with limits older than the server's: they apply at its next start."""
-    if limits_changed_at is None or server.state == ServerState.STOPPED:
+    """The server's limits changed since its game last started: they apply at its next start,
+    and until then this is true, whether the game runs now or not."""
+    if limits_changed_at is None:
         return False
     started = server_last_start_at(server)
     return started is None or started < limits_changed_at

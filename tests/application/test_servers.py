@@ -4,6 +4,7 @@ id, changed only where a PATCH says."""
 from typing import Any
 
 from application.models import SoldServer
+from servers.errors import NodeUnavailable
 from servers.models import Server, ServerState
 from tests.application.conftest import Billing, error_code, mint
 from tests.servers.node_fixtures import online
@@ -155,6 +156,34 @@ def test_new_limits_wait_for_the_next_start_of_a_running_game(billing: Billing):
     assert answer.json()["limits"]["memory_mb"] == 2048
     assert answer.json()["pending_restart"] is True
     assert Server.objects.get(id=server["id"]).memory_mb == 2048
+
+
+def test_new_limits_of_a_stopped_server_are_pending_until_its_next_start(billing: Billing):
+    customer = billing.customer()
+    server = billing.call("POST", "/servers", order(customer)).json()
+    assert server["pending_restart"] is False
+
+    answer = billing.call(
+        "PATCH", f"/servers/{server['id']}", {"limits": {**LIMITS, "memory_mb": 2048}}
+    )
+
+    assert (answer.json()["state"], answer.json()["pending_restart"]) == ("stopped", True)
+
+
+def test_a_create_whose_first_start_the_node_does_not_take_still_makes_the_server(
+    billing: Billing, monkeypatch
+):
+    def unavailable(**_: Any) -> None:
+        raise NodeUnavailable("node-1")
+
+    monkeypatch.setattr("application.sold_servers.server_power", unavailable)
+    customer = billing.customer()
+
+    answer = billing.call("POST", "/servers", order(customer, start=True))
+
+    assert answer.status_code == 201
+    assert answer.json()["state"] == "stopped"
+    assert billing.call("POST", "/servers", order(customer, start=True)).status_code == 200
 
 
 def test_a_server_of_an_unknown_customer_is_not_found(billing: Billing):
