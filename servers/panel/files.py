@@ -106,8 +106,10 @@ def _origin(url: str) -> str:
 
 def _sftp_details(server: Server, membership: Membership) -> dict[str, Any]:
     """As the node's heartbeat reports its SFTP (servers.panel.sftp); the default port and no
-    fingerprint until it has."""
+    fingerprint until it has; `off` when its heartbeats say it serves none."""
     reported = sftp_details(server, membership)
+    if reported is None and server.node.last_heartbeat_at is not None:
+        return {"off": True}
     host = reported.host if reported else urlsplit(server.node.url).hostname or server.node.address
     port = reported.port if reported else SFTP_PORT
     return {

@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from accounts.models import Membership
 from audit.models import AuditRecord
-from servers.models import Server
+from servers.models import Node, Server
 from tests.browser.conftest import _page, sign_in
 from tests.servers.test_files_api import certificates, games_dir, node, rig, server
 
@@ -42,6 +42,7 @@ def test_a_person_manages_a_servers_files(
     files_page: Page, rig: dict[str, Any], server: Server, tmp_path: Path
 ) -> None:
     page = files_page
+    Node.objects.filter(id=server.node_id).update(sftp_port=2022)  # as its heartbeat says
     on_disk = Path(rig["agent"].data_dir) / "servers" / server.id
     page.goto(f"/panel/servers/{server.id}/files/?path=/")
     expect(page.locator('[data-file="passwd"]')).to_contain_text("↪")  # a link, shown as one
@@ -111,3 +112,12 @@ def test_an_upload_that_cannot_reach_the_node_says_so_and_writes_nothing(
         f"Upload failed: the server's node ({node_host}) was not reached"
     )
     assert not (Path(rig["agent"].data_dir) / "servers" / server.id / "lost.txt").exists()
+
+
+def test_a_node_that_serves_no_sftp_shows_no_sftp_address(
+    files_page: Page, rig: dict[str, Any], server: Server
+) -> None:
+    Node.objects.filter(id=server.node_id).update(sftp_port=None)  # AGENT_SFTP_PORT=0
+    files_page.goto(f"/panel/servers/{server.id}/files/?path=/")
+    expect(files_page.locator("[data-sftp-off]")).to_be_visible()
+    expect(files_page.locator("[data-sftp-address]")).to_have_count(0)
