@@ -361,15 +361,26 @@ class Jail:
         ):
             raise FileDenied("the server's template does not allow this path", "/" + relative)
 
-    def _check_tree(self, parent: int, name: str, parts: tuple[str, ...]) -> None:
-        """The denylist over `name` and, when it is a directory, everything it holds."""
+    def _check_tree(
+        self,
+        parent: int,
+        name: str,
+        parts: tuple[str, ...],
+        *,
+        moved_to: tuple[str, ...] | None = None,
+    ) -> None:
+        """The denylist over `name` and, when it is a directory, everything it holds; with
+        `moved_to`, over the paths they would have there (a folder renamed to a name whose
+        contents the denylist names)."""
         status = os.stat(name, dir_fd=parent, follow_symlinks=False)
         is_directory = stat.S_ISDIR(status.st_mode)
-        self._check(parts, directory=is_directory)
+        at = parts if moved_to is None else moved_to
+        self._check(at, directory=is_directory)
         if self.denylist is None or not is_directory:
             return
         for entry in self._walk_fd(parent, name, "/" + "/".join(parts)):
-            self._check(parse(entry.path), directory=entry.type == "directory")
+            inside = parse(entry.path)[len(parts) :]
+            self._check(at + inside, directory=entry.type == "directory")
 
     def denied(self, path: str, *, directory: bool = False) -> bool:
         try:
@@ -580,10 +591,7 @@ class Jail:
         ):
             try:
                 self._check_tree(from_parent, from_name, from_parts)
-                is_directory = stat.S_ISDIR(
-                    os.stat(from_name, dir_fd=from_parent, follow_symlinks=False).st_mode
-                )
-                self._check(to_parts, directory=is_directory)
+                self._check_tree(from_parent, from_name, from_parts, moved_to=to_parts)
                 if to_parts[: len(from_parts)] == from_parts:
                     raise PathInvalid("a directory cannot move into itself", target)
                 if replace:

@@ -291,3 +291,20 @@ def test_chmod_drops_setuid_bits(hostile: dict[str, object]) -> None:
     assert isinstance(jail, Jail) and isinstance(mine, Path)
     jail.chmod("/config/server.cfg", 0o4755)
     assert stat.S_IMODE((mine / "config" / "server.cfg").stat().st_mode) == 0o755
+
+
+@pytest.mark.parametrize("use_openat2", [True, False], ids=["openat2", "walk"])
+def test_a_folder_cannot_be_renamed_to_where_the_denylist_names_its_files(
+    tmp_path: Path, use_openat2: bool
+) -> None:
+    mine = tmp_path / "srv_mine"
+    (mine / "notes").mkdir(parents=True)
+    (mine / "notes" / "plan.txt").write_text("the plan")
+    for path in (mine, *mine.rglob("*")):
+        os.chown(path, UID, UID)
+    jail = Jail(mine, uid=UID, gid=UID, denylist=["secret/*.txt"], use_openat2=use_openat2)
+
+    with pytest.raises(FileDenied):
+        jail.rename("/notes", "/secret")
+    assert (mine / "notes" / "plan.txt").exists() and not (mine / "secret").exists()
+    assert jail.rename("/notes", "/public").type == "directory"
