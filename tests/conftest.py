@@ -16,7 +16,7 @@ from accounts.models import Membership, Organization, User
 from accounts.services import api_key_create, member_add, organization_create
 from audit.actors import Actor
 from audit.services import PanelContext
-from gshost import process_state
+from gshost import process_state, withdrawals
 from servers.models import Server
 from servers.services import server_create
 from tests import no_delay  # noqa: F401 - test servers answer without Nagle's delay
@@ -189,3 +189,12 @@ def staff_client(staff: User) -> Client:
     client = Client()
     client.force_login(staff)
     return client
+
+
+@pytest.fixture
+def withdrawn(monkeypatch: pytest.MonkeyPatch) -> list[withdrawals.Withdrawal]:
+    """The withdrawals of access given to the carriers after commit (the nodes' carrier is not
+    registered in these tests)."""
+    given: list[withdrawals.Withdrawal] = []
+    monkeypatch.setattr(withdrawals, "_carriers", [given.append])
+    return given

@@ -141,10 +141,8 @@ def _inline_row_of(fields: dict[str, list[str]], membership) -> str:  # type: ig
 
 
 def test_a_member_removed_on_the_organizations_page_loses_their_sockets_and_sessions(
-    staff_client, acme, acme_server, alice, bob, monkeypatch, django_capture_on_commit_callbacks
+    staff_client, acme, acme_server, alice, bob, withdrawn, django_capture_on_commit_callbacks
 ):
-    carried: list = []
-    monkeypatch.setattr("gshost.withdrawals._carriers", [carried.append])
 
     def remove_bob(fields: dict[str, list[str]]) -> None:
         fields[f"{_inline_row_of(fields, bob)}-DELETE"] = ["on"]
@@ -152,16 +150,14 @@ def test_a_member_removed_on_the_organizations_page_loses_their_sockets_and_sess
     with django_capture_on_commit_callbacks(execute=True):
         assert _organization_page_with(staff_client, acme, remove_bob) == 302
     assert not acme.memberships.filter(user=bob.user).exists()
-    (withdrawal,) = carried
+    (withdrawal,) = withdrawn
     assert withdrawal.person_ids == frozenset({str(bob.user_id)})
     assert withdrawal.server_ids == frozenset({acme_server.id})
 
 
 def test_a_scope_taken_away_on_the_organizations_page_withdraws_the_members_access(
-    staff_client, acme, acme_server, alice, bob, monkeypatch, django_capture_on_commit_callbacks
+    staff_client, acme, acme_server, alice, bob, withdrawn, django_capture_on_commit_callbacks
 ):
-    carried: list = []
-    monkeypatch.setattr("gshost.withdrawals._carriers", [carried.append])
 
     def narrow_bob(fields: dict[str, list[str]]) -> None:
         fields[f"{_inline_row_of(fields, bob)}-scopes"] = ['["servers:read"]']
@@ -170,6 +166,6 @@ def test_a_scope_taken_away_on_the_organizations_page_withdraws_the_members_acce
         assert _organization_page_with(staff_client, acme, narrow_bob) == 302
     bob.refresh_from_db()
     assert bob.scopes == ["servers:read"]
-    (withdrawal,) = carried
+    (withdrawal,) = withdrawn
     assert withdrawal.person_ids == frozenset({str(bob.user_id)})
     assert withdrawal.server_ids == frozenset({acme_server.id})

@@ -8,6 +8,8 @@ from django.test import Client
 from freezegun import freeze_time
 
 from accounts.panel_sessions import EndReason, SessionsEnded
+from application.links import owner_link_create
+from application.models import LinkPurpose
 from audit.models import AuditRecord
 from audit.services import PanelAction
 from tests.accounts.second_factor_kit import code_of, enrol_totp, is_signed_in
@@ -121,13 +123,11 @@ def test_a_password_change_tells_the_registered_hooks(
 
 
 def test_a_password_change_withdraws_the_persons_access_on_the_nodes(
-    laptop, alice, monkeypatch, django_capture_on_commit_callbacks
+    laptop, alice, withdrawn, django_capture_on_commit_callbacks
 ):
-    carried = []
-    monkeypatch.setattr("gshost.withdrawals._carriers", [carried.append])
     with django_capture_on_commit_callbacks(execute=True):
         change_password(laptop)
-    (withdrawal,) = carried
+    (withdrawal,) = withdrawn
     assert withdrawal.person_ids == frozenset({str(alice.user_id)})
     assert withdrawal.server_ids == frozenset()
 
@@ -151,61 +151,40 @@ def test_it_shows_when_each_session_was_last_seen(alice):
 # Every other path that sets a password ends the person's sessions the same way.
 
 
-def _withdrawn_after(change, monkeypatch, capture) -> list:  # type: ignore[no-untyped-def]
-    carried: list = []
-    monkeypatch.setattr("gshost.withdrawals._carriers", [carried.append])
-    with capture(execute=True):
-        change()
-    return carried
-
-
 def test_a_password_set_in_the_admin_ends_every_session_of_the_person(
-    laptop, phone, alice, staff_client, monkeypatch, django_capture_on_commit_callbacks
+    laptop, phone, alice, staff_client, withdrawn, django_capture_on_commit_callbacks
 ):
     new = "a-new-long-passphrase-2"
-    carried = _withdrawn_after(
-        lambda: staff_client.post(
+    with django_capture_on_commit_callbacks(execute=True):
+        staff_client.post(
             f"/admin/accounts/user/{alice.user_id}/password/",
             {"password1": new, "password2": new, "usable_password": "true"},
-        ),
-        monkeypatch,
-        django_capture_on_commit_callbacks,
-    )
+        )
     assert not is_signed_in(laptop) and not is_signed_in(phone)
-    assert [w.person_ids for w in carried] == [frozenset({str(alice.user_id)})]
+    assert [w.person_ids for w in withdrawn] == [frozenset({str(alice.user_id)})]
     assert AuditRecord.objects.filter(action=PanelAction.PASSWORD_CHANGE).count() == 1
 
 
 def test_a_password_set_through_an_owners_link_ends_every_session_of_the_person(
-    laptop, alice, monkeypatch, django_capture_on_commit_callbacks
+    laptop, alice, withdrawn, django_capture_on_commit_callbacks
 ):
-    from application.links import owner_link_create
-    from application.models import LinkPurpose
-
     link = owner_link_create(
         user=alice.user, organization=alice.organization, purpose=LinkPurpose.SET_PASSWORD
     )
     new = "a-new-long-passphrase-3"
-    carried = _withdrawn_after(
-        lambda: Client().post(
-            urlsplit(link.url).path, {"new_password1": new, "new_password2": new}
-        ),
-        monkeypatch,
-        django_capture_on_commit_callbacks,
-    )
+    with django_capture_on_commit_callbacks(execute=True):
+        Client().post(urlsplit(link.url).path, {"new_password1": new, "new_password2": new})
     assert not is_signed_in(laptop)
-    assert [w.person_ids for w in carried] == [frozenset({str(alice.user_id)})]
+    assert [w.person_ids for w in withdrawn] == [frozenset({str(alice.user_id)})]
 
 
 def test_a_new_password_from_addmember_ends_every_session_of_the_person(
-    laptop, alice, monkeypatch, django_capture_on_commit_callbacks
+    laptop, alice, withdrawn, django_capture_on_commit_callbacks
 ):
-    def add_again() -> None:
+    with django_capture_on_commit_callbacks(execute=True):
         call_command("addmember", "acme", "alice@acme.test", "--owner", "--password", "pw-4-alice")
-
-    carried = _withdrawn_after(add_again, monkeypatch, django_capture_on_commit_callbacks)
     assert not is_signed_in(laptop)
-    assert [w.person_ids for w in carried] == [frozenset({str(alice.user_id)})]
+    assert [w.person_ids for w in withdrawn] == [frozenset({str(alice.user_id)})]
 
 
 def test_addmember_with_the_same_password_ends_nothing(laptop, alice):

@@ -13,8 +13,6 @@ from freezegun import freeze_time
 from audit.actors import Actor
 from audit.models import AuditRecord
 from audit.services import PanelContext
-from gshost import withdrawals
-from gshost.withdrawals import Withdrawal
 from servers import services, tasks
 from servers.backups.jobs import backup_create
 from servers.desired import server_converge
@@ -57,14 +55,6 @@ SCOPES = [
 @pytest.fixture
 def running(acme_server, put_in_state):
     return put_in_state(acme_server, "running")
-
-
-@pytest.fixture
-def withdrawn(monkeypatch):
-    """The withdrawals given to the carriers (the nodes' is not registered in these tests)."""
-    given: list[Withdrawal] = []
-    monkeypatch.setattr(withdrawals, "_carriers", [given.append])
-    return given
 
 
 def current(server: Server) -> Server:
