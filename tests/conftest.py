@@ -1,8 +1,10 @@
 """The shared cast: alice owns Acme, bob is an Acme member with a few scopes, charlie runs
 Globex (another organization). Keys are minted through the same service the panel uses."""
 
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import freezegun
@@ -198,3 +200,14 @@ def withdrawn(monkeypatch: pytest.MonkeyPatch) -> list[withdrawals.Withdrawal]:
     given: list[withdrawals.Withdrawal] = []
     monkeypatch.setattr(withdrawals, "_carriers", [given.append])
     return given
+
+
+@pytest.fixture
+def one_rate_window(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The clock at the start of a minute of this test's own, ticking on from there: the calls
+    it counts against a rate limit fall in one fixed window (never across a minute's end), and
+    no other test's counts, which Redis keeps for two minutes, share that window."""
+    minute = zlib.crc32(request.node.nodeid.encode()) % 1_000_000
+    start = datetime(2030, 1, 1, tzinfo=UTC) + timedelta(minutes=minute)
+    with freezegun.freeze_time(start, tick=True):
+        yield

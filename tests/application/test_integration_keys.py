@@ -85,6 +85,7 @@ def test_a_call_records_when_the_key_was_last_used(billing: Billing):
     assert IntegrationKey.objects.get().last_used_ip == "127.0.0.1"
 
 
+@pytest.mark.usefixtures("one_rate_window")
 def test_the_rate_limit_is_per_key_with_its_headers(db, settings):
     settings.API_RATE_APPLICATION = "2/min"
     key = mint()

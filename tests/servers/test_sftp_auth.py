@@ -152,6 +152,7 @@ def test_the_username_is_split_at_the_last_dot(acme, server, nodes):
     assert answer.status_code == 200
 
 
+@pytest.mark.usefixtures("one_rate_window")
 def test_failures_are_throttled_per_client_address_and_username(alice, server, nodes):
     username = login_of(alice, server)
     for _ in range(6):
@@ -165,6 +166,7 @@ def test_failures_are_throttled_per_client_address_and_username(alice, server, n
     assert other_address.status_code == 200
 
 
+@pytest.mark.usefixtures("one_rate_window")
 def test_keys_merely_offered_are_no_failures(alice, server, nodes):
     username = login_of(alice, server)
     for _ in range(10):  # an ssh-agent holding many keys offers each in turn
@@ -176,6 +178,7 @@ def test_keys_merely_offered_are_no_failures(alice, server, nodes):
     assert ask(nodes["a"][1], username=username, password="alice-pw-123").status_code == 200
 
 
+@pytest.mark.usefixtures("one_rate_window")
 def test_another_username_from_a_throttled_address_still_logs_in(alice, bob, server, nodes):
     for _ in range(6):
         ask(nodes["a"][1], username=login_of(bob, server), password="wrong")
@@ -202,6 +205,7 @@ def test_it_needs_the_node_token(alice, server):
     assert answer.status_code == 401
 
 
+@pytest.mark.usefixtures("one_rate_window")
 def test_one_address_trying_many_usernames_is_throttled_too(alice, server, nodes, monkeypatch):
     monkeypatch.setattr("servers.agents.sftp_logins.FAILURES_PER_ADDRESS_PER_MINUTE", 3)
     for number in range(3):
