@@ -147,7 +147,7 @@ def person_sessions_end(
     Returns how many panel sessions ended. The hooks run after commit, and for a credential
     change even when no panel session was left to end (a console socket may still be open).
     """
-    context = replace(context, user_email=user.email)
+    context = replace(context, user_email=context.user_email or user.email)
     with transaction.atomic():
         rows = PanelSession.objects.select_for_update().filter(user=user)
         if only_session_id is not None:

@@ -2,8 +2,6 @@
 admin, `addmember`): the change is audited, and every other session of the person ends, with
 their console sockets and SFTP sessions (`person_sessions_end`)."""
 
-from dataclasses import replace
-
 from django.db import transaction
 
 from accounts.models import User
@@ -25,7 +23,6 @@ def password_changed(
     *, user: User, context: PanelContext, keep_session_key: str | None = None
 ) -> None:
     """What follows a new password, for a path that saved it itself (Django admin's form)."""
-    context = replace(context, user_email=context.user_email or user.email)
     audit_person_action(user=user, context=context, action=PanelAction.PASSWORD_CHANGE)
     person_sessions_end(
         user=user,

@@ -3,6 +3,7 @@
 import secrets
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.test import Client
 from freezegun import freeze_time
 
@@ -111,3 +112,13 @@ def test_the_admin_rule_is_on_by_default_and_off_in_debug():
     assert _admin_rule_with() is True
     assert _admin_rule_with(DEBUG="true") is False
     assert _admin_rule_with(ADMIN_REQUIRE_2FA="false") is False
+
+
+def test_staff_in_no_organization_find_their_factor_changes_in_the_admins_history(staff):
+    client = Client()
+    client.force_login(staff)
+    with freeze_time("2026-12-01 10:00:00"):
+        enrol_totp(client)
+    entries = LogEntry.objects.filter(user=staff, object_id=str(staff.pk))
+    messages = [entry.change_message for entry in entries]
+    assert any(message.startswith("mfa.totp_add") for message in messages), messages
