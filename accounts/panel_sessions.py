@@ -128,10 +128,17 @@ def _signed_in(sender: object, request: HttpRequest | None, user: User, **kwargs
 
 
 @receiver(user_logged_out, dispatch_uid="accounts.panel_session_forget")
-def _signed_out(sender: object, request: HttpRequest | None, **kwargs: object) -> None:
+def _signed_out(
+    sender: object, request: HttpRequest | None, user: User | None = None, **kwargs: object
+) -> None:
+    """A session the person signed out of ends as one ended from Account -> Sessions does:
+    its row goes, and the audit has it."""
     key = request.session.session_key if request is not None else None
-    if key:
-        PanelSession.objects.filter(session_key=key).delete()
+    if key and request is not None:
+        deleted, _ = PanelSession.objects.filter(session_key=key).delete()
+        if deleted and user is not None:
+            context = PanelContext.from_request(request)
+            audit_person_action(user=user, context=context, action=PanelAction.SESSION_END)
 
 
 def person_sessions_end(

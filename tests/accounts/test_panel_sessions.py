@@ -7,6 +7,7 @@ from django.core.management import call_command
 from django.test import Client
 from freezegun import freeze_time
 
+from accounts.models import PanelSession
 from accounts.panel_sessions import EndReason, SessionsEnded
 from application.links import owner_link_create
 from application.models import LinkPurpose
@@ -191,3 +192,10 @@ def test_a_new_password_from_addmember_ends_every_session_of_the_person(
 def test_addmember_with_the_same_password_ends_nothing(laptop, alice):
     call_command("addmember", "acme", "alice@acme.test", "--owner", "--password", "alice-pw-123")
     assert is_signed_in(laptop)
+
+
+def test_signing_out_ends_the_session_and_audits_it(laptop, alice):
+    laptop.post("/accounts/logout/")
+    row = AuditRecord.objects.get(action=PanelAction.SESSION_END)
+    assert (row.organization_id, row.actor_email) == (alice.organization_id, "alice@acme.test")
+    assert not PanelSession.objects.filter(user=alice.user).exists()
