@@ -369,18 +369,20 @@ class Jail:
         *,
         moved_to: tuple[str, ...] | None = None,
     ) -> None:
-        """The denylist over `name` and, when it is a directory, everything it holds; with
-        `moved_to`, over the paths they would have there (a folder renamed to a name whose
-        contents the denylist names)."""
+        """The denylist over `name` and, when it is a directory, everything it holds, in one
+        walk; with `moved_to`, over the paths they would have there too (a folder renamed to
+        a name whose contents the denylist names)."""
+        places = (parts,) if moved_to is None else (parts, moved_to)
         status = os.stat(name, dir_fd=parent, follow_symlinks=False)
         is_directory = stat.S_ISDIR(status.st_mode)
-        at = parts if moved_to is None else moved_to
-        self._check(at, directory=is_directory)
+        for place in places:
+            self._check(place, directory=is_directory)
         if self.denylist is None or not is_directory:
             return
         for entry in self._walk_fd(parent, name, "/" + "/".join(parts)):
             inside = parse(entry.path)[len(parts) :]
-            self._check(at + inside, directory=entry.type == "directory")
+            for place in places:
+                self._check(place + inside, directory=entry.type == "directory")
 
     def denied(self, path: str, *, directory: bool = False) -> bool:
         try:
@@ -590,7 +592,6 @@ class Jail:
             self._parent(target) as (to_parent, to_name, to_parts),
         ):
             try:
-                self._check_tree(from_parent, from_name, from_parts)
                 self._check_tree(from_parent, from_name, from_parts, moved_to=to_parts)
                 if to_parts[: len(from_parts)] == from_parts:
                     raise PathInvalid("a directory cannot move into itself", target)
