@@ -311,10 +311,6 @@ WEBHOOK_CLAIM_ROWS = env.int("WEBHOOK_CLAIM_ROWS", default=16)
 WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK = env.int("WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK", default=4)
 WEBHOOKS_PER_ORGANIZATION = env.int("WEBHOOKS_PER_ORGANIZATION", default=20)
 SIMULATED_RUNTIME_DELAY_SECONDS = env.float("SIMULATED_RUNTIME_DELAY_SECONDS", default=2.0)
-# Dotted path of the servers.runtime.Runtime that acts on hosts; empty = the simulated one.
-SERVER_RUNTIME = (
-    env.str("SERVER_RUNTIME", default="") or "servers.simulated.runtime.SimulatedRuntime"
-)
 
 LOGGING = {
     "version": 1,

@@ -9,15 +9,15 @@ through the services (`server_transition`, `job_*`, `migration_complete`; agents
 `servers.agents.reports`), which own the state. Readings (players, stats, metrics, actual
 settings, console lines) are answered at once.
 
-Each server's node decides its runtime (`get_runtime(server)`) and what its host offers beyond
-the requests (`host_traits(node)`): callers ask what a host does, never which kind it is. The
-simulated node has
-`servers.simulated.runtime.SimulatedRuntime` (or the `SERVER_RUNTIME` setting), which finishes
-every request after `SIMULATED_RUNTIME_DELAY_SECONDS` through the task queue and invents
-plausible, deterministic readings; an agent node has `servers.agents.runtime.AgentRuntime`,
-which asks the node's agent over HTTPS (docs/agent-protocol.md). This module names the boundary only
-and imports no implementation, so the services that call the runtime and the hosts that call
-the services form no loop.
+There is one runtime for every node (`get_runtime(server)`:
+`servers.agents.runtime.NodeRuntime`), which asks the node's agent: over HTTPS
+(docs/agent-protocol.md), or, for the simulated node, its agent in process
+(`servers.simulated.agent`), which finishes every request after
+`SIMULATED_RUNTIME_DELAY_SECONDS` through the task queue and invents plausible, deterministic
+readings. What a node's host offers beyond the requests is `host_traits(node)`: callers ask what
+a host does, never which kind it is. This module names the boundary only and imports no
+implementation, so the services that call the runtime and the hosts that call the services
+form no loop.
 """
 
 from dataclasses import dataclass
@@ -25,15 +25,14 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Protocol
 
-from django.conf import settings
 from django.utils.module_loading import import_string
 
 from gshost import process_state
 from servers.errors import NotOnAgentNodes
 from servers.models import Job, Node, NodeKind, Server, ServerMigration
 
-DEFAULT_RUNTIME = "servers.simulated.runtime.SimulatedRuntime"
-AGENT_RUNTIME = "servers.agents.runtime.AgentRuntime"
+NODE_RUNTIME = "servers.agents.runtime.NodeRuntime"
+ADDRESS_MOVER = "servers.simulated.agent.SIMULATED_AGENT"
 
 
 @dataclass(frozen=True)
@@ -61,6 +60,24 @@ class StatsSample:
     network_out_kbps: float | None
     players_online: int
     uptime_seconds: int
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a node tells of a server at a moment (an agent in its heartbeats): its stats and
+    players. `network_*_kbps` None where the node cannot measure them per server."""
+
+    sampled_at: datetime
+    cpu_percent: float
+    memory_mb: int
+    memory_limit_mb: int | None
+    disk_mb: int
+    players_online: int
+    uptime_seconds: int
+    players: tuple[tuple[str, datetime], ...] = ()
+    max_players: int | None = None
+    network_in_kbps: float | None = None
+    network_out_kbps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +154,7 @@ class HostTraits:
     moves_between_nodes: bool  # data and all; otherwise to a new address (`address_mover`)
     has_token: bool  # the node signs in to the control plane with a token of its own
     invents_readings: bool  # made-up readings and mishaps (`simulate`), no real game
+    agent_in_process: bool  # its agent answers in this process, no connection (the simulated)
 
 
 AGENT_TRAITS = HostTraits(
@@ -148,6 +166,7 @@ AGENT_TRAITS = HostTraits(
     moves_between_nodes=True,
     has_token=True,
     invents_readings=False,
+    agent_in_process=False,
 )
 SIMULATED_TRAITS = HostTraits(
     forwards_ports=False,
@@ -158,6 +177,7 @@ SIMULATED_TRAITS = HostTraits(
     moves_between_nodes=False,
     has_token=False,
     invents_readings=True,
+    agent_in_process=True,
 )
 
 
@@ -166,13 +186,9 @@ def host_traits(node: Node) -> HostTraits:
 
 
 @cache
-def _load(path: str) -> Runtime:
-    runtime: Runtime = import_string(path)()
+def _runtime() -> Runtime:
+    runtime: Runtime = import_string(NODE_RUNTIME)()
     return runtime
-
-
-def simulated_runtime() -> Runtime:
-    return _load(getattr(settings, "SERVER_RUNTIME", DEFAULT_RUNTIME))
 
 
 class AddressMover(Protocol):
@@ -183,30 +199,29 @@ class AddressMover(Protocol):
 
 
 def address_mover(server: Server) -> AddressMover:
-    """The simulated node's runtime; NotOnAgentNodes for a server on an agent node."""
+    """The simulated node's agent; NotOnAgentNodes for a server on an agent node."""
     if host_traits(server.node).moves_between_nodes:
         raise NotOnAgentNodes(
             "A server on an agent node moves to another node, not to an address: "
             "`simulate SERVER_ID migrate --node NAME` or the admin's Migrate to node…."
         )
-    mover: AddressMover = import_string(getattr(settings, "SERVER_RUNTIME", DEFAULT_RUNTIME))()
+    mover: AddressMover = import_string(ADDRESS_MOVER)
     return mover
 
 
 def get_runtime(server: Server) -> Runtime:
-    """The runtime of the server's node."""
-    return _load(AGENT_RUNTIME) if server.node.kind == NodeKind.AGENT else simulated_runtime()
+    """The runtime of the server's node: the one runtime, whichever the node."""
+    return _runtime()
 
 
 def runtime_sweep(now: datetime) -> None:
     """Called every minute and by follow-ups: the simulated node finishes what is due; agent
     nodes report by themselves, and their jobs fail once their node has been silent too long."""
-    simulated_runtime().sweep(now)
-    _load(AGENT_RUNTIME).sweep(now)
+    _runtime().sweep(now)
 
 
 process_state.register(
     "servers.runtime",
-    bound="one runtime object per SERVER_RUNTIME path in use: one",
-    reset=_load.cache_clear,
+    bound="one runtime object",
+    reset=_runtime.cache_clear,
 )

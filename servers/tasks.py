@@ -13,9 +13,10 @@ from servers.backups.storage import backups_deleting_finish
 from servers.desired import desired_state_converge
 from servers.desired import server_converge as desired_server_converge
 from servers.game.config_events import config_events_apply_due
-from servers.runtime import runtime_sweep, simulated_runtime
+from servers.runtime import runtime_sweep
 from servers.schedules import schedules_run_due
 from servers.services import crash_restarts_run_due
+from servers.simulated.agent import simulated_work_finish
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ def runtime_follow(until: str) -> None:
     deadline = datetime.fromisoformat(until)
     started = time.monotonic()
     while True:
-        simulated_runtime().sweep(timezone.now())
+        simulated_work_finish(timezone.now())
         remaining = (deadline - timezone.now()).total_seconds()
         if remaining < 0 or time.monotonic() - started > LONGEST_FOLLOW_SECONDS:
             return

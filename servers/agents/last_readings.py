@@ -12,8 +12,6 @@ and shown only if sound. A heartbeat stays cheap: 500 nodes send 50 a second.
 """
 
 import logging
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import redis
@@ -21,6 +19,7 @@ from django.core.cache import cache
 
 from gshost_agent.protocol import ProtocolError
 from gshost_agent.protocol import Reading as SentReading
+from servers.runtime import Reading
 
 logger = logging.getLogger(__name__)
 # A cache outage costs the readings, never a heartbeat (which keeps the node online).
@@ -28,21 +27,6 @@ CACHE_ERRORS = (redis.RedisError, OSError)
 
 READING_TTL_SECONDS = 600
 _KEY = "gshost:reading:"
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What is shown of a server's last reading (its stats and players)."""
-
-    sampled_at: datetime
-    cpu_percent: float
-    memory_mb: int
-    memory_limit_mb: int | None
-    disk_mb: int
-    players_online: int
-    uptime_seconds: int
-    players: tuple[tuple[str, datetime], ...] = ()
-    max_players: int | None = None
 
 
 def _key(node_id: int) -> str:

@@ -18,9 +18,8 @@ from django.utils import timezone
 
 from gshost.purge import PURGE_BATCH_ROWS, delete_in_batches
 from gshost_agent.protocol import Minute
-from servers.agents.last_readings import Reading
 from servers.models import ServerMinute
-from servers.runtime import MetricsSample
+from servers.runtime import MetricsSample, Reading
 
 MINUTES_KEPT = timedelta(hours=24)  # the longest metrics window
 # A minute stamped further ahead than this is a node's clock gone wrong: not stored.

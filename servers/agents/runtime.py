@@ -1,13 +1,17 @@
-"""The runtime of agent nodes: requests are calls to the node's agent (docs/agent-protocol.md),
+"""The runtime of every node: requests are calls to the node's agent (docs/agent-protocol.md),
 made after the requesting service committed (never inside a transaction), players and stats
 are what the node's last heartbeat said (`servers.agents.last_readings`), metrics the minutes its
 heartbeats carried (`servers.agents.minutes`). What the processes then do comes back as reports
 (`servers.agents.reports`).
 
-HTTPS only, verified against the node's CA (or the system's), with the node token as bearer,
-no proxies from the environment. A node without a heartbeat for 30 s, or whose agent does not
-answer, is `NodeUnavailable` (503 node_unavailable): nothing is queued. How long a call may
-take, and when a node is not even tried, is `servers.agents.calls`.
+An agent is called over HTTPS only, verified against the node's CA (or the system's), with the
+node token as bearer, no proxies from the environment. A node without a heartbeat for 30 s, or
+whose agent does not answer, is `NodeUnavailable` (503 node_unavailable): nothing is queued.
+How long a call may take, and when a node is not even tried, is `servers.agents.calls`.
+
+The simulated node's agent is in process (`servers.simulated.agent`): the same calls reach it
+without a connection, and it is asked for its readings, which it invents, where an agent's
+come from its heartbeats.
 """
 
 import json
@@ -44,7 +48,7 @@ from servers.agents.calls import (
     node_mark_failing,
 )
 from servers.agents.console_mirror import console_lines_mirrored
-from servers.agents.last_readings import Reading, reading_of, reported_settings_of
+from servers.agents.last_readings import reading_of, reported_settings_of
 from servers.agents.minutes import server_metrics
 from servers.backups.jobs import jobs_fail_unreported
 from servers.backups.storage import (
@@ -57,11 +61,13 @@ from servers.backups.storage import (
 from servers.errors import (
     AgentError,
     DiskLimitExceeded,
+    InvalidAddress,
     InvalidState,
     NodeAnswerLate,
     NodeRefused,
     NodeUnavailable,
 )
+from servers.fleet.moves import parse_address
 from servers.fleet.nodes import node_token
 from servers.game.settings import desired_settings, settings_report_applied
 from servers.models import Job, Node, NodeState, Server, ServerState
@@ -72,9 +78,11 @@ from servers.runtime import (
     MetricsSample,
     Player,
     PlayerList,
+    Reading,
     StatsSample,
 )
 from servers.selectors import server_max_players
+from servers.simulated.agent import simulated_work_finish, stand_in_for
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +162,9 @@ def agent_call_raw(
     is sent as the body instead of JSON; a call with `takes_slot=False` takes no slot (work
     that may take seconds on the agent: others about the node need not wait behind it)."""
     require_outside_transaction(f"The agent call {method} {path}")
+    stand_in = stand_in_for(node)
+    if stand_in is not None:
+        return stand_in.answer(method, path, body=body, params=params)
     _require_online(node)
     token = node_token(node)
     if token is None:
@@ -256,17 +267,26 @@ def _refused(server: Server, error: AgentError) -> NodeRefused:
 
 def _start_body(server: Server) -> dict[str, Any]:
     """The game, its port and settings, and its plan: the limits its sandbox enforces."""
-    if server.port is None:  # placement gives every server on an agent node a port
-        raise Misuse(f"Server {server.id} on node {server.node.name} has no port.")
     return StartRequest(
         game=server.game,
-        port=server.port,
+        port=_port(server),
         memory_mb=server.memory_mb,
         disk_mb=server.disk_mb,
         cpu_percent=server.cpu_percent,
         processes=server.processes,
         settings=desired_settings(server),
     ).to_json()
+
+
+def _port(server: Server) -> int:
+    """Its port of the node's range (placement gives one to every server on a node that
+    forwards ports), else the port of its address (the simulated node's servers)."""
+    if server.port is not None:
+        return server.port
+    try:
+        return parse_address(server.address)[1]
+    except InvalidAddress:
+        raise Misuse(f"Server {server.id} on node {server.node.name} has no port.") from None
 
 
 def _job_body(job: Job) -> dict[str, Any]:
@@ -291,9 +311,9 @@ def _job_body(job: Job) -> dict[str, Any]:
     return request.to_json()
 
 
-class AgentRuntime:
-    """Servers on agent nodes. A migration there moves the server to another node, with its
-    data (`servers.agents.transfers`), not to an address."""
+class NodeRuntime:
+    """Servers on every node. A migration between agent nodes moves the server to another
+    node, with its data (`servers.agents.transfers`), not to an address."""
 
     def _post(self, server: Server, action: str, body: dict[str, Any] | None = None) -> None:
         try:
@@ -331,16 +351,19 @@ class AgentRuntime:
             raise _refused(server, error) from None
 
     def send_command(self, server: Server, command: str) -> CommandResult:
-        """The command to the game's stdin (the service made a stop command a stop first)."""
+        """The command to the game's stdin (the service made a stop command a stop first).
+        An agent takes every command it is sent; the simulated node's games answer whether
+        they know it, and with what."""
         try:
             path = server_route(server.id, "console")
-            agent_call(server.node, "POST", path, {"command": command})
+            answer = agent_call(server.node, "POST", path, {"command": command})
         except AgentError as error:
             if error.status == 400:  # the rules are ours too: a disagreement, told as ours
                 message = error.message or "The node refused the command."
                 raise InvalidInput(message, fields={"command": [message]}) from None
             raise _refused(server, error) from None
-        return CommandResult(True, "")
+        accepted, output = answer.get("accepted", True), answer.get("output", "")
+        return CommandResult(accepted is not False, output if isinstance(output, str) else "")
 
     def run_job(self, job: Job) -> None:
         """The agent starts it, or refuses (another job runs, the game runs); its progress
@@ -383,7 +406,7 @@ class AgentRuntime:
 
     def players(self, server: Server, now: datetime) -> PlayerList:
         """The players its node last reported in a heartbeat (never a call to the node)."""
-        reading = _reading(server)
+        reading = _reading(server, now)
         if reading is None:
             return PlayerList(0, server_max_players(server), [])
         players = [Player(name, joined_at) for name, joined_at in reading.players]
@@ -392,7 +415,7 @@ class AgentRuntime:
 
     def stats(self, server: Server, now: datetime) -> StatsSample:
         """The stats its node last reported in a heartbeat, with their time (never a call)."""
-        reading = _reading(server)
+        reading = _reading(server, now)
         if reading is None:
             return _idle_stats(server, now)
         return StatsSample(
@@ -402,8 +425,8 @@ class AgentRuntime:
             memory_mb=reading.memory_mb,
             memory_limit_mb=reading.memory_limit_mb or server.memory_mb,
             disk_mb=reading.disk_mb,
-            network_in_kbps=None,
-            network_out_kbps=None,
+            network_in_kbps=reading.network_in_kbps,
+            network_out_kbps=reading.network_out_kbps,
             players_online=reading.players_online,
             uptime_seconds=reading.uptime_seconds,
         )
@@ -413,6 +436,9 @@ class AgentRuntime:
     ) -> list[MetricsSample]:
         """From the minutes its node sent in its heartbeats (never a call to the node): also
         while the node is unreachable, the history it sent stays."""
+        stand_in = stand_in_for(server.node)
+        if stand_in is not None:
+            return stand_in.metrics(server, start, end, step)
         latest = (
             None if server.state == ServerState.STOPPED else reading_of(server.node_id, server.id)
         )
@@ -420,12 +446,18 @@ class AgentRuntime:
 
     def actual_settings(self, server: Server) -> dict[str, str]:
         """The settings file as the node's last heartbeat reported it (never a call)."""
+        stand_in = stand_in_for(server.node)
+        if stand_in is not None:
+            return stand_in.reported_settings(server)
         _require_online(server.node)
         return reported_settings_of(server.node.id, server.id) or {}
 
     def console_lines(self, server: Server, after: int) -> ConsoleLines:
         """The game's output as last fetched from its node, with that time (never a call: a
-        fetch starts in the background when it is a second old, servers.agents.console_mirror)."""
+        fetch starts in the background when it is a second old, servers.agents.console_mirror).
+        The simulated node's, in process, are asked for each time."""
+        if stand_in_for(server.node) is not None:
+            return self._console(server, after) or ConsoleLines([], after)
         _require_online(server.node)
         return console_lines_mirrored(server.id, after, lambda since: self._console(server, since))
 
@@ -440,13 +472,19 @@ class AgentRuntime:
         return ConsoleLines([ConsoleLine(line.n, line.text) for line in output.lines], output.last)
 
     def sweep(self, now: datetime) -> None:
-        """Agents report what their processes do; only jobs of silent nodes time out."""
+        """Agents report what their processes do; only jobs of silent nodes time out. The
+        simulated node's host finishes what is due."""
         jobs_fail_unreported(now)
+        simulated_work_finish(now)
 
 
-def _reading(server: Server) -> Reading | None:
+def _reading(server: Server, now: datetime) -> Reading | None:
     """The server's last reported readings; none for a stopped server. NodeUnavailable at
-    once when its node is unreachable (its heartbeats, and so its readings, stopped)."""
+    once when its node is unreachable (its heartbeats, and so its readings, stopped). The
+    simulated node's are invented for `now`, a stopped server's too."""
+    stand_in = stand_in_for(server.node)
+    if stand_in is not None:
+        return stand_in.reading(server, now)
     _require_online(server.node)
     return None if server.state == ServerState.STOPPED else reading_of(server.node.id, server.id)
 

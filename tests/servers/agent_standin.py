@@ -3,7 +3,7 @@ the bearer token checked, every request recorded (and the bodies the agent reads
 protocol's messages read so: one that is not fails the test), answers scripted per (method,
 path).
 
-Only the far side of the network is faked; the control plane's AgentRuntime talks to it as it
+Only the far side of the network is faked; the control plane's NodeRuntime talks to it as it
 would to `gshost-agent` (docs/agent-protocol.md).
 """
 

@@ -13,7 +13,7 @@ from django.test import Client
 from freezegun import freeze_time
 
 from audit.actors import Actor
-from servers.agents.runtime import AgentRuntime
+from servers.agents.runtime import NodeRuntime
 from servers.models import Node, RunStatus, Schedule, Server, ServerTransition
 from servers.schedules import schedule_run_now
 from servers.services import PowerAction, server_create, server_power
@@ -199,7 +199,7 @@ def test_the_agent_runtime_sends_a_command_without_changing_the_state(
     demo_server, stand_in_agent, put_in_state
 ):
     put_in_state(demo_server, "running")
-    AgentRuntime().send_command(demo_server, "stop")
+    NodeRuntime().send_command(demo_server, "stop")
     assert state_of(demo_server) == "running"
 
 

@@ -7,7 +7,7 @@ import pytest
 from freezegun import freeze_time
 
 from servers.agents.console_mirror import KEPT_LINES, console_mirror_refresh, mirror_of
-from servers.agents.runtime import AgentRuntime
+from servers.agents.runtime import NodeRuntime
 from servers.runtime import ConsoleLine, ConsoleLines
 from tests.servers.agent_rig import wait_until
 
@@ -24,7 +24,7 @@ def answer_console(agent, server, numbered_texts, last=None):
 
 def fetcher(server):
     """The agent runtime's own fetch of the server's console."""
-    runtime = AgentRuntime()
+    runtime = NodeRuntime()
     return lambda after: runtime._console(server, after)
 
 

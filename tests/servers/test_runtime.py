@@ -1,5 +1,6 @@
-"""The simulated runtime: it finishes requests after SIMULATED_RUNTIME_DELAY_SECONDS through the
-task queue (or the servers' minute tick, if a task is lost) and invents deterministic readings."""
+"""The simulated node, through the one runtime: its agent in process finishes requests after
+SIMULATED_RUNTIME_DELAY_SECONDS through the task queue (or the servers' minute tick, if a task
+is lost) and invents deterministic readings."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -11,9 +12,8 @@ from freezegun import freeze_time
 from audit.actors import Actor
 from servers import tasks
 from servers.models import Server
-from servers.runtime import runtime_sweep
+from servers.runtime import get_runtime, runtime_sweep
 from servers.services import PowerAction, server_power
-from servers.simulated.runtime import SimulatedRuntime
 from tests.servers.conftest import events_of
 
 ME = Actor.system("test")
@@ -86,7 +86,7 @@ def test_it_queues_its_follow_up_when_the_request_commits(
     acme_server, monkeypatch, django_capture_on_commit_callbacks
 ):
     queued = []
-    monkeypatch.setattr("servers.simulated.runtime.async_task", lambda *a: queued.append(a))
+    monkeypatch.setattr("servers.simulated.agent.async_task", lambda *a: queued.append(a))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         power(acme_server, "start")
     assert queued == []
@@ -123,13 +123,13 @@ def long_running(acme_server, put_in_state):
 
 def test_it_invents_the_same_players_for_the_same_moment(long_running):
     moment = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
-    runtime = SimulatedRuntime()
+    runtime = get_runtime(long_running)
     assert runtime.players(long_running, moment) == runtime.players(long_running, moment)
 
 
 def test_players_joined_after_the_server_started_and_before_now(long_running):
     moment = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
-    listed = SimulatedRuntime().players(long_running, moment)
+    listed = get_runtime(long_running).players(long_running, moment)
     assert listed.count == len(listed.players) > 0
     assert all(long_running.state_changed_at <= p.joined_at <= moment for p in listed.players)
 
@@ -137,12 +137,12 @@ def test_players_joined_after_the_server_started_and_before_now(long_running):
 def test_no_more_players_than_the_server_allows(long_running):
     long_running.reported_settings = {"max_players": "1"}
     moment = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
-    listed = SimulatedRuntime().players(long_running, moment)
+    listed = get_runtime(long_running).players(long_running, moment)
     assert listed.max == 1 and listed.count <= 1
 
 
 def test_a_stopped_server_has_no_players_and_no_load(acme_server):
-    runtime, now = SimulatedRuntime(), timezone.now()
+    runtime, now = get_runtime(acme_server), timezone.now()
     assert runtime.players(acme_server, now).count == 0
     stats = runtime.stats(acme_server, now)
     assert (stats.cpu_percent, stats.memory_mb, stats.uptime_seconds) == (0.0, 0, 0)
@@ -150,17 +150,17 @@ def test_a_stopped_server_has_no_players_and_no_load(acme_server):
 
 def test_a_running_server_has_load_and_uptime(long_running):
     moment = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
-    stats = SimulatedRuntime().stats(long_running, moment)
+    stats = get_runtime(long_running).stats(long_running, moment)
     assert stats.cpu_percent > 0 and 0 < stats.memory_mb <= stats.memory_limit_mb
     assert stats.uptime_seconds == 6 * 3600
-    assert stats == SimulatedRuntime().stats(long_running, moment)
+    assert stats == get_runtime(long_running).stats(long_running, moment)
 
 
 def test_metrics_follow_the_servers_state_history(acme_server, put_in_state):
     with freeze_time("2026-11-22 10:30:00"):
         put_in_state(acme_server, "running")
     end = datetime(2026, 11, 22, 11, 0, tzinfo=UTC)
-    samples = SimulatedRuntime().metrics(
+    samples = get_runtime(acme_server).metrics(
         acme_server, end - timedelta(hours=1), end, timedelta(minutes=1)
     )
     assert len(samples) == 61
@@ -169,12 +169,14 @@ def test_metrics_follow_the_servers_state_history(acme_server, put_in_state):
 
 
 def test_an_unknown_minecraft_command_is_refused_by_the_game(long_running):
-    assert not SimulatedRuntime().send_command(long_running, "fly me to the moon").accepted
-    assert SimulatedRuntime().send_command(long_running, "say hello").accepted
+    assert not get_runtime(long_running).send_command(long_running, "fly me to the moon").accepted
+    assert get_runtime(long_running).send_command(long_running, "say hello").accepted
 
 
 def test_a_custom_game_accepts_any_command(acme_other_server):
-    assert SimulatedRuntime().send_command(acme_other_server, "anything at all").accepted
+    assert (
+        get_runtime(acme_other_server).send_command(acme_other_server, "anything at all").accepted
+    )
 
 
 def test_the_simulated_nodes_sweep_leaves_a_server_on_an_agent_node_alone(
