@@ -23,7 +23,7 @@ form no loop.
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
-from typing import Protocol
+from typing import Any, Protocol
 
 from django.utils.module_loading import import_string
 
@@ -32,7 +32,7 @@ from servers.errors import NotOnAgentNodes
 from servers.models import Job, Node, NodeKind, Server, ServerMigration
 
 NODE_RUNTIME = "servers.agents.runtime.NodeRuntime"
-ADDRESS_MOVER = "servers.simulated.agent.SIMULATED_AGENT"
+IN_PROCESS_AGENT = "servers.simulated.agent.SIMULATED_AGENT"
 
 
 @dataclass(frozen=True)
@@ -185,10 +185,43 @@ def host_traits(node: Node) -> HostTraits:
     return AGENT_TRAITS if node.kind == NodeKind.AGENT else SIMULATED_TRAITS
 
 
+class InProcessAgent(Protocol):
+    """A node's agent that answers in this process (the simulated node's): the agent's routes
+    in the agent's shapes, and its readings when asked, where an agent's come by heartbeat."""
+
+    def answer(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: dict[str, Any] | None = None,
+        params: dict[str, str] | None = None,
+    ) -> tuple[int, bytes]: ...
+    def reading(self, server: Server, now: datetime) -> Reading: ...
+    def reported_settings(self, server: Server) -> dict[str, str]: ...
+    def metrics(
+        self, server: Server, start: datetime, end: datetime, step: timedelta
+    ) -> list[MetricsSample]: ...
+    def migrate(self, migration: ServerMigration) -> None: ...
+    def sweep(self, now: datetime) -> None: ...
+
+
 @cache
 def _runtime() -> Runtime:
     runtime: Runtime = import_string(NODE_RUNTIME)()
     return runtime
+
+
+@cache
+def _in_process() -> InProcessAgent:
+    agent: InProcessAgent = import_string(IN_PROCESS_AGENT)
+    return agent
+
+
+def in_process_agent(node: Node) -> InProcessAgent | None:
+    """The agent that answers for `node` in this process (the simulated node's); None for a
+    node whose agent is reached over HTTPS."""
+    return _in_process() if host_traits(node).agent_in_process else None
 
 
 class AddressMover(Protocol):
@@ -205,8 +238,7 @@ def address_mover(server: Server) -> AddressMover:
             "A server on an agent node moves to another node, not to an address: "
             "`simulate SERVER_ID migrate --node NAME` or the admin's Migrate to node…."
         )
-    mover: AddressMover = import_string(ADDRESS_MOVER)
-    return mover
+    return _in_process()
 
 
 def get_runtime(server: Server) -> Runtime:
@@ -218,10 +250,16 @@ def runtime_sweep(now: datetime) -> None:
     """Called every minute and by follow-ups: the simulated node finishes what is due; agent
     nodes report by themselves, and their jobs fail once their node has been silent too long."""
     _runtime().sweep(now)
+    _in_process().sweep(now)
+
+
+def _reset() -> None:
+    _runtime.cache_clear()
+    _in_process.cache_clear()
 
 
 process_state.register(
     "servers.runtime",
-    bound="one runtime object",
-    reset=_runtime.cache_clear,
+    bound="one runtime object and one in-process agent",
+    reset=_reset,
 )

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import freezegun
+import hypothesis
 import pytest
 from django.conf import settings
 from django.core.cache import cache
@@ -25,6 +26,13 @@ from tests import no_delay  # noqa: F401 - test servers answer without Nagle's d
 
 # pytest's own clock must stay real under frozen time, or --durations reports nonsense.
 freezegun.configure(extend_ignore_list=["_pytest.timing"])
+
+# Hypothesis's timing checks measure the machine, not the property: the suite's five parts
+# share two cores, and a draw that takes a second there is load, not a slow strategy.
+hypothesis.settings.register_profile(
+    "gshost", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("gshost")
 
 API = "/api/public/v1"
 

@@ -169,6 +169,13 @@ def node_report_apply(*, node: Node, report: Report) -> ReportOutcome:
     return outcome
 
 
+def node_report_apply_in_process(*, node: Node, report: Report) -> ReportOutcome:
+    """A report of the node's agent in this process (the simulated node's), applied as an
+    agent's is, without an outbox's sequence: it reports what the rows say is due, and each
+    move is a compare-and-set, so a report made twice is applied once."""
+    return _apply(node, report)
+
+
 def _apply_once(node: Node, report: Report) -> ReportOutcome:
     with transaction.atomic():
         locked = Node.objects.select_for_update().filter(id=node.id).first()

@@ -80,9 +80,9 @@ from servers.runtime import (
     PlayerList,
     Reading,
     StatsSample,
+    in_process_agent,
 )
 from servers.selectors import server_max_players
-from servers.simulated.agent import simulated_work_finish, stand_in_for
 
 logger = logging.getLogger(__name__)
 
@@ -162,9 +162,9 @@ def agent_call_raw(
     is sent as the body instead of JSON; a call with `takes_slot=False` takes no slot (work
     that may take seconds on the agent: others about the node need not wait behind it)."""
     require_outside_transaction(f"The agent call {method} {path}")
-    stand_in = stand_in_for(node)
-    if stand_in is not None:
-        return stand_in.answer(method, path, body=body, params=params)
+    in_process = in_process_agent(node)
+    if in_process is not None:
+        return in_process.answer(method, path, body=body, params=params)
     _require_online(node)
     token = node_token(node)
     if token is None:
@@ -436,9 +436,9 @@ class NodeRuntime:
     ) -> list[MetricsSample]:
         """From the minutes its node sent in its heartbeats (never a call to the node): also
         while the node is unreachable, the history it sent stays."""
-        stand_in = stand_in_for(server.node)
-        if stand_in is not None:
-            return stand_in.metrics(server, start, end, step)
+        in_process = in_process_agent(server.node)
+        if in_process is not None:
+            return in_process.metrics(server, start, end, step)
         latest = (
             None if server.state == ServerState.STOPPED else reading_of(server.node_id, server.id)
         )
@@ -446,9 +446,9 @@ class NodeRuntime:
 
     def actual_settings(self, server: Server) -> dict[str, str]:
         """The settings file as the node's last heartbeat reported it (never a call)."""
-        stand_in = stand_in_for(server.node)
-        if stand_in is not None:
-            return stand_in.reported_settings(server)
+        in_process = in_process_agent(server.node)
+        if in_process is not None:
+            return in_process.reported_settings(server)
         _require_online(server.node)
         return reported_settings_of(server.node.id, server.id) or {}
 
@@ -456,7 +456,7 @@ class NodeRuntime:
         """The game's output as last fetched from its node, with that time (never a call: a
         fetch starts in the background when it is a second old, servers.agents.console_mirror).
         The simulated node's, in process, are asked for each time."""
-        if stand_in_for(server.node) is not None:
+        if in_process_agent(server.node) is not None:
             return self._console(server, after) or ConsoleLines([], after)
         _require_online(server.node)
         return console_lines_mirrored(server.id, after, lambda since: self._console(server, since))
@@ -472,19 +472,17 @@ class NodeRuntime:
         return ConsoleLines([ConsoleLine(line.n, line.text) for line in output.lines], output.last)
 
     def sweep(self, now: datetime) -> None:
-        """Agents report what their processes do; only jobs of silent nodes time out. The
-        simulated node's host finishes what is due."""
+        """Agents report what their processes do; only jobs of silent nodes time out."""
         jobs_fail_unreported(now)
-        simulated_work_finish(now)
 
 
 def _reading(server: Server, now: datetime) -> Reading | None:
     """The server's last reported readings; none for a stopped server. NodeUnavailable at
     once when its node is unreachable (its heartbeats, and so its readings, stopped). The
     simulated node's are invented for `now`, a stopped server's too."""
-    stand_in = stand_in_for(server.node)
-    if stand_in is not None:
-        return stand_in.reading(server, now)
+    in_process = in_process_agent(server.node)
+    if in_process is not None:
+        return in_process.reading(server, now)
     _require_online(server.node)
     return None if server.state == ServerState.STOPPED else reading_of(server.node.id, server.id)
 

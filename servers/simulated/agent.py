@@ -4,8 +4,9 @@ as it calls an agent over HTTPS, and it answers the agent's routes in the agent'
 protocol refuses, `404 server_not_found` for a server not on the simulated node, `404
 not_found` for what it does not serve (files, transfers). What it takes is carried out by its
 host (`servers.simulated.host`) `SIMULATED_RUNTIME_DELAY_SECONDS` later, through the task
-queue; its readings are invented (`servers.simulated.numbers`), the same for the same server
-at the same moment. It never holds a connection, so no call to it waits or fails."""
+queue, and reported as an agent reports (`servers.agents.reports`). Its readings are invented
+(`servers.simulated.numbers`), the same for the same server at the same moment. It holds no
+connection, so no call to it waits or fails."""
 
 import json
 import re
@@ -14,11 +15,8 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import unquote
 
-from django.conf import settings
 from django.utils import timezone
-from django_q.tasks import async_task
 
-from gshost import handoff
 from gshost_agent.protocol import (
     ConsoleOutput,
     JobRequest,
@@ -30,13 +28,12 @@ from servers.errors import InvalidState
 from servers.models import (
     ConsoleCommand,
     Job,
-    Node,
     NodeKind,
     Server,
     ServerMigration,
     ServerState,
 )
-from servers.runtime import MetricsSample, Reading, host_traits
+from servers.runtime import MetricsSample, Reading
 from servers.selectors import server_max_players, server_reported_settings, server_state_history
 from servers.simulated import host, numbers
 
@@ -44,15 +41,12 @@ CONSOLE_LINES_AT_ONCE = 100
 _SERVER_PATH = re.compile(r"/v1/servers/(?P<server_id>[^/]+)(?:/(?P<action>[a-z]+)(?:/[^/]+)?)?")
 
 Answer = tuple[int, bytes]
-
-
-def simulated_delay() -> timedelta:
-    return timedelta(seconds=settings.SIMULATED_RUNTIME_DELAY_SECONDS)
+Route = Callable[[Server, Any, dict[str, str]], Answer]
 
 
 def simulated_work_finish(now: datetime) -> None:
     """Whatever the simulated node took and is due by `now`: finished (a sweep)."""
-    host.finish_due_work(now, simulated_delay())
+    host.finish_due_work(now)
 
 
 def _json(status: int, body: dict[str, Any]) -> Answer:
@@ -61,14 +55,6 @@ def _json(status: int, body: dict[str, Any]) -> Answer:
 
 def _refused(status: int, code: str, message: str) -> Answer:
     return _json(status, {"error": {"code": code, "message": message}})
-
-
-def _follow_up() -> None:
-    """The host's sweep is queued now and then until the delay has passed (after commit:
-    the rows it reads are the truth); `servers.recovery` and the minute tick finish anything
-    a lost task left behind."""
-    until = (timezone.now() + simulated_delay()).isoformat()
-    handoff.after_commit(async_task, "servers.tasks.runtime_follow", until)
 
 
 def simulated_reading(server: Server, now: datetime) -> Reading:
@@ -98,6 +84,20 @@ class SimulatedAgent:
     Nothing of its own is stored: the due work is read from the rows (a server in a
     transitional state, a job not finished, a migration under way) and their timestamps."""
 
+    def __init__(self) -> None:
+        self._routes: dict[tuple[str, str], Route] = {
+            ("POST", "start"): self._start,
+            ("POST", "restart"): self._start,
+            ("POST", "stop"): self._take,
+            ("POST", "kill"): self._kill,
+            ("POST", "jobs"): self._job,
+            ("POST", "console"): self._command,
+            ("GET", "console"): self._console,
+            ("PUT", "settings"): self._taken_at_once,
+            ("DELETE", ""): self._taken_at_once,  # it keeps nothing of a server but its rows
+            ("DELETE", "backups"): self._taken_at_once,  # nor of a backup
+        }
+
     def answer(
         self,
         method: str,
@@ -108,7 +108,7 @@ class SimulatedAgent:
     ) -> Answer:
         """What the agent's route `method path` answers: (status, JSON body)."""
         found = _SERVER_PATH.fullmatch(path)
-        route = self._routes().get((method, found["action"] or "")) if found else None
+        route = self._routes.get((method, found["action"] or "")) if found else None
         if found is None or route is None:
             return _refused(404, "not_found", "the simulated node does not serve this route")
         server_id = unquote(found["server_id"])
@@ -122,26 +122,12 @@ class SimulatedAgent:
         except InvalidState as error:
             return _refused(409, "invalid_state", error.message)
 
-    def _routes(self) -> dict[tuple[str, str], Callable[[Server, Any, dict[str, str]], Answer]]:
-        return {
-            ("POST", "start"): self._start,
-            ("POST", "restart"): self._start,
-            ("POST", "stop"): self._take,
-            ("POST", "kill"): self._kill,
-            ("POST", "jobs"): self._job,
-            ("POST", "console"): self._command,
-            ("GET", "console"): self._console,
-            ("PUT", "settings"): self._taken_at_once,
-            ("DELETE", ""): self._taken_at_once,  # it keeps nothing of a server but its rows
-            ("DELETE", "backups"): self._taken_at_once,  # nor of a backup
-        }
-
     def _start(self, server: Server, body: Any, params: dict[str, str]) -> Answer:
         StartRequest.from_json(body)
         return self._take(server, body, params)
 
     def _take(self, server: Server, body: Any, params: dict[str, str]) -> Answer:
-        _follow_up()
+        host.follow_up()
         return _json(202, {})
 
     def _taken_at_once(self, server: Server, body: Any, params: dict[str, str]) -> Answer:
@@ -185,9 +171,12 @@ class SimulatedAgent:
         last = max([int(after), *(line.n for line in lines)])
         return _json(200, ConsoleOutput(tuple(lines), last).to_json())
 
+    def sweep(self, now: datetime) -> None:
+        simulated_work_finish(now)
+
     def migrate(self, migration: ServerMigration) -> None:
         """A move to a new address, finished by the host a delay later."""
-        _follow_up()
+        host.follow_up()
 
     def reading(self, server: Server, now: datetime) -> Reading:
         return simulated_reading(server, now)
@@ -226,9 +215,3 @@ class SimulatedAgent:
 
 
 SIMULATED_AGENT = SimulatedAgent()
-
-
-def stand_in_for(node: Node) -> SimulatedAgent | None:
-    """The in-process agent that answers for `node` (the simulated node's); None for a node
-    whose agent is reached over HTTPS."""
-    return SIMULATED_AGENT if host_traits(node).agent_in_process else None

@@ -1,21 +1,26 @@
-"""The far side of the simulated runtime: hosts that finish what they were asked, on time.
+"""The far side of the simulated node's agent: a host that finishes what it was asked, on
+time, and tells it as an agent does, in reports (`servers.agents.reports`).
 
 Due work is read from the rows themselves, so any sweep (the follow-up task, the minute
 tick, a test) can finish it, twice is harmless (each report is a compare-and-set), and a
 lost task costs at most a minute.
 """
 
-import contextlib
 import hashlib
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
+from django_q.tasks import async_task
 
 from audit.actors import Actor
-from servers.backups.jobs import job_begin, job_finish, job_progress
-from servers.errors import InvalidState, NotOnAgentNodes
+from gshost import handoff
+from gshost_agent.protocol import Report, ReportKind
+from servers.agents.reports import ReportOutcome, node_report_apply_in_process
+from servers.errors import NotOnAgentNodes
 from servers.fleet.moves import migrate_now, migration_complete, suggest_new_address
-from servers.game.settings import settings_report_applied
+from servers.fleet.nodes import simulated_node
 from servers.lifecycle import Trigger
 from servers.models import (
     Job,
@@ -28,21 +33,40 @@ from servers.models import (
     ServerState,
     ServerTransition,
 )
-from servers.runtime import get_runtime, host_traits
+from servers.runtime import host_traits
 from servers.services import server_transition
 from servers.simulated import numbers
 
 COMPLETION = {
-    ServerState.STARTING: Trigger.READY,
-    ServerState.RESTARTING: Trigger.READY,
-    ServerState.STOPPING: Trigger.HALTED,
+    ServerState.STARTING: ReportKind.READY,
+    ServerState.RESTARTING: ReportKind.READY,
+    ServerState.STOPPING: ReportKind.HALTED,
 }
 
 
-def finish_due_work(now: datetime, delay: timedelta) -> None:
+def simulated_delay() -> timedelta:
+    return timedelta(seconds=settings.SIMULATED_RUNTIME_DELAY_SECONDS)
+
+
+def follow_up() -> None:
+    """A sweep is queued now and then until the delay has passed (after commit: the rows it
+    reads are the truth); `servers.recovery` and the minute tick finish anything a lost task
+    left behind."""
+    until = (timezone.now() + simulated_delay()).isoformat()
+    handoff.after_commit(async_task, "servers.tasks.runtime_follow", until)
+
+
+def finish_due_work(now: datetime) -> None:
+    delay = simulated_delay()
     _finish_transitions(now - delay)
     _advance_jobs(now, delay)
     _finish_migrations(now - delay)
+
+
+def _report(report: Report) -> bool:
+    """What the host did, told as an agent tells it (`servers.agents.reports`)."""
+    outcome = node_report_apply_in_process(node=simulated_node(), report=report)
+    return outcome == ReportOutcome.APPLIED
 
 
 def _finish_transitions(cutoff: datetime) -> None:
@@ -50,14 +74,7 @@ def _finish_transitions(cutoff: datetime) -> None:
         node__kind=NodeKind.SIMULATED, state__in=list(COMPLETION), state_changed_at__lte=cutoff
     )
     for server_id, state in due.values_list("id", "state"):
-        try:
-            server = server_transition(
-                server_id=server_id, trigger=COMPLETION[ServerState(state)], cause="runtime"
-            )
-        except InvalidState:
-            continue  # someone else moved it first (a crash, another sweep)
-        if server.state == ServerState.RUNNING:
-            settings_report_applied(server=server)
+        _report(Report(server_id=server_id, kind=COMPLETION[ServerState(state)]))
 
 
 def _advance_jobs(now: datetime, delay: timedelta) -> None:
@@ -67,41 +84,43 @@ def _advance_jobs(now: datetime, delay: timedelta) -> None:
     for job in unfinished.order_by("created_at"):
         elapsed = now - job.created_at
         if elapsed >= delay:
-            size, checksum = _backup_size(job, now), _backup_checksum(job)
-            if job_finish(job_id=job.id, succeeded=True, size_bytes=size, sha256=checksum):
+            finished = Report(
+                server_id=job.server_id,
+                kind=ReportKind.JOB_FINISHED,
+                job_id=job.id,
+                succeeded=True,
+                size_bytes=_backup_size(job, now),
+                sha256=_backup_checksum(job),
+            )
+            if _report(finished):
                 _start_after_restore(job)
-        elif job.state == JobState.QUEUED:
-            job_begin(job_id=job.id)
         else:
-            job_progress(job_id=job.id, progress=int(100 * elapsed / delay))
+            progress = 0 if job.state == JobState.QUEUED else int(100 * elapsed / delay)
+            _report(
+                Report(
+                    server_id=job.server_id,
+                    kind=ReportKind.JOB_PROGRESS,
+                    job_id=job.id,
+                    progress=progress,
+                )
+            )
 
 
 def host_stop_for_restore(job: Job) -> None:
     """A restore of a running server stops it first, as a node does (server.stopped)."""
     if job.kind == JobKind.RESTORE and job.server.state == ServerState.RUNNING:
-        server_transition(server_id=job.server_id, trigger=Trigger.NODE_STOP, cause=_cause(job))
+        _report(Report(server_id=job.server_id, kind=ReportKind.STOPPED_BY_NODE))
 
 
 def _start_after_restore(job: Job) -> None:
     """...and starts it again once the restore is over (server.started, a delay later)."""
     stopped = ServerTransition.objects.filter(
-        server_id=job.server_id, trigger=Trigger.NODE_STOP, cause=_cause(job)
+        server_id=job.server_id, trigger=Trigger.NODE_STOP, at__gte=job.created_at
     )
     if job.kind != JobKind.RESTORE or not stopped.exists():
         return
-    with contextlib.suppress(InvalidState):  # its stop is over before its restore is
-        server_transition(server_id=job.server_id, trigger=Trigger.HALTED, cause="runtime")
-    try:
-        server = server_transition(
-            server_id=job.server_id, trigger=Trigger.NODE_START, cause=_cause(job)
-        )
-    except InvalidState:
-        return  # someone else moved it first
-    get_runtime(server).start(server)
-
-
-def _cause(job: Job) -> str:
-    return f"{job.kind} {job.id}"
+    if _report(Report(server_id=job.server_id, kind=ReportKind.STARTED_BY_NODE)):
+        follow_up()
 
 
 def _backup_size(job: Job, now: datetime) -> int | None:

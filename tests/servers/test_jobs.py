@@ -136,7 +136,7 @@ def test_a_restore_of_a_running_server_stops_it_restores_and_starts_it_again(
             states.append(client.get(f"{API}/servers/{acme_server.id}").json()["state"])
     job = client.get(f"{API}/servers/{acme_server.id}/backups/restore-jobs/{response.json()['id']}")
     assert job.json()["state"] == "succeeded"
-    assert states == ["stopping", "starting", "running"]
+    assert states == ["stopped", "starting", "running"]
     assert [(p.event, p.data["previous_state"]) for p in published] == [
         ("server.stopped", "stopping"),
         ("server.started", "starting"),

@@ -239,7 +239,7 @@ def test_a_person_restores_a_backup_of_a_running_server_from_an_enabled_button(
     html = page(alice_client, f"{PANEL}{acme_server.id}/backups/")
     assert 'class="button small secondary">Restore</button>' in html
     alice_client.post(f"{PANEL}{acme_server.id}/backups/{backup.id}/restore")
-    assert Server.objects.get(id=acme_server.id).state == "stopping"  # the node stops it first
+    assert Server.objects.get(id=acme_server.id).state == "stopped"  # the node stops it first
 
 
 def test_maintenance_on_a_running_server_is_refused_with_a_message(

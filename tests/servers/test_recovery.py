@@ -29,7 +29,7 @@ def test_a_power_action_answers_202_when_its_follow_up_cannot_be_queued(
     monkeypatch: pytest.MonkeyPatch,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    monkeypatch.setattr("servers.simulated.agent.async_task", broker_down)
+    monkeypatch.setattr("servers.simulated.host.async_task", broker_down)
     before = sample(FAILED, task="servers.tasks.runtime_follow")
     with django_capture_on_commit_callbacks(execute=True):
         response = client_for(make_key(["servers:power"])).post(
@@ -49,7 +49,7 @@ def test_the_catch_up_finishes_a_start_whose_follow_up_was_lost(
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     settings.SIMULATED_RUNTIME_DELAY_SECONDS = 2
-    monkeypatch.setattr("servers.simulated.agent.async_task", broker_down)
+    monkeypatch.setattr("servers.simulated.host.async_task", broker_down)
     with freeze_time("2026-11-22 10:00:00") as frozen:
         with django_capture_on_commit_callbacks(execute=True):
             client_for(make_key(["servers:power"])).post(
@@ -70,7 +70,7 @@ def test_the_catch_up_thread_finishes_a_start_whose_follow_up_was_lost(
     settings: Any,
 ) -> None:
     settings.SIMULATED_RUNTIME_DELAY_SECONDS = 0
-    monkeypatch.setattr("servers.simulated.agent.async_task", broker_down)
+    monkeypatch.setattr("servers.simulated.host.async_task", broker_down)
     client_for(make_key(["servers:power"])).post(
         f"{API}/servers/{acme_server.id}/power", {"action": "start"}, format="json"
     )

@@ -86,7 +86,7 @@ def test_it_queues_its_follow_up_when_the_request_commits(
     acme_server, monkeypatch, django_capture_on_commit_callbacks
 ):
     queued = []
-    monkeypatch.setattr("servers.simulated.agent.async_task", lambda *a: queued.append(a))
+    monkeypatch.setattr("servers.simulated.host.async_task", lambda *a: queued.append(a))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         power(acme_server, "start")
     assert queued == []

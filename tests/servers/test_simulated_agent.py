@@ -10,7 +10,7 @@ from freezegun import freeze_time
 from audit.actors import Actor
 from gshost_agent.protocol import ConsoleOutput, server_route
 from servers.backups.jobs import backup_create, backup_restore
-from servers.models import Job, JobState, Server
+from servers.models import Job, JobState, Server, ServerTransition
 from servers.runtime import runtime_sweep
 from servers.services import PowerAction, server_power, server_send_command
 from servers.simulated import agent
@@ -90,3 +90,12 @@ def test_its_readings_are_invented_for_any_state(acme_server, put_in_state, stat
     reading = agent.simulated_reading(Server.objects.get(id=acme_server.id), now)
     assert reading.sampled_at == now and reading.network_in_kbps is not None
     assert reading.players_online == len(reading.players) <= (reading.max_players or 0)
+
+
+def test_what_it_finishes_is_told_as_an_agents_report_is(acme_server):
+    with freeze_time(timezone.now()) as frozen:
+        server_power(server=acme_server, action=PowerAction.START, actor=ME)
+        frozen.tick(5)
+        runtime_sweep(timezone.now())
+    finished = ServerTransition.objects.filter(server=acme_server).latest("at")
+    assert (finished.to_state, finished.cause) == ("running", "node simulated: ready")
