@@ -9,9 +9,9 @@ node token as bearer, no proxies from the environment. A node without a heartbea
 whose agent does not answer, is `NodeUnavailable` (503 node_unavailable): nothing is queued.
 How long a call may take, and when a node is not even tried, is `servers.agents.calls`.
 
-The simulated node's agent is in process (`servers.simulated.agent`): the same calls reach it
-without a connection, and it is asked for its readings, which it invents, where an agent's
-come from its heartbeats.
+The simulated node's agent is in process (`servers.runtime.in_process_agent`): the same calls
+reach it without a connection, and it is asked for its readings, which it invents, where an
+agent's come from its heartbeats.
 """
 
 import json
