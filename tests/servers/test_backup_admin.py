@@ -7,6 +7,7 @@ says where each backup is kept."""
 from datetime import timedelta
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.contrib.messages import get_messages
 from django.utils import timezone
 
@@ -44,7 +45,7 @@ def lose(node: Node) -> None:
 def delete_page(client, backup: Backup):
     """Admin's delete, as staff confirm it: a redirect, with no word about the backup (a
     refusal, or "does not exist")."""
-    response = client.post(f"/admin/servers/backup/{backup.id}/delete/", {"post": "yes"})
+    response = client.post(f"/admin/servers/backup/{quote(backup.id)}/delete/", {"post": "yes"})
     said = [str(message) for message in get_messages(response.wsgi_request)]
     assert response.status_code == 302, response.content.decode()[-2000:]
     assert not [message for message in said if backup.id in message], said
@@ -138,7 +139,7 @@ def test_a_backup_being_made_is_not_deleted(staff_client, demo_server, bucket, s
     backup, _job = backup_create(server=demo_server, actor=ACTOR)
 
     page = staff_client.post(
-        f"/admin/servers/backup/{backup.id}/delete/", {"post": "yes"}, follow=True
+        f"/admin/servers/backup/{quote(backup.id)}/delete/", {"post": "yes"}, follow=True
     )
 
     assert Backup.objects.filter(id=backup.id).exists()

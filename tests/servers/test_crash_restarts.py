@@ -3,6 +3,7 @@ setting is off, it crash-loops (within 60 s of its last start) or its node is un
 server.crashed says which, and the history calls the start automatic."""
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.utils import timezone
 from freezegun import freeze_time
 
@@ -124,7 +125,8 @@ def test_a_servers_write_holder_turns_it_on_in_the_panel(acme_server, alice_clie
 
 
 def test_staff_set_it_in_admin(staff_client, acme_server):
-    page = staff_client.get(f"/admin/servers/server/{acme_server.pk}/change/").content.decode()
+    url = f"/admin/servers/server/{quote(acme_server.pk)}/change/"
+    page = staff_client.get(url).content.decode()
     assert 'name="restart_on_crash"' in page
 
 

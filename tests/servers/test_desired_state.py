@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from freezegun import freeze_time
@@ -407,7 +408,7 @@ def test_staff_suspend_and_unsuspend_a_server_in_admin(staff_client, acme_server
 
 
 def test_staff_deleting_a_server_in_admin_asks_for_its_deletion(staff_client, acme_server):
-    url = f"/admin/servers/server/{acme_server.id}/delete/"
+    url = f"/admin/servers/server/{quote(acme_server.id)}/delete/"
     response = staff_client.post(url, {"post": "yes"}, follow=True)
 
     # Where the admin sent staff says why, should the deletion not be asked.

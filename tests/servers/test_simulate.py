@@ -214,5 +214,6 @@ def test_staff_see_a_crashs_signal_and_oom_kill_in_the_servers_history(staff_cli
     acme_server.transitions.create(
         from_state="running", to_state="crashed", trigger="node", signal=9, oom=True
     )
-    page = staff_client.get(f"/admin/servers/server/{acme_server.pk}/change/").content.decode()
+    url = f"/admin/servers/server/{quote(acme_server.pk)}/change/"
+    page = staff_client.get(url).content.decode()
     assert "SIGKILL (9), out of memory" in page
