@@ -185,9 +185,17 @@ def host_traits(node: Node) -> HostTraits:
     return AGENT_TRAITS if node.kind == NodeKind.AGENT else SIMULATED_TRAITS
 
 
-class InProcessAgent(Protocol):
+class AddressMover(Protocol):
+    """A host that moves a server to a new address (the simulated node's). Agent nodes move
+    servers between nodes, data and all (`servers.agents.transfers`), not to an address."""
+
+    def migrate(self, migration: ServerMigration) -> None: ...
+
+
+class InProcessAgent(AddressMover, Protocol):
     """A node's agent that answers in this process (the simulated node's): the agent's routes
-    in the agent's shapes, and its readings when asked, where an agent's come by heartbeat."""
+    in the agent's shapes, and its readings when asked, where an agent's come by heartbeat; it
+    also moves servers to new addresses."""
 
     def answer(
         self,
@@ -202,7 +210,6 @@ class InProcessAgent(Protocol):
     def metrics(
         self, server: Server, start: datetime, end: datetime, step: timedelta
     ) -> list[MetricsSample]: ...
-    def migrate(self, migration: ServerMigration) -> None: ...
     def sweep(self, now: datetime) -> None: ...
 
 
@@ -222,13 +229,6 @@ def in_process_agent(node: Node) -> InProcessAgent | None:
     """The agent that answers for `node` in this process (the simulated node's); None for a
     node whose agent is reached over HTTPS."""
     return _in_process() if host_traits(node).agent_in_process else None
-
-
-class AddressMover(Protocol):
-    """A host that moves a server to a new address (the simulated node's). Agent nodes move
-    servers between nodes, data and all (`servers.agents.transfers`), not to an address."""
-
-    def migrate(self, migration: ServerMigration) -> None: ...
 
 
 def address_mover(server: Server) -> AddressMover:

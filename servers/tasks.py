@@ -16,7 +16,7 @@ from servers.game.config_events import config_events_apply_due
 from servers.runtime import runtime_sweep
 from servers.schedules import schedules_run_due
 from servers.services import crash_restarts_run_due
-from servers.simulated.agent import simulated_work_finish
+from servers.simulated.agent import SIMULATED_AGENT
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def runtime_follow(until: str) -> None:
     deadline = datetime.fromisoformat(until)
     started = time.monotonic()
     while True:
-        simulated_work_finish(timezone.now())
+        SIMULATED_AGENT.sweep(timezone.now())
         remaining = (deadline - timezone.now()).total_seconds()
         if remaining < 0 or time.monotonic() - started > LONGEST_FOLLOW_SECONDS:
             return

@@ -18,6 +18,7 @@ from urllib.parse import unquote
 from django.utils import timezone
 
 from gshost_agent.protocol import (
+    SERVER_ROUTE,
     ConsoleOutput,
     JobRequest,
     OutputLine,
@@ -38,15 +39,13 @@ from servers.selectors import server_max_players, server_reported_settings, serv
 from servers.simulated import host, numbers
 
 CONSOLE_LINES_AT_ONCE = 100
-_SERVER_PATH = re.compile(r"/v1/servers/(?P<server_id>[^/]+)(?:/(?P<action>[a-z]+)(?:/[^/]+)?)?")
+# The agent's server routes (`SERVER_ROUTE`), an action and a part after it (a backup's id).
+_SERVER_PATH = re.compile(
+    SERVER_ROUTE.format(server_id="(?P<server_id>[^/]+)") + r"(?:/(?P<action>[a-z]+)(?:/[^/]+)?)?"
+)
 
 Answer = tuple[int, bytes]
 Route = Callable[[Server, Any, dict[str, str]], Answer]
-
-
-def simulated_work_finish(now: datetime) -> None:
-    """Whatever the simulated node took and is due by `now`: finished (a sweep)."""
-    host.finish_due_work(now)
 
 
 def _json(status: int, body: dict[str, Any]) -> Answer:
@@ -140,7 +139,8 @@ class SimulatedAgent:
 
     def _job(self, server: Server, body: Any, params: dict[str, str]) -> Answer:
         request = JobRequest.from_json(body)
-        job = Job.objects.filter(id=request.job_id, server=server).first()
+        found = Job.objects.filter(id=request.job_id, server=server)
+        job = found.select_related("server__node").first()
         if job is None:
             return _refused(404, "not_found", "no such job of this server")
         host.host_stop_for_restore(job)
@@ -157,22 +157,23 @@ class SimulatedAgent:
     def _console(self, server: Server, body: Any, params: dict[str, str]) -> Answer:
         """The console history: each command, then its output, as numbered lines. A command
         row `r` gives lines 2r and 2r + 1, so the numbers only grow as commands are sent."""
-        after = params.get("after", "0")
-        if not after.isdecimal() or not after.isascii() or len(after) > 19:
+        given = params.get("after", "0")
+        if not given.isdecimal() or not given.isascii() or len(given) > 19:
             raise ProtocolError("after", "after: a line number")
-        first_row = int(after) // 2
-        rows = ConsoleCommand.objects.filter(server=server, id__gte=first_row).order_by("id")
+        after = int(given)
+        rows = ConsoleCommand.objects.filter(server=server, id__gte=after // 2).order_by("id")
         lines: list[OutputLine] = []
         for row in rows[:CONSOLE_LINES_AT_ONCE]:
             lines.append(OutputLine(2 * row.id, f"> {row.command}"))
             if row.output:
                 lines.append(OutputLine(2 * row.id + 1, row.output))
-        lines = [line for line in lines if line.n > int(after)]
-        last = max([int(after), *(line.n for line in lines)])
+        lines = [line for line in lines if line.n > after]
+        last = max([after, *(line.n for line in lines)])
         return _json(200, ConsoleOutput(tuple(lines), last).to_json())
 
     def sweep(self, now: datetime) -> None:
-        simulated_work_finish(now)
+        """Whatever it took and is due by `now`: finished, and reported."""
+        host.finish_due_work(now)
 
     def migrate(self, migration: ServerMigration) -> None:
         """A move to a new address, finished by the host a delay later."""

@@ -20,13 +20,13 @@ from gshost_agent.protocol import Report, ReportKind
 from servers.agents.reports import ReportOutcome, node_report_apply_in_process
 from servers.errors import NotOnAgentNodes
 from servers.fleet.moves import migrate_now, migration_complete, suggest_new_address
-from servers.fleet.nodes import simulated_node
 from servers.lifecycle import Trigger
 from servers.models import (
     Job,
     JobKind,
     JobState,
     MigrationState,
+    Node,
     NodeKind,
     Server,
     ServerMigration,
@@ -63,25 +63,28 @@ def finish_due_work(now: datetime) -> None:
     _finish_migrations(now - delay)
 
 
-def _report(report: Report) -> bool:
+def _report(node: Node, report: Report) -> bool:
     """What the host did, told as an agent tells it (`servers.agents.reports`)."""
-    outcome = node_report_apply_in_process(node=simulated_node(), report=report)
+    outcome = node_report_apply_in_process(node=node, report=report)
     return outcome == ReportOutcome.APPLIED
 
 
 def _finish_transitions(cutoff: datetime) -> None:
     due = Server.objects.filter(
         node__kind=NodeKind.SIMULATED, state__in=list(COMPLETION), state_changed_at__lte=cutoff
-    )
-    for server_id, state in due.values_list("id", "state"):
-        _report(Report(server_id=server_id, kind=COMPLETION[ServerState(state)]))
+    ).select_related("node")
+    for server in due:
+        _report(
+            server.node, Report(server_id=server.id, kind=COMPLETION[ServerState(server.state)])
+        )
 
 
 def _advance_jobs(now: datetime, delay: timedelta) -> None:
     unfinished = Job.objects.filter(
         server__node__kind=NodeKind.SIMULATED, state__in=(JobState.QUEUED, JobState.RUNNING)
-    )
+    ).select_related("server__node")
     for job in unfinished.order_by("created_at"):
+        node = job.server.node
         elapsed = now - job.created_at
         if elapsed >= delay:
             finished = Report(
@@ -92,24 +95,26 @@ def _advance_jobs(now: datetime, delay: timedelta) -> None:
                 size_bytes=_backup_size(job, now),
                 sha256=_backup_checksum(job),
             )
-            if _report(finished):
+            if _report(node, finished):
                 _start_after_restore(job)
         else:
             progress = 0 if job.state == JobState.QUEUED else int(100 * elapsed / delay)
             _report(
+                node,
                 Report(
                     server_id=job.server_id,
                     kind=ReportKind.JOB_PROGRESS,
                     job_id=job.id,
                     progress=progress,
-                )
+                ),
             )
 
 
 def host_stop_for_restore(job: Job) -> None:
     """A restore of a running server stops it first, as a node does (server.stopped)."""
     if job.kind == JobKind.RESTORE and job.server.state == ServerState.RUNNING:
-        _report(Report(server_id=job.server_id, kind=ReportKind.STOPPED_BY_NODE))
+        report = Report(server_id=job.server_id, kind=ReportKind.STOPPED_BY_NODE)
+        _report(job.server.node, report)
 
 
 def _start_after_restore(job: Job) -> None:
@@ -119,7 +124,8 @@ def _start_after_restore(job: Job) -> None:
     )
     if job.kind != JobKind.RESTORE or not stopped.exists():
         return
-    if _report(Report(server_id=job.server_id, kind=ReportKind.STARTED_BY_NODE)):
+    started = Report(server_id=job.server_id, kind=ReportKind.STARTED_BY_NODE)
+    if _report(job.server.node, started):
         follow_up()
 
 

@@ -101,7 +101,6 @@ def _assert_refused(response: Any, where: str) -> None:
 
 HYPOTHESIS = hypothesis_settings(
     max_examples=20,
-    deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     database=None,
 )

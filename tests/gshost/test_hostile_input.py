@@ -226,7 +226,6 @@ def fuzz_world(settings, owner_key, acme, acme_server: Server, webhook) -> dict[
 
 @hypothesis_settings(
     max_examples=80,
-    deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     database=None,
 )

@@ -54,6 +54,17 @@ def test_a_start_body_the_protocol_refuses_is_a_bad_request(acme_server):
     assert (status, body["error"]["code"]) == (400, "invalid_request")
 
 
+def test_a_kill_that_no_longer_applies_is_refused_as_the_agent_refuses_it(acme_server):
+    status, body = answered("POST", server_route(acme_server.id, "kill"))  # it is stopped
+    assert (status, body["error"]["code"]) == (409, "invalid_state")
+
+
+def test_a_job_it_was_not_given_is_not_found(acme_server):
+    job = {"job_id": "job_" + "a" * 20, "kind": "wipe", "game": acme_server.game}
+    status, body = answered("POST", server_route(acme_server.id, "jobs"), job)
+    assert (status, body["error"]["code"]) == (404, "not_found")
+
+
 def test_its_console_answers_in_the_agents_shape(acme_server, put_in_state):
     put_in_state(acme_server, "running")
     server_send_command(server=acme_server, command="say hello", actor=ME)
